@@ -1,0 +1,278 @@
+/// The kind of a JSON value found by ``JSONScanner``.
+package enum JSONValueKind: Sendable, Equatable {
+    case object, array, string, number, bool, null
+}
+
+/// Why a byte sequence is not the JSON we expected.
+package struct JSONScanError: Error, Equatable, Sendable, CustomStringConvertible {
+    package var offset: Int
+    package var reason: String
+    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
+}
+
+/// One member of a top-level JSON object: its decoded key and where its value lies.
+package struct JSONMember: Sendable, Equatable {
+    package var key: String
+    package var kind: JSONValueKind
+    /// Byte range of the value inside the scanned bytes; the value is never copied or decoded.
+    package var range: Range<Int>
+}
+
+/// A validating, non-allocating JSON scanner.
+///
+/// It checks the whole text against RFC 8259 and reports the top-level object's members as
+/// byte ranges, so an envelope (`type`, `id`) can be read while the `payload` stays
+/// undecoded and can be forwarded byte for byte.
+package struct JSONScanner {
+    private let bytes: UnsafeRawBufferPointer
+    private var index = 0
+    private var depth = 0
+    private static let maxDepth = 512
+
+    private init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    /// Validates `bytes` as one JSON object and returns its members in order.
+    /// - Parameter bytes: the complete JSON text.
+    /// - Throws: ``JSONScanError`` if the text is not a single valid JSON object.
+    package static func scanObject(_ bytes: UnsafeRawBufferPointer) throws(JSONScanError) -> [JSONMember] {
+        var scanner = JSONScanner(bytes)
+        scanner.skipWhitespace()
+        guard scanner.peek() == UInt8(ascii: "{") else { throw scanner.error("expected an object") }
+        var members: [JSONMember] = []
+        scanner.index += 1
+        scanner.skipWhitespace()
+        if scanner.peek() == UInt8(ascii: "}") {
+            scanner.index += 1
+        } else {
+            while true {
+                scanner.skipWhitespace()
+                let keyStart = scanner.index
+                guard scanner.peek() == UInt8(ascii: "\"") else { throw scanner.error("expected a key") }
+                try scanner.skipString()
+                let key = JSONScanner.decodeString(bytes, keyStart..<scanner.index)
+                scanner.skipWhitespace()
+                guard scanner.peek() == UInt8(ascii: ":") else { throw scanner.error("expected ':'") }
+                scanner.index += 1
+                scanner.skipWhitespace()
+                let valueStart = scanner.index
+                let kind = try scanner.skipValue()
+                members.append(JSONMember(key: key, kind: kind, range: valueStart..<scanner.index))
+                scanner.skipWhitespace()
+                if scanner.peek() == UInt8(ascii: ",") { scanner.index += 1; continue }
+                guard scanner.peek() == UInt8(ascii: "}") else { throw scanner.error("expected ',' or '}'") }
+                scanner.index += 1
+                break
+            }
+        }
+        scanner.skipWhitespace()
+        guard scanner.index == bytes.count else { throw scanner.error("trailing characters") }
+        return members
+    }
+
+    /// Validates `bytes` as exactly one JSON value of any kind.
+    package static func validate(_ bytes: UnsafeRawBufferPointer) throws(JSONScanError) -> JSONValueKind {
+        var scanner = JSONScanner(bytes)
+        scanner.skipWhitespace()
+        let kind = try scanner.skipValue()
+        scanner.skipWhitespace()
+        guard scanner.index == bytes.count else { throw scanner.error("trailing characters") }
+        return kind
+    }
+
+    /// Decodes the JSON string literal at `range` (quotes included); the literal must be valid.
+    package static func decodeString(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
+        let inner = bytes[(range.lowerBound + 1)..<(range.upperBound - 1)]
+        if !inner.contains(UInt8(ascii: "\\")) {
+            return String(decoding: inner, as: UTF8.self)
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(inner.count)
+        var i = inner.startIndex
+        var pendingHigh: UInt32?
+        while i < inner.endIndex {
+            let byte = inner[i]
+            guard byte == UInt8(ascii: "\\") else {
+                out.append(byte)
+                i += 1
+                continue
+            }
+            let escaped = inner[i + 1]
+            i += 2
+            switch escaped {
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "u"):
+                var scalar: UInt32 = 0
+                for k in 0..<4 { scalar = scalar << 4 | UInt32(hexValue(inner[i + k])) }
+                i += 4
+                if (0xD800..<0xDC00).contains(scalar) {
+                    pendingHigh = scalar
+                    continue
+                }
+                if (0xDC00..<0xE000).contains(scalar), let high = pendingHigh {
+                    scalar = 0x10000 + ((high - 0xD800) << 10) + (scalar - 0xDC00)
+                }
+                pendingHigh = nil
+                let unicode = Unicode.Scalar(scalar) ?? "\u{FFFD}"
+                out.append(contentsOf: Array(String(Character(unicode)).utf8))
+            default: out.append(escaped)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        default: return byte - UInt8(ascii: "A") + 10
+        }
+    }
+
+    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private func error(_ reason: String) -> JSONScanError { JSONScanError(offset: index, reason: reason) }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func skipValue() throws(JSONScanError) -> JSONValueKind {
+        guard let byte = peek() else { throw error("unexpected end") }
+        switch byte {
+        case UInt8(ascii: "{"):
+            try skipContainer(close: UInt8(ascii: "}"), keyed: true)
+            return .object
+        case UInt8(ascii: "["):
+            try skipContainer(close: UInt8(ascii: "]"), keyed: false)
+            return .array
+        case UInt8(ascii: "\""):
+            try skipString()
+            return .string
+        case UInt8(ascii: "t"):
+            try skipLiteral("true")
+            return .bool
+        case UInt8(ascii: "f"):
+            try skipLiteral("false")
+            return .bool
+        case UInt8(ascii: "n"):
+            try skipLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            try skipNumber()
+            return .number
+        default:
+            throw error("unexpected character")
+        }
+    }
+
+    private mutating func skipContainer(close: UInt8, keyed: Bool) throws(JSONScanError) {
+        depth += 1
+        guard depth <= Self.maxDepth else { throw error("nested too deeply") }
+        index += 1
+        skipWhitespace()
+        if peek() == close {
+            index += 1
+            depth -= 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            if keyed {
+                guard peek() == UInt8(ascii: "\"") else { throw error("expected a key") }
+                try skipString()
+                skipWhitespace()
+                guard peek() == UInt8(ascii: ":") else { throw error("expected ':'") }
+                index += 1
+                skipWhitespace()
+            }
+            _ = try skipValue()
+            skipWhitespace()
+            if peek() == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            guard peek() == close else { throw error("expected ',' or closing bracket") }
+            index += 1
+            depth -= 1
+            return
+        }
+    }
+
+    private mutating func skipString() throws(JSONScanError) {
+        index += 1
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                return
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard let escaped = peek() else { throw error("unterminated string") }
+                switch escaped {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    index += 1
+                case UInt8(ascii: "u"):
+                    guard index + 4 < bytes.count else { throw error("short \\u escape") }
+                    for k in 1...4 where !bytes[index + k].isHexDigit { throw error("bad \\u escape") }
+                    index += 5
+                default:
+                    throw error("bad escape")
+                }
+            case 0x00..<0x20:
+                throw error("control character in string")
+            default:
+                index += 1
+            }
+        }
+        throw error("unterminated string")
+    }
+
+    private mutating func skipLiteral(_ literal: StaticString) throws(JSONScanError) {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw error("bad literal") }
+        let p = literal.utf8Start
+        for k in 0..<count where bytes[index + k] != p[k] { throw error("bad literal") }
+        index += count
+    }
+
+    private mutating func skipNumber() throws(JSONScanError) {
+        if peek() == UInt8(ascii: "-") { index += 1 }
+        guard let first = peek(), first.isDigit else { throw error("bad number") }
+        index += 1
+        if first != UInt8(ascii: "0") { skipDigits() }
+        if peek() == UInt8(ascii: ".") {
+            index += 1
+            guard peek()?.isDigit == true else { throw error("bad fraction") }
+            skipDigits()
+        }
+        if peek() == UInt8(ascii: "e") || peek() == UInt8(ascii: "E") {
+            index += 1
+            if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
+            guard peek()?.isDigit == true else { throw error("bad exponent") }
+            skipDigits()
+        }
+    }
+
+    private mutating func skipDigits() {
+        while let byte = peek(), byte.isDigit { index += 1 }
+    }
+}
+
+extension UInt8 {
+    fileprivate var isDigit: Bool { self >= UInt8(ascii: "0") && self <= UInt8(ascii: "9") }
+    fileprivate var isHexDigit: Bool {
+        isDigit || (self >= UInt8(ascii: "a") && self <= UInt8(ascii: "f"))
+            || (self >= UInt8(ascii: "A") && self <= UInt8(ascii: "F"))
+    }
+}

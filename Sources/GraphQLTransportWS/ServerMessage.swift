@@ -1,0 +1,110 @@
+import NIOCore
+
+/// A message the server sends on a graphql-transport-ws connection.
+///
+/// Payloads are slices of the received frame (no copy, no decode), so a `next` payload can
+/// be forwarded to local clients byte for byte.
+package enum ServerMessage: Sendable, Equatable {
+    case connectionAck(payload: ByteBuffer?)
+    case next(id: String, payload: ByteBuffer)
+    case error(id: String, payload: ByteBuffer)
+    case complete(id: String)
+    case ping(payload: ByteBuffer?)
+    case pong(payload: ByteBuffer?)
+}
+
+/// The server broke the protocol; the client answers by closing with 4400.
+package struct ProtocolViolation: Error, Equatable, Sendable, CustomStringConvertible {
+    package var reason: String
+    package init(_ reason: String) { self.reason = reason }
+    package var description: String { reason }
+}
+
+extension ServerMessage {
+    /// Parses one text frame.
+    /// - Parameter frame: the complete message as received.
+    /// - Throws: ``ProtocolViolation`` for invalid JSON, a missing or mistyped field, or an
+    ///   unknown or client-only message type.
+    package static func parse(_ frame: ByteBuffer) throws(ProtocolViolation) -> ServerMessage {
+        let envelope: Envelope
+        do {
+            envelope = try frame.withUnsafeReadableBytes { bytes throws(JSONScanError) in
+                try Envelope(bytes)
+            }
+        } catch {
+            throw ProtocolViolation("invalid message: \(error)")
+        }
+        func payload() -> ByteBuffer? {
+            envelope.payload.map { frame.getSlice(at: frame.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        }
+        func id() throws(ProtocolViolation) -> String {
+            guard let id = envelope.id, !id.isEmpty else {
+                throw ProtocolViolation("'\(envelope.type)' message without a non-empty string 'id'")
+            }
+            return id
+        }
+        func optionalObjectPayload() throws(ProtocolViolation) -> ByteBuffer? {
+            switch envelope.payload?.kind {
+            case nil, .null: return nil
+            case .object: return payload()
+            default: throw ProtocolViolation("'\(envelope.type)' payload must be an object")
+            }
+        }
+        switch envelope.type {
+        case "connection_ack":
+            return .connectionAck(payload: try optionalObjectPayload())
+        case "next":
+            let id = try id()
+            guard envelope.payload?.kind == .object, let body = payload() else {
+                throw ProtocolViolation("'next' payload must be an object")
+            }
+            return .next(id: id, payload: body)
+        case "error":
+            let id = try id()
+            guard envelope.payload?.kind == .array, let body = payload() else {
+                throw ProtocolViolation("'error' payload must be an array of errors")
+            }
+            return .error(id: id, payload: body)
+        case "complete":
+            return .complete(id: try id())
+        case "ping":
+            return .ping(payload: try optionalObjectPayload())
+        case "pong":
+            return .pong(payload: try optionalObjectPayload())
+        default:
+            throw ProtocolViolation("unexpected message type '\(envelope.type)'")
+        }
+    }
+}
+
+/// The envelope of a graphql-transport-ws style message: `type`, `id` and where `payload` lies.
+package struct Envelope: Sendable {
+    package var type: String
+    package var id: String?
+    package var payload: JSONMember?
+
+    /// Scans a whole message; `type` must be a string, `id` a string when present.
+    package init(_ bytes: UnsafeRawBufferPointer) throws(JSONScanError) {
+        var type: String?
+        var id: String?
+        var payload: JSONMember?
+        for member in try JSONScanner.scanObject(bytes) {
+            switch member.key {
+            case "type":
+                guard member.kind == .string else { throw JSONScanError(offset: member.range.lowerBound, reason: "'type' must be a string") }
+                type = JSONScanner.decodeString(bytes, member.range)
+            case "id":
+                guard member.kind == .string else { throw JSONScanError(offset: member.range.lowerBound, reason: "'id' must be a string") }
+                id = JSONScanner.decodeString(bytes, member.range)
+            case "payload":
+                payload = member
+            default:
+                continue
+            }
+        }
+        guard let type else { throw JSONScanError(offset: 0, reason: "missing 'type'") }
+        self.type = type
+        self.id = id
+        self.payload = payload
+    }
+}

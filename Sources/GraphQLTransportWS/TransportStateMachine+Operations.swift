@@ -1,0 +1,193 @@
+import NIOCore
+
+extension TransportStateMachine {
+    /// Adds an operation and sends it when the connection allows.
+    /// - Parameters:
+    ///   - kind: subscriptions are re-sent after every reconnect; queries and mutations never.
+    ///   - payload: the request object (`query`, `variables`, `operationName`, `extensions`) as JSON bytes.
+    /// - Returns: the operation id chosen by the transport and the actions to perform.
+    package mutating func subscribe(kind: OperationKind, payload: ByteBuffer, now: Instant) -> (id: String, actions: [TransportAction]) {
+        let id = makeOperationID()
+        var actions: [TransportAction] = []
+        if phase == .shutDown {
+            actions.append(.operation(id: id, .finished(.error(.local(code: "SHUTTING_DOWN", message: "gqlmuxd is shutting down")))))
+            return (id, actions)
+        }
+        operations[id] = Operation(kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
+        switch phase {
+        case .connected(var c):
+            c.idleCloseAt = nil
+            phase = .connected(c)
+            send(id, generation: c.generation, into: &actions)
+            lastNewSubscribe = (id, now)
+        case .paused:
+            setState(id, .paused, into: &actions, force: true)
+        case .idle, .failed:
+            actions.append(.operation(id: id, .state(.pending)))
+            resetFailures()
+            beginConnect(now: now, into: &actions)
+        case .connecting, .awaitingAck, .backingOff:
+            actions.append(.operation(id: id, .state(.pending)))
+        case .shutDown:
+            break
+        }
+        return (id, actions)
+    }
+
+    /// The caller no longer wants operation `id`: `complete` goes upstream if it was sent.
+    package mutating func complete(id: String, now: Instant) -> [TransportAction] {
+        guard let op = operations[id] else { return [] }
+        var actions: [TransportAction] = []
+        if case .connected(let c) = phase, op.sentOn == c.generation {
+            actions.append(.send(generation: c.generation, ClientMessage.complete(id: id).encode()))
+        }
+        finish(id, .cancelled, into: &actions)
+        scheduleIdleCloseIfUnused(now: now, into: &actions)
+        return actions
+    }
+
+    // MARK: - Helpers shared by the lifecycle
+
+    mutating func beginConnect(now: Instant, into actions: inout [TransportAction]) {
+        let gen = bumpGeneration()
+        setPhase(.connecting(generation: gen, deadline: now + options.connectTimeout), .connecting(attempt: currentAttempt), into: &actions)
+        actions.append(.connect(generation: gen))
+    }
+
+    /// A connection failed before its ack: the backoff grows.
+    mutating func attemptFailed(closeCode: UInt16?, cause: String, now: Instant, into actions: inout [TransportAction]) {
+        recordFailure()
+        scheduleRetry(closeCode: closeCode, cause: cause, now: now, into: &actions)
+    }
+
+    /// An acknowledged connection was lost.
+    mutating func dropped(closeCode: UInt16?, cause: String, now: Instant, into actions: inout [TransportAction]) {
+        actions.append(.event(.disconnected(closeCode: closeCode, reason: cause)))
+        connectionLost(into: &actions)
+        recordFailure()
+        scheduleRetry(closeCode: closeCode, cause: cause, now: now, into: &actions)
+    }
+
+    private mutating func scheduleRetry(closeCode: UInt16?, cause: String, now: Instant, into actions: inout [TransportAction]) {
+        if options.lazy && operations.isEmpty {
+            setPhase(.idle, .idle, into: &actions)
+            return
+        }
+        if let delay = options.backoff.delay(attempt: currentAttempt - 1, random: randomValue()) {
+            setPhase(.backingOff(until: now + delay), .reconnecting(attempt: currentAttempt - 1, delay: delay, cause: cause), into: &actions)
+            return
+        }
+        let reason =
+            options.backoff.initial == nil
+            ? "\(cause); reconnection is disabled"
+            : "\(cause); gave up after \(options.backoff.maxAttempts) attempts"
+        for id in sortedIDs() {
+            finish(id, .error(.local(code: "CONNECTION_LOST", message: reason)), into: &actions)
+        }
+        setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
+    }
+
+    /// The current connection is gone: subscriptions wait for the next one, sent queries and
+    /// mutations end with `CONNECTION_LOST` (never replayed).
+    mutating func connectionLost(into actions: inout [TransportAction]) {
+        for id in sortedIDs() {
+            guard let op = operations[id] else { continue }
+            if op.kind.survivesReconnect {
+                operations[id]?.sentOn = nil
+                if op.state == .active { setState(id, .reconnecting, into: &actions) }
+            } else if op.sentOn != nil {
+                finish(id, .error(.local(code: "CONNECTION_LOST", message: "upstream connection lost; the operation was not retried")), into: &actions)
+            }
+        }
+    }
+
+    /// Ends queries and mutations that are in flight or queued (pause).
+    mutating func terminateSingles(code: String, message: String, into actions: inout [TransportAction]) {
+        for id in sortedIDs() where operations[id]?.kind.survivesReconnect == false {
+            finish(id, .error(.local(code: code, message: message)), into: &actions)
+        }
+        for id in operations.keys { operations[id]?.sentOn = nil }
+    }
+
+    /// A fatal close code: every operation ends with `UPSTREAM_CLOSED`, no reconnection.
+    mutating func failAll(closeCode: UInt16, reason: String, into actions: inout [TransportAction]) {
+        actions.append(.event(.disconnected(closeCode: closeCode, reason: reason)))
+        let message = "upstream closed the connection with \(closeCode)" + (reason.isEmpty ? "" : ": \(reason)")
+        for id in sortedIDs() {
+            finish(id, .error(.local(code: "UPSTREAM_CLOSED", message: message, closeCode: closeCode, closeReason: reason)), into: &actions)
+        }
+        setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
+    }
+
+    mutating func acknowledged(generation gen: Int, now: Instant, into actions: inout [TransportAction]) {
+        resetFailures()
+        let nextPing = options.pingInterval > .zero ? now + options.pingInterval : nil
+        setPhase(.connected(Connected(generation: gen, nextPing: nextPing)), .connected, into: &actions)
+        actions.append(.event(markConnected()))
+        for id in sortedIDs() where operations[id]?.sentOn == nil && operations[id]?.state != .paused {
+            send(id, generation: gen, into: &actions)
+        }
+        scheduleIdleCloseIfUnused(now: now, into: &actions)
+    }
+
+    /// A lazy transport with nothing to do closes after `lazyCloseTimeout`.
+    mutating func scheduleIdleCloseIfUnused(now: Instant, into actions: inout [TransportAction]) {
+        guard options.lazy, operations.isEmpty else { return }
+        switch phase {
+        case .connected(var c):
+            if options.lazyCloseTimeout <= .zero {
+                actions.append(.close(generation: c.generation, code: 1000, reason: "idle"))
+                setPhase(.idle, .idle, into: &actions)
+            } else if c.idleCloseAt == nil {
+                c.idleCloseAt = now + options.lazyCloseTimeout
+                phase = .connected(c)
+            }
+        case .connecting, .awaitingAck, .backingOff:
+            closeCurrent(code: 1000, reason: "idle", into: &actions)
+            setPhase(.idle, .idle, into: &actions)
+        default:
+            break
+        }
+    }
+
+    mutating func closeCurrent(code: UInt16, reason: String, into actions: inout [TransportAction]) {
+        switch phase {
+        case .connecting(let gen, _): actions.append(.abort(generation: gen))
+        case .awaitingAck(let gen, _): actions.append(.close(generation: gen, code: code, reason: reason))
+        case .connected(let c): actions.append(.close(generation: c.generation, code: code, reason: reason))
+        default: break
+        }
+    }
+
+    private mutating func send(_ id: String, generation gen: Int, into actions: inout [TransportAction]) {
+        guard let op = operations[id] else { return }
+        actions.append(.send(generation: gen, ClientMessage.subscribe(id: id, payload: op.payload).encode()))
+        operations[id]?.sentOn = gen
+        setState(id, .active, into: &actions, force: true)
+    }
+
+    mutating func setState(_ id: String, _ state: OperationState, into actions: inout [TransportAction], force: Bool = false) {
+        guard let op = operations[id], force || op.state != state else { return }
+        operations[id]?.state = state
+        actions.append(.operation(id: id, .state(state)))
+    }
+
+    mutating func finish(_ id: String, _ finish: OperationFinish, into actions: inout [TransportAction]) {
+        guard operations.removeValue(forKey: id) != nil else { return }
+        if lastNewSubscribe?.id == id { lastNewSubscribe = nil }
+        actions.append(.operation(id: id, .finished(finish)))
+    }
+
+    mutating func setPhase(_ newPhase: Phase, _ state: ConnectionState, into actions: inout [TransportAction]) {
+        phase = newPhase
+        if case .connected = newPhase {} else { lastNewSubscribe = nil }
+        guard state != connectionState else { return }
+        connectionState = state
+        actions.append(.event(.stateChanged(state)))
+    }
+
+    /// Ids in the order the operations were added, so re-subscribes keep their order.
+    func sortedIDs() -> [String] {
+        operations.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
+    }
+}

@@ -1,0 +1,371 @@
+import NIOCore
+
+/// The graphql-transport-ws client as a pure state machine: events in, actions out.
+///
+/// It owns the connection phase, every timer deadline and the operation table. The I/O
+/// layer feeds it what happened (with the current time), performs the returned actions,
+/// and calls ``tick(now:)`` at ``nextDeadline``. Stale events from an older connection
+/// are recognised by their generation and ignored.
+package struct TransportStateMachine {
+    enum Phase: Equatable {
+        case idle
+        case connecting(generation: Int, deadline: Instant)
+        case awaitingAck(generation: Int, deadline: Instant)
+        case connected(Connected)
+        case backingOff(until: Instant)
+        case paused
+        case failed
+        case shutDown
+    }
+
+    struct Connected: Equatable {
+        var generation: Int
+        var nextPing: Instant?
+        var pongDeadline: Instant?
+        var idleCloseAt: Instant?
+    }
+
+    struct Operation {
+        var kind: OperationKind
+        var payload: ByteBuffer
+        var state: OperationState
+        var sequence: Int
+        /// The connection the subscribe was sent on, if any.
+        var sentOn: Int?
+    }
+
+    package let options: TransportOptions
+    private let random: () -> Double
+    private let makeUUID: () -> String
+
+    var phase: Phase = .idle
+    package internal(set) var connectionState: ConnectionState = .idle
+    var operations: [String: Operation] = [:]
+    var generation = 0
+    private var nextSequence = 0
+    private var nextID = 0
+    /// Failures since the last ack; the next retry's number.
+    private var failures = 0
+    private var everConnected = false
+    var started = false
+    var lastNewSubscribe: (id: String, at: Instant)?
+    /// Completed reconnects, for the `status` verb.
+    package private(set) var reconnects = 0
+
+    /// - Parameters:
+    ///   - options: timeouts, backoff, laziness, id style.
+    ///   - random: jitter source returning values in `0..<1`.
+    ///   - makeUUID: id source for `operation_ids = "uuid"`.
+    package init(
+        options: TransportOptions,
+        random: @escaping () -> Double,
+        makeUUID: @escaping () -> String
+    ) {
+        self.options = options
+        self.random = random
+        self.makeUUID = makeUUID
+    }
+
+    /// The attempt number of the next or current connect of this outage (1 after an ack).
+    var currentAttempt: Int { failures + 1 }
+    mutating func recordFailure() { failures += 1 }
+    mutating func resetFailures() { failures = 0 }
+    mutating func bumpGeneration() -> Int {
+        generation += 1
+        return generation
+    }
+    mutating func nextSequenceNumber() -> Int {
+        nextSequence += 1
+        return nextSequence
+    }
+    func randomValue() -> Double { random() }
+    mutating func makeOperationID() -> String {
+        switch options.operationIDs {
+        case .sequential:
+            nextID += 1
+            return String(nextID)
+        case .uuid:
+            return makeUUID()
+        }
+    }
+    /// Records an ack and tells whether it was the first or a reconnect.
+    mutating func markConnected() -> TransportEvent {
+        defer { everConnected = true }
+        if everConnected {
+            reconnects += 1
+            return .reconnected
+        }
+        return .connected
+    }
+
+    package var operationCount: Int { operations.count }
+    package func state(of id: String) -> OperationState? { operations[id]?.state }
+    package var subscriptionCount: Int { operations.values.filter { $0.kind == .subscription }.count }
+
+    /// The earliest instant at which ``tick(now:)`` has work to do.
+    package var nextDeadline: Instant? {
+        switch phase {
+        case .connecting(_, let deadline), .awaitingAck(_, let deadline), .backingOff(let deadline):
+            return deadline
+        case .connected(let c):
+            return [c.nextPing, c.pongDeadline, c.idleCloseAt].compactMap { $0 }.min()
+        case .idle, .paused, .failed, .shutDown:
+            return nil
+        }
+    }
+
+    // MARK: - Lifecycle commands
+
+    /// Starts the transport: connects now unless `lazy`.
+    package mutating func start(now: Instant) -> [TransportAction] {
+        guard !started, phase == .idle else { return [] }
+        started = true
+        var actions: [TransportAction] = []
+        if !options.lazy { beginConnect(now: now, into: &actions) }
+        return actions
+    }
+
+    /// Closes the upstream (1000) and holds every subscription until ``resume(now:)``.
+    package mutating func pause(now: Instant) -> [TransportAction] {
+        guard phase != .paused, phase != .shutDown else { return [] }
+        var actions: [TransportAction] = []
+        closeCurrent(code: 1000, reason: "paused", into: &actions)
+        terminateSingles(code: "CONNECTION_LOST", message: "upstream paused", into: &actions)
+        for id in sortedIDs() { setState(id, .paused, into: &actions) }
+        setPhase(.paused, .paused, into: &actions)
+        return actions
+    }
+
+    /// Leaves `paused` or `failed` and connects at once.
+    package mutating func resume(now: Instant) -> [TransportAction] {
+        switch phase {
+        case .paused, .failed:
+            var actions: [TransportAction] = []
+            for id in sortedIDs() where operations[id]?.state == .paused { setState(id, .reconnecting, into: &actions) }
+            resetFailures()
+            beginConnect(now: now, into: &actions)
+            return actions
+        case .idle where started && !options.lazy:
+            var actions: [TransportAction] = []
+            beginConnect(now: now, into: &actions)
+            return actions
+        default:
+            return []
+        }
+    }
+
+    /// Applies new credentials: reconnects at once if connected or connecting, keeping every
+    /// subscription; a paused transport stays paused.
+    package mutating func reconnectNow(now: Instant) -> [TransportAction] {
+        var actions: [TransportAction] = []
+        switch phase {
+        case .connected, .connecting, .awaitingAck:
+            closeCurrent(code: 1000, reason: "reconnecting with new configuration", into: &actions)
+            connectionLost(into: &actions)
+            resetFailures()
+            beginConnect(now: now, into: &actions)
+        case .backingOff, .failed:
+            resetFailures()
+            beginConnect(now: now, into: &actions)
+        case .idle:
+            if started && (!options.lazy || !operations.isEmpty) { beginConnect(now: now, into: &actions) }
+        case .paused, .shutDown:
+            break
+        }
+        return actions
+    }
+
+    /// Graceful stop: `complete` for every live operation, close 1000, finish everything.
+    package mutating func shutdown(now: Instant) -> [TransportAction] {
+        guard phase != .shutDown else { return [] }
+        var actions: [TransportAction] = []
+        if case .connected(let c) = phase {
+            for id in sortedIDs() where operations[id]?.sentOn == c.generation {
+                actions.append(.send(generation: c.generation, ClientMessage.complete(id: id).encode()))
+            }
+        }
+        closeCurrent(code: 1000, reason: "shutting down", into: &actions)
+        for id in sortedIDs() {
+            finish(id, .error(.local(code: "SHUTTING_DOWN", message: "gqlmuxd is shutting down")), into: &actions)
+        }
+        setPhase(.shutDown, .shutDown, into: &actions)
+        return actions
+    }
+
+    // MARK: - Timers
+
+    /// Runs every timer whose deadline is at or before `now`.
+    package mutating func tick(now: Instant) -> [TransportAction] {
+        var actions: [TransportAction] = []
+        switch phase {
+        case .connecting(let gen, let deadline) where now >= deadline:
+            actions.append(.abort(generation: gen))
+            attemptFailed(closeCode: nil, cause: "connect timeout after \(options.connectTimeout.seconds)s", now: now, into: &actions)
+        case .awaitingAck(let gen, let deadline) where now >= deadline:
+            actions.append(.close(generation: gen, code: 4408, reason: "Connection acknowledgement timeout"))
+            attemptFailed(closeCode: nil, cause: "no connection_ack within \(options.ackTimeout.seconds)s", now: now, into: &actions)
+        case .backingOff(let until) where now >= until:
+            beginConnect(now: now, into: &actions)
+        case .connected(var c):
+            if let deadline = c.pongDeadline, now >= deadline {
+                actions.append(.abort(generation: c.generation))
+                dropped(closeCode: nil, cause: "peer silent for \(options.pongTimeout.seconds)s after ping", now: now, into: &actions)
+                return actions
+            }
+            if let at = c.idleCloseAt, now >= at {
+                actions.append(.close(generation: c.generation, code: 1000, reason: "idle"))
+                setPhase(.idle, .idle, into: &actions)
+                return actions
+            }
+            if let at = c.nextPing, now >= at {
+                actions.append(.send(generation: c.generation, ClientMessage.ping(payload: nil).encode()))
+                actions.append(.event(.ping(received: false)))
+                if c.pongDeadline == nil { c.pongDeadline = now + options.pongTimeout }
+                c.nextPing = now + options.pingInterval
+                phase = .connected(c)
+            }
+        default:
+            break
+        }
+        return actions
+    }
+
+    // MARK: - Connection events
+
+    /// The WebSocket upgrade of connection `generation` succeeded.
+    /// - Parameter initPayload: the connecting payload read for this connect, if any.
+    package mutating func connectionOpened(generation gen: Int, initPayload: ByteBuffer?, now: Instant) -> [TransportAction] {
+        guard case .connecting(gen, _) = phase else { return [] }
+        let attempt = currentAttempt
+        phase = .awaitingAck(generation: gen, deadline: now + options.ackTimeout)
+        connectionState = .awaitingAck(attempt: attempt)
+        return [
+            .send(generation: gen, ClientMessage.connectionInit(payload: initPayload).encode()),
+            .event(.stateChanged(connectionState)),
+        ]
+    }
+
+    /// Connection `generation` could not be opened (refused, DNS, TLS, upgrade refused,
+    /// subprotocol not selected, unreadable payload file).
+    package mutating func connectionFailed(generation gen: Int, cause: String, now: Instant) -> [TransportAction] {
+        guard case .connecting(gen, _) = phase else { return [] }
+        var actions: [TransportAction] = []
+        attemptFailed(closeCode: nil, cause: cause, now: now, into: &actions)
+        return actions
+    }
+
+    /// Connection `generation` closed: a close frame (`code`), or a drop (`code` nil, seen as 1006).
+    package mutating func connectionClosed(generation gen: Int, code: UInt16?, reason: String, now: Instant) -> [TransportAction] {
+        guard generation == gen else { return [] }
+        var actions: [TransportAction] = []
+        let cause = code.map { "upstream closed \($0)" + (reason.isEmpty ? "" : " \(reason)") } ?? reason
+        if let code, CloseCodePolicy.isFatal(code) {
+            switch phase {
+            case .connecting, .awaitingAck, .connected: break
+            default: return []
+            }
+            failAll(closeCode: code, reason: reason, into: &actions)
+            return actions
+        }
+        switch phase {
+        case .connecting(gen, _), .awaitingAck(gen, _):
+            attemptFailed(closeCode: code, cause: cause, now: now, into: &actions)
+        case .connected(let c) where c.generation == gen:
+            if code == 4400, let blamed = lastNewSubscribe, now - blamed.at <= options.blameWindow,
+                operations[blamed.id] != nil
+            {
+                finish(
+                    blamed.id,
+                    .error(.local(code: "UPSTREAM_CLOSED", message: "upstream closed the connection (4400) after this operation was sent", closeCode: code, closeReason: reason)),
+                    into: &actions
+                )
+            }
+            dropped(closeCode: code, cause: cause, now: now, into: &actions)
+        default:
+            break
+        }
+        return actions
+    }
+
+    /// A non-text frame arrived (WebSocket ping or pong): the peer is alive.
+    package mutating func activity(generation gen: Int, now: Instant) {
+        guard case .connected(var c) = phase, c.generation == gen else { return }
+        c.pongDeadline = nil
+        phase = .connected(c)
+    }
+
+    /// A text message arrived on connection `generation`.
+    package mutating func received(generation gen: Int, _ frame: ByteBuffer, now: Instant) -> [TransportAction] {
+        let message: ServerMessage
+        do {
+            message = try ServerMessage.parse(frame)
+        } catch {
+            return protocolViolation(generation: gen, error.reason, now: now)
+        }
+        return received(generation: gen, message, now: now)
+    }
+
+    /// The peer broke the protocol (malformed or binary frame): close 4400 and retry.
+    /// - Parameter closeCode: 4400 for a malformed message, 1009 for one that is too big.
+    package mutating func protocolViolation(
+        generation gen: Int,
+        _ reason: String,
+        closeCode: UInt16 = 4400,
+        now: Instant
+    ) -> [TransportAction] {
+        guard generation == gen else { return [] }
+        var actions: [TransportAction] = []
+        switch phase {
+        case .awaitingAck(gen, _):
+            actions.append(.close(generation: gen, code: closeCode, reason: String(reason.prefix(120))))
+            attemptFailed(closeCode: closeCode, cause: "protocol violation: \(reason)", now: now, into: &actions)
+        case .connected(let c) where c.generation == gen:
+            actions.append(.close(generation: gen, code: closeCode, reason: String(reason.prefix(120))))
+            dropped(closeCode: closeCode, cause: "protocol violation: \(reason)", now: now, into: &actions)
+        default:
+            break
+        }
+        return actions
+    }
+
+    private mutating func received(generation gen: Int, _ message: ServerMessage, now: Instant) -> [TransportAction] {
+        var actions: [TransportAction] = []
+        switch phase {
+        case .awaitingAck(gen, _):
+            switch message {
+            case .connectionAck:
+                acknowledged(generation: gen, now: now, into: &actions)
+            case .ping(let payload):
+                actions.append(.event(.ping(received: true)))
+                actions.append(.send(generation: gen, ClientMessage.pong(payload: payload).encode()))
+            case .pong:
+                actions.append(.event(.pong(received: true)))
+            default:
+                return protocolViolation(generation: gen, "message before connection_ack", now: now)
+            }
+        case .connected(var c) where c.generation == gen:
+            c.pongDeadline = nil
+            phase = .connected(c)
+            switch message {
+            case .connectionAck:
+                break
+            case .next(let id, let payload):
+                if operations[id]?.sentOn == gen { actions.append(.operation(id: id, .next(payload))) }
+            case .error(let id, let payload):
+                if operations[id]?.sentOn == gen { finish(id, .error(.upstream(payload)), into: &actions) }
+                scheduleIdleCloseIfUnused(now: now, into: &actions)
+            case .complete(let id):
+                if operations[id]?.sentOn == gen { finish(id, .completed, into: &actions) }
+                scheduleIdleCloseIfUnused(now: now, into: &actions)
+            case .ping(let payload):
+                actions.append(.event(.ping(received: true)))
+                actions.append(.send(generation: gen, ClientMessage.pong(payload: payload).encode()))
+            case .pong:
+                actions.append(.event(.pong(received: true)))
+            }
+        default:
+            break
+        }
+        return actions
+    }
+}

@@ -1,0 +1,118 @@
+import NIOCore
+
+/// Options of the transport that the state machine needs (the I/O options live in `Upstream`).
+package struct TransportOptions: Sendable, Equatable {
+    /// Connect on first subscribe instead of at start.
+    package var lazy: Bool = false
+    /// How long a lazy transport keeps an idle connection open.
+    package var lazyCloseTimeout: Duration = .zero
+    package var backoff: Backoff = Backoff()
+    /// TCP + TLS + WebSocket upgrade.
+    package var connectTimeout: Duration = .seconds(10)
+    package var ackTimeout: Duration = .seconds(10)
+    /// Zero disables client pings.
+    package var pingInterval: Duration = .seconds(20)
+    /// Time without any inbound frame after a ping before the peer is declared dead.
+    package var pongTimeout: Duration = .seconds(10)
+    package var operationIDs: OperationIDStyle = .sequential
+    /// A 4400 close this soon after a new subscribe is blamed on that subscribe.
+    package var blameWindow: Duration = .seconds(1)
+
+    package init() {}
+}
+
+package enum OperationIDStyle: String, Sendable, Equatable {
+    case sequential, uuid
+}
+
+/// Subscriptions survive reconnection; queries and mutations are sent once at most.
+package enum OperationKind: Sendable, Equatable {
+    case subscription
+    case query
+    case mutation
+
+    var survivesReconnect: Bool { self == .subscription }
+}
+
+/// Lifecycle of one operation while it is alive (finished states come as ``OperationUpdate/finished(_:)``).
+package enum OperationState: String, Sendable, Equatable {
+    case pending, active, reconnecting, paused
+}
+
+/// Why an operation ended.
+package enum OperationFinish: Sendable, Equatable {
+    case completed
+    case cancelled
+    case error(OperationError)
+}
+
+/// A terminal error of one operation.
+package enum OperationError: Sendable, Equatable {
+    /// The server's `error` payload (an array of GraphQL errors), exactly as received.
+    case upstream(ByteBuffer)
+    /// Made by gqlmux. `code` is one of DESIGN.md's codes (`CONNECTION_LOST`, `UPSTREAM_CLOSED`, …).
+    case local(code: String, message: String, closeCode: UInt16? = nil, closeReason: String? = nil)
+
+    package var code: String? {
+        if case .local(let code, _, _, _) = self { return code }
+        return nil
+    }
+}
+
+/// What happened to one operation.
+package enum OperationUpdate: Sendable, Equatable {
+    case state(OperationState)
+    case next(ByteBuffer)
+    case finished(OperationFinish)
+}
+
+/// The connection's state as operators see it (sd_notify STATUS, `status` verb).
+package enum ConnectionState: Sendable, Equatable {
+    case idle
+    case connecting(attempt: Int)
+    case awaitingAck(attempt: Int)
+    case connected
+    case reconnecting(attempt: Int, delay: Duration, cause: String)
+    case paused
+    case failed(closeCode: UInt16?, reason: String)
+    case shutDown
+
+    /// The one-word name used on the local protocol and in STATUS.
+    package var name: String {
+        switch self {
+        case .idle: "idle"
+        case .connecting: "connecting"
+        case .awaitingAck: "connecting"
+        case .connected: "connected"
+        case .reconnecting: "reconnecting"
+        case .paused: "paused"
+        case .failed: "failed"
+        case .shutDown: "stopped"
+        }
+    }
+}
+
+/// Transport-level events for an observer (the daemon logs them to journald).
+package enum TransportEvent: Sendable, Equatable {
+    case stateChanged(ConnectionState)
+    /// First ack of this transport's life.
+    case connected
+    /// An ack after an earlier connection was lost.
+    case reconnected
+    case disconnected(closeCode: UInt16?, reason: String)
+    case ping(received: Bool)
+    case pong(received: Bool)
+}
+
+/// What the I/O layer must do after an event.
+package enum TransportAction: Sendable, Equatable {
+    /// Open connection number `generation` (TCP, TLS, upgrade), then report back.
+    case connect(generation: Int)
+    case send(generation: Int, ByteBuffer)
+    /// Close with a close frame; the machine has already forgotten this connection.
+    case close(generation: Int, code: UInt16, reason: String)
+    /// Drop the TCP connection at once (dead peer, connect timeout).
+    case abort(generation: Int)
+    case event(TransportEvent)
+    case operation(id: String, OperationUpdate)
+}

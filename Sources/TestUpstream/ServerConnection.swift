@@ -1,0 +1,153 @@
+import Foundation
+import GraphQLTransportWS
+import NIOCore
+import NIOWebSocket
+
+/// One graphql-transport-ws connection of the test upstream; lives on the server's loop.
+final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private unowned let server: TestUpstreamServer
+    let channel: any Channel
+    private var acknowledged = false
+    private var subscriptions: Set<String> = []
+    private var closing = false
+
+    init(server: TestUpstreamServer, channel: any Channel) {
+        self.server = server
+        self.channel = channel
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        server.connections[ObjectIdentifier(self)] = self
+        server.stats.connections += 1
+        server.stats.openConnections += 1
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        server.connections[ObjectIdentifier(self)] = nil
+        server.stats.openConnections -= 1
+        server.stats.activeSubscriptions -= subscriptions.count
+        subscriptions.removeAll()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if server.silent { return }
+        switch frame.opcode {
+        case .ping:
+            sendFrame(.pong, frame.unmaskedData)
+        case .pong:
+            server.stats.webSocketPongs.append(String(buffer: frame.unmaskedData))
+        case .connectionClose:
+            var data = frame.unmaskedData
+            if let code = data.readInteger(as: UInt16.self) { server.stats.clientCloseCodes.append(code) }
+            if !closing { close(code: 1000, reason: "") }
+        case .text:
+            handle(frame.unmaskedData)
+        default:
+            close(code: 4400, reason: "binary frames are not supported")
+        }
+    }
+
+    private func handle(_ text: ByteBuffer) {
+        guard let envelope = try? text.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try Envelope(bytes) }) else {
+            close(code: 4400, reason: "Invalid message received")
+            return
+        }
+        let payload = envelope.payload.map { text.getString(at: text.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        switch envelope.type {
+        case "connection_init":
+            server.stats.connectionInits += 1
+            server.stats.lastInitPayload = payload ?? ""
+            if let token = server.options.requiredToken, !(payload ?? "").contains(#""token":"\#(token)""#) {
+                close(code: 4403, reason: "Forbidden")
+                return
+            }
+            if server.options.sendAck {
+                acknowledged = true
+                sendText(#"{"type":"connection_ack"}"#)
+            }
+        case "ping":
+            server.stats.pingsReceived += 1
+            sendText(#"{"type":"pong"}"#)
+        case "pong":
+            server.stats.pongPayloads.append(payload ?? "")
+        case "subscribe":
+            guard acknowledged, let id = envelope.id, let payload else {
+                close(code: 4401, reason: "Unauthorized")
+                return
+            }
+            subscribe(id: id, request: payload)
+        case "complete":
+            server.stats.completesReceived += 1
+            if let id = envelope.id, subscriptions.remove(id) != nil { server.stats.activeSubscriptions -= 1 }
+        default:
+            close(code: 4400, reason: "Invalid message received")
+        }
+    }
+
+    private func subscribe(id: String, request: String) {
+        server.stats.subscribes += 1
+        if request.contains("SYNTAX_ERROR") {
+            close(code: 4400, reason: "Syntax Error: Unexpected Name")
+            return
+        }
+        let document = request.replacingOccurrences(of: #"\n"#, with: " ")
+        let isSubscription = document.contains(#""query":"subscription"#) || document.contains(#""query":" subscription"#)
+        let isMutation = document.contains(#""query":"mutation"#)
+        if isSubscription {
+            server.stats.subscriptionSubscribes += 1
+            if subscriptions.insert(id).inserted { server.stats.activeSubscriptions += 1 }
+            return
+        }
+        if isMutation {
+            server.stats.mutations += 1
+        } else {
+            server.stats.queries += 1
+        }
+        if request.contains("hold") { return }
+        let data = isMutation ? #"{"data":{"increment":\#(server.stats.mutations)}}"# : #"{"data":{"hello":"world"}}"#
+        sendText(#"{"type":"next","id":\#(jsonString(id)),"payload":\#(data)}"#)
+        sendText(#"{"type":"complete","id":\#(jsonString(id))}"#)
+    }
+
+    func tick(_ n: Int) -> Int {
+        for id in subscriptions {
+            sendText(#"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)}}}"#)
+        }
+        return subscriptions.count
+    }
+
+    func completeAll() {
+        for id in subscriptions { sendText(#"{"type":"complete","id":\#(jsonString(id))}"#) }
+        server.stats.activeSubscriptions -= subscriptions.count
+        subscriptions.removeAll()
+    }
+
+    func sendText(_ text: String) {
+        sendFrame(.text, ByteBuffer(string: text))
+    }
+
+    func sendFrame(_ opcode: WebSocketOpcode, _ data: ByteBuffer) {
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: opcode, data: data), promise: nil)
+    }
+
+    func close(code: UInt16, reason: String) {
+        guard !closing else { return }
+        closing = true
+        var data = ByteBuffer()
+        data.writeInteger(code)
+        data.writeString(reason)
+        let channel = self.channel
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import GraphQLTransportWS
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Produces the `connection_init` payload for one connect.
+enum ConnectingPayloadReader {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Reads and validates the payload; a file is read anew each time.
+    static func read(_ payload: UpstreamConfiguration.ConnectingPayload) throws -> ByteBuffer? {
+        switch payload {
+        case .none:
+            return nil
+        case .inline(let buffer):
+            return buffer
+        case .file(let path):
+            let buffer = try readFile(path)
+            let kind = try? buffer.withUnsafeReadableBytes { bytes throws(JSONScanError) in try JSONScanner.validate(bytes) }
+            guard kind == .object else {
+                throw Failure(description: "connecting_payload_file \(path) does not hold a JSON object")
+            }
+            return buffer
+        }
+    }
+
+    private static func readFile(_ path: String) throws -> ByteBuffer {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw Failure(description: "cannot read connecting_payload_file \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var buffer = ByteBuffer()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Failure(description: "cannot read connecting_payload_file \(path): \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            buffer.writeBytes(chunk[0..<n])
+            if buffer.readableBytes > 1 << 20 {
+                throw Failure(description: "connecting_payload_file \(path) is larger than 1 MiB")
+            }
+        }
+        return buffer
+    }
+}

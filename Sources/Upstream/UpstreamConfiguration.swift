@@ -1,0 +1,64 @@
+import GraphQLTransportWS
+import NIOCore
+
+/// Everything the upstream transport needs; every argument defaults except the URL.
+package struct UpstreamConfiguration: Sendable {
+    package enum ConnectingPayload: Sendable, Equatable {
+        case none
+        /// A JSON object sent as is.
+        case inline(ByteBuffer)
+        /// A file holding a JSON object, re-read on every connect so a rotated token needs no restart.
+        case file(String)
+    }
+
+    package struct TLS: Sendable, Equatable {
+        /// PEM bundle of extra trusted roots (a private CA); nil uses the system trust store.
+        package var caFile: String?
+        package var insecureSkipVerify: Bool
+        package init(caFile: String? = nil, insecureSkipVerify: Bool = false) {
+            self.caFile = caFile
+            self.insecureSkipVerify = insecureSkipVerify
+        }
+    }
+
+    package var url: UpstreamURL
+    /// Extra upgrade request headers, e.g. Authorization.
+    package var headers: [(name: String, value: String)]
+    package var connectingPayload: ConnectingPayload
+    package var clientName: String?
+    package var clientVersion: String?
+    package var tls: TLS
+    package var maxMessageBytes: Int
+    package var reconnectIfConnected: Bool
+    package var transport: TransportOptions
+
+    package init(
+        url: UpstreamURL,
+        headers: [(name: String, value: String)] = [],
+        connectingPayload: ConnectingPayload = .none,
+        clientName: String? = nil,
+        clientVersion: String? = nil,
+        tls: TLS = TLS(),
+        maxMessageBytes: Int = 16 << 20,
+        reconnectIfConnected: Bool = true,
+        transport: TransportOptions = TransportOptions()
+    ) {
+        self.url = url
+        self.headers = headers
+        self.connectingPayload = connectingPayload
+        self.clientName = clientName
+        self.clientVersion = clientVersion
+        self.tls = tls
+        self.maxMessageBytes = maxMessageBytes
+        self.reconnectIfConnected = reconnectIfConnected
+        self.transport = transport
+    }
+
+    /// All request headers of the upgrade, in order.
+    var upgradeHeaders: [(name: String, value: String)] {
+        var all = headers
+        if let clientName { all.append(("apollographql-client-name", clientName)) }
+        if let clientVersion { all.append(("apollographql-client-version", clientVersion)) }
+        return all
+    }
+}

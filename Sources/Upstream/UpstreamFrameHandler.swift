@@ -1,0 +1,68 @@
+import NIOCore
+import NIOWebSocket
+
+/// Turns WebSocket frames of one connection into transport events, and answers pings.
+final class UpstreamFrameHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let transport: UpstreamTransport
+    private let generation: Int
+    private var reported = false
+    private var lastError: String?
+
+    init(transport: UpstreamTransport, generation: Int) {
+        self.transport = transport
+        self.generation = generation
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text:
+            transport.frameReceived(generation: generation, frame.unmaskedData)
+        case .binary:
+            transport.binaryReceived(generation: generation)
+        case .ping:
+            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(), data: frame.unmaskedData)
+            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
+            transport.activity(generation: generation)
+        case .pong:
+            transport.activity(generation: generation)
+        case .connectionClose:
+            var data = frame.unmaskedData
+            let code = data.readInteger(as: UInt16.self)
+            let reason = data.readString(length: data.readableBytes) ?? ""
+            report(code: code ?? 1005, reason: reason)
+            var echo = context.channel.allocator.buffer(capacity: 2)
+            echo.writeInteger(code ?? 1000)
+            let close = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: echo)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        report(code: nil, reason: lastError.map { "connection lost: \($0)" } ?? "connection lost (1006)")
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        lastError = "\(error)"
+        let tooBig =
+            (error as? NIOWebSocketError) == .invalidFrameLength
+            || (error as? NIOWebSocketFrameAggregator.Error).map { "\($0)" == "accumulatedFrameSizeIsTooLarge" } == true
+        if tooBig {
+            transport.protocolViolation(generation: generation, "message larger than max_message_bytes", code: 1009)
+        }
+        context.close(promise: nil)
+    }
+
+    private func report(code: UInt16?, reason: String) {
+        guard !reported else { return }
+        reported = true
+        transport.connectionClosed(generation: generation, code: code, reason: reason)
+    }
+}

@@ -1,0 +1,251 @@
+import GraphQLTransportWS
+import NIOCore
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+
+import struct Foundation.UUID
+
+/// The graphql-transport-ws client on SwiftNIO: one upstream connection at a time,
+/// reconnected on its own, driven by ``TransportStateMachine``.
+///
+/// All state is confined to ``eventLoop``. Methods whose name ends in `OnLoop` must be
+/// called there (the daemon's hot path lives on the same loop); the others hop.
+package final class UpstreamTransport: @unchecked Sendable {
+    package let eventLoop: any EventLoop
+    private var configuration: UpstreamConfiguration
+    private var sslContext: NIOSSLContext?
+    private var machine: TransportStateMachine
+    private var channels: [Int: any Channel] = [:]
+    /// Generations whose connect is in flight and still wanted.
+    private var pendingConnects: Set<Int> = []
+    private var handlers: [String: OperationHandler] = [:]
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: Instant?
+    private let observer: UpstreamEventObserver
+
+    /// - Parameters:
+    ///   - configuration: the endpoint, credentials and timings.
+    ///   - eventLoop: the loop that owns the transport and its connections.
+    ///   - observer: transport events (connected, reconnected, disconnected, ping, pong, state).
+    /// - Throws: if the TLS configuration cannot be loaded (e.g. an unreadable `tls.ca_file`).
+    package init(
+        configuration: UpstreamConfiguration,
+        eventLoop: any EventLoop,
+        observer: @escaping UpstreamEventObserver = { _ in }
+    ) throws {
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.observer = observer
+        self.sslContext = try Self.makeSSLContext(configuration)
+        self.machine = TransportStateMachine(
+            options: configuration.transport,
+            random: { Double.random(in: 0..<1) },
+            makeUUID: { UUID().uuidString.lowercased() }
+        )
+    }
+
+    static func makeSSLContext(_ configuration: UpstreamConfiguration) throws -> NIOSSLContext? {
+        guard configuration.url.secure else { return nil }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile = configuration.tls.caFile {
+            tls.additionalTrustRoots = [.file(caFile)]
+            _ = try NIOSSLCertificate.fromPEMFile(caFile)
+        }
+        if configuration.tls.insecureSkipVerify { tls.certificateVerification = .none }
+        return try NIOSSLContext(configuration: tls)
+    }
+
+    private static var now: Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+
+    // MARK: - Commands (any thread)
+
+    package func start() { eventLoop.execute { self.perform(self.machine.start(now: Self.now)) } }
+    package func pause() { eventLoop.execute { self.perform(self.machine.pause(now: Self.now)) } }
+    package func resume() { eventLoop.execute { self.perform(self.machine.resume(now: Self.now)) } }
+
+    /// Subscribes; `handler` gets every update of the operation, on the event loop.
+    /// - Returns: the upstream operation id.
+    package func subscribe(
+        kind: OperationKind,
+        payload: ByteBuffer,
+        handler: @escaping OperationHandler
+    ) -> EventLoopFuture<String> {
+        eventLoop.submit { self.subscribeOnLoop(kind: kind, payload: payload, handler: handler) }
+    }
+
+    package func complete(id: String) { eventLoop.execute { self.completeOnLoop(id: id) } }
+
+    /// Applies new credentials (headers, connecting payload); reconnects at once when
+    /// `reconnectIfConnected` is set, keeping every subscription.
+    package func update(_ change: @escaping @Sendable (inout UpstreamConfiguration) -> Void) -> EventLoopFuture<Void> {
+        eventLoop.submit {
+            var updated = self.configuration
+            change(&updated)
+            self.sslContext = try Self.makeSSLContext(updated)
+            self.configuration = updated
+            if updated.reconnectIfConnected { self.perform(self.machine.reconnectNow(now: Self.now)) }
+        }
+    }
+
+    /// Completes every operation upstream, closes with 1000 and stops for good.
+    package func shutdown() -> EventLoopFuture<Void> {
+        eventLoop.flatSubmit {
+            self.perform(self.machine.shutdown(now: Self.now))
+            self.timer?.cancel()
+            let closes = self.channels.values.map { $0.closeFuture }
+            return EventLoopFuture.andAllComplete(closes, on: self.eventLoop)
+        }
+    }
+
+    package var connectionState: EventLoopFuture<ConnectionState> { eventLoop.submit { self.machine.connectionState } }
+
+    /// Counters for the `status` verb.
+    package var reconnectCount: Int {
+        eventLoop.preconditionInEventLoop()
+        return machine.reconnects
+    }
+
+    // MARK: - Commands on the loop
+
+    package func subscribeOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+        eventLoop.preconditionInEventLoop()
+        let (id, actions) = machine.subscribe(kind: kind, payload: payload, now: Self.now)
+        handlers[id] = handler
+        perform(actions)
+        return id
+    }
+
+    package func completeOnLoop(id: String) {
+        eventLoop.preconditionInEventLoop()
+        perform(machine.complete(id: id, now: Self.now))
+    }
+
+    package var connectionStateOnLoop: ConnectionState {
+        eventLoop.preconditionInEventLoop()
+        return machine.connectionState
+    }
+
+    // MARK: - Events from connections (on the loop)
+
+    func frameReceived(generation: Int, _ frame: ByteBuffer) {
+        perform(machine.received(generation: generation, frame, now: Self.now))
+    }
+
+    func binaryReceived(generation: Int) {
+        perform(machine.protocolViolation(generation: generation, "binary frame on a text protocol", now: Self.now))
+    }
+
+    func protocolViolation(generation: Int, _ reason: String, code: UInt16) {
+        perform(machine.protocolViolation(generation: generation, reason, closeCode: code, now: Self.now))
+    }
+
+    func activity(generation: Int) {
+        machine.activity(generation: generation, now: Self.now)
+    }
+
+    func connectionClosed(generation: Int, code: UInt16?, reason: String) {
+        channels[generation] = nil
+        perform(machine.connectionClosed(generation: generation, code: code, reason: reason, now: Self.now))
+    }
+
+    // MARK: - Performing actions
+
+    private func perform(_ actions: [TransportAction]) {
+        var toFlush: [Int: any Channel] = [:]
+        for action in actions {
+            switch action {
+            case .connect(let generation):
+                connect(generation: generation)
+            case .send(let generation, let bytes):
+                guard let channel = channels[generation] else { continue }
+                channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: bytes), promise: nil)
+                toFlush[generation] = channel
+            case .close(let generation, let code, let reason):
+                pendingConnects.remove(generation)
+                guard let channel = channels.removeValue(forKey: generation) else { continue }
+                toFlush[generation] = nil
+                var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+                data.writeInteger(code)
+                data.writeString(reason)
+                let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: data)
+                channel.writeAndFlush(frame).whenComplete { _ in
+                    // Give the peer a moment to answer the close, then drop the socket.
+                    channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+                }
+            case .abort(let generation):
+                pendingConnects.remove(generation)
+                channels.removeValue(forKey: generation)?.close(promise: nil)
+                toFlush[generation] = nil
+            case .event(let event):
+                observer(event)
+            case .operation(let id, let update):
+                guard let handler = handlers[id] else { continue }
+                if case .finished = update { handlers[id] = nil }
+                handler(update)
+            }
+        }
+        for channel in toFlush.values { channel.flush() }
+        rescheduleTimer()
+    }
+
+    private func connect(generation: Int) {
+        let payload: ByteBuffer?
+        do {
+            payload = try ConnectingPayloadReader.read(configuration.connectingPayload)
+        } catch {
+            let cause = "\(error)"
+            // Report on the next loop turn so the machine sees a completed connect action first.
+            eventLoop.execute { self.perform(self.machine.connectionFailed(generation: generation, cause: cause, now: Self.now)) }
+            return
+        }
+        pendingConnects.insert(generation)
+        WebSocketConnector.connect(
+            configuration: configuration,
+            sslContext: sslContext,
+            on: eventLoop,
+            frameHandler: { UpstreamFrameHandler(transport: self, generation: generation) }
+        ).whenComplete { result in
+            let wanted = self.pendingConnects.remove(generation) != nil
+            switch result {
+            case .success(let channel):
+                guard wanted else {
+                    channel.close(promise: nil)
+                    return
+                }
+                self.channels[generation] = channel
+                self.perform(self.machine.connectionOpened(generation: generation, initPayload: payload, now: Self.now))
+            case .failure(let error):
+                guard wanted else { return }
+                self.perform(self.machine.connectionFailed(generation: generation, cause: describe(error), now: Self.now))
+            }
+        }
+    }
+
+    private func rescheduleTimer() {
+        let deadline = machine.nextDeadline
+        guard deadline != timerDeadline else { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        guard let deadline else {
+            timer = nil
+            return
+        }
+        timer = eventLoop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds)))) {
+            self.timerDeadline = nil
+            self.timer = nil
+            self.perform(self.machine.tick(now: Self.now))
+        }
+    }
+}
+
+/// A short, operator-readable cause for a failed connect.
+func describe(_ error: any Error) -> String {
+    if let io = error as? IOError { return io.description }
+    if let connect = error as? NIOConnectionError {
+        let causes = connect.connectionErrors.map { "\($0.target): \($0.error)" }
+        return causes.isEmpty ? "connection failed" : causes.joined(separator: "; ")
+    }
+    if error is ChannelError, case .connectTimeout = error as! ChannelError { return "connect timeout" }
+    return "\(error)"
+}

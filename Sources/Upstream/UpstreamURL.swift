@@ -1,0 +1,76 @@
+/// A parsed `ws://` or `wss://` endpoint.
+package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
+    package var secure: Bool
+    package var host: String
+    package var port: Int
+    /// Path and query, as sent in the request line.
+    package var target: String
+
+    package var description: String {
+        let defaultPort = secure ? 443 : 80
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return (secure ? "wss://" : "ws://") + shownHost + (port == defaultPort ? "" : ":\(port)") + target
+    }
+
+    /// The Host header value.
+    var hostHeader: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return port == (secure ? 443 : 80) ? shownHost : "\(shownHost):\(port)"
+    }
+
+    /// Parses `ws[s]://host[:port][/path][?query]`.
+    /// - Throws: ``UpstreamURLError`` naming what is wrong.
+    package init(_ string: String) throws(UpstreamURLError) {
+        let secure: Bool
+        let rest: Substring
+        if string.hasPrefix("ws://") {
+            secure = false
+            rest = string.dropFirst(5)
+        } else if string.hasPrefix("wss://") {
+            secure = true
+            rest = string.dropFirst(6)
+        } else {
+            throw UpstreamURLError("'\(string)' must start with ws:// or wss://")
+        }
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        var target = String(rest[authorityEnd...])
+        if let hash = target.firstIndex(of: "#") { target = String(target[..<hash]) }
+        if target.isEmpty || target.hasPrefix("?") { target = "/" + target }
+        guard !authority.isEmpty, !authority.contains("@") else {
+            throw UpstreamURLError("'\(string)' has no host (user info is not supported)")
+        }
+        var host: Substring
+        var portText: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw UpstreamURLError("'\(string)' has an unclosed IPv6 address") }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty {
+                throw UpstreamURLError("'\(string)' has garbage after the IPv6 address")
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            host = authority[..<colon]
+            portText = authority[authority.index(after: colon)...]
+        } else {
+            host = authority
+        }
+        guard !host.isEmpty else { throw UpstreamURLError("'\(string)' has no host") }
+        var port = secure ? 443 : 80
+        if let portText {
+            guard let value = Int(portText), (1...65535).contains(value) else {
+                throw UpstreamURLError("'\(string)' has an invalid port '\(portText)'")
+            }
+            port = value
+        }
+        self.secure = secure
+        self.host = String(host)
+        self.port = port
+        self.target = target
+    }
+}
+
+package struct UpstreamURLError: Error, Equatable, CustomStringConvertible {
+    package var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,140 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+
+/// Opens one WebSocket connection: TCP, optional TLS, HTTP upgrade with the
+/// `graphql-transport-ws` subprotocol. The returned future succeeds once frames can flow.
+enum WebSocketConnector {
+    static let subprotocol = "graphql-transport-ws"
+
+    struct UpgradeFailure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// - Parameters:
+    ///   - frameHandler: installed after a successful upgrade; receives whole messages.
+    static func connect(
+        configuration: UpstreamConfiguration,
+        sslContext: NIOSSLContext?,
+        on eventLoop: any EventLoop,
+        frameHandler: @escaping @Sendable () -> any ChannelHandler
+    ) -> EventLoopFuture<any Channel> {
+        let url = configuration.url
+        let upgraded = eventLoop.makePromise(of: (any Channel).self)
+        let maxBytes = configuration.maxMessageBytes
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(configuration.transport.connectTimeout.nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                do {
+                    let sync = channel.pipeline.syncOperations
+                    if url.secure, let sslContext {
+                        let sniHost = isIPAddress(url.host) ? nil : url.host
+                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+                    }
+                    let requestHandler = UpgradeRequestHandler(configuration: configuration, promise: upgraded)
+                    let upgrader = NIOWebSocketClientUpgrader(
+                        maxFrameSize: maxBytes,
+                        automaticErrorHandling: false,
+                        upgradePipelineHandler: { channel, response in
+                            let selected = response.headers["Sec-WebSocket-Protocol"].first?
+                                .trimmingCharacters(in: .whitespaces)
+                            guard selected == subprotocol else {
+                                let failure = UpgradeFailure(
+                                    description: "server did not select subprotocol \(subprotocol)"
+                                        + (selected.map { " (it chose '\($0)')" } ?? "")
+                                )
+                                upgraded.fail(failure)
+                                return channel.close()
+                            }
+                            return channel.eventLoop.makeCompletedFuture {
+                                let sync = channel.pipeline.syncOperations
+                                try sync.addHandler(
+                                    NIOWebSocketFrameAggregator(
+                                        minNonFinalFragmentSize: 0,
+                                        maxAccumulatedFrameCount: 1 << 16,
+                                        maxAccumulatedFrameSize: maxBytes
+                                    )
+                                )
+                                try sync.addHandler(frameHandler())
+                                upgraded.succeed(channel)
+                            }
+                        }
+                    )
+                    try sync.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes)
+                    try sync.addHandler(
+                        NIOHTTPClientUpgradeHandler(
+                            upgraders: [upgrader],
+                            httpHandlers: [requestHandler],
+                            upgradeCompletionHandler: { context in
+                                context.channel.pipeline.removeHandler(requestHandler, promise: nil)
+                            }
+                        )
+                    )
+                    try sync.addHandler(requestHandler)
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+            }
+        bootstrap.connect(host: url.host, port: url.port).whenComplete { result in
+            switch result {
+            case .success(let channel):
+                channel.closeFuture.whenComplete { _ in
+                    upgraded.fail(UpgradeFailure(description: "connection closed during the WebSocket upgrade"))
+                }
+            case .failure(let error):
+                upgraded.fail(error)
+            }
+        }
+        return upgraded.futureResult
+    }
+
+    static func isIPAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
+    }
+}
+
+/// Sends the upgrade request and turns a refused upgrade into a clear error.
+private final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = HTTPClientResponsePart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let configuration: UpstreamConfiguration
+    private let promise: EventLoopPromise<any Channel>
+
+    init(configuration: UpstreamConfiguration, promise: EventLoopPromise<any Channel>) {
+        self.configuration = configuration
+        self.promise = promise
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: configuration.url.hostHeader)
+        headers.add(name: "Sec-WebSocket-Protocol", value: WebSocketConnector.subprotocol)
+        for (name, value) in configuration.upgradeHeaders { headers.add(name: name, value: value) }
+        headers.add(name: "Content-Length", value: "0")
+        let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: configuration.url.target, headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) {
+            promise.fail(
+                WebSocketConnector.UpgradeFailure(
+                    description: "WebSocket upgrade refused: HTTP \(head.status.code) \(head.status.reasonPhrase)"
+                )
+            )
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.close(promise: nil)
+    }
+}
