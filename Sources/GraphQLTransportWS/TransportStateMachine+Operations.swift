@@ -73,8 +73,8 @@ extension TransportStateMachine {
             setPhase(.idle, .idle, into: &actions)
             return
         }
-        if let delay = options.backoff.delay(attempt: currentAttempt - 1, random: randomValue()) {
-            setPhase(.backingOff(until: now + delay), .reconnecting(attempt: currentAttempt - 1, delay: delay, cause: cause), into: &actions)
+        if let delay = options.backoff.delay(attempt: currentAttempt, random: randomValue()) {
+            setPhase(.backingOff(until: now + delay), .reconnecting(attempt: currentAttempt, delay: delay, cause: cause), into: &actions)
             return
         }
         let reason =

@@ -66,8 +66,8 @@ package struct TransportStateMachine {
         self.makeUUID = makeUUID
     }
 
-    /// The attempt number of the next or current connect of this outage (1 after an ack).
-    var currentAttempt: Int { failures + 1 }
+    /// The retry number of the current or next connect in this outage (the first connect counts as 1).
+    var currentAttempt: Int { max(failures, 1) }
     mutating func recordFailure() { failures += 1 }
     mutating func resetFailures() { failures = 0 }
     mutating func bumpGeneration() -> Int {

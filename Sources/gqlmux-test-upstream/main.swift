@@ -6,8 +6,6 @@ import Glibc
 
 // A graphql-transport-ws server for demos: `subscription { tick }` ticks every second.
 // Usage: gqlmux-test-upstream [PORT] [TICK_MS]
-nonisolated(unsafe) let standardOutput = stdout
-setvbuf(standardOutput, nil, _IOLBF, 0)
 let arguments = CommandLine.arguments
 let port = arguments.count > 1 ? Int(arguments[1]) ?? 0 : 0
 let tickMilliseconds = arguments.count > 2 ? Int(arguments[2]) ?? 1000 : 1000
@@ -16,4 +14,5 @@ options.tickInterval = .milliseconds(tickMilliseconds)
 let server = TestUpstreamServer(options: options)
 try await server.start(port: port)
 print("test upstream listening on \(server.url)")
+fflush(nil)
 while true { try await Task.sleep(for: .seconds(3600)) }
