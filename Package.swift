@@ -61,7 +61,11 @@ let package = Package(
         ),
         .testTarget(
             name: "UpstreamTests",
-            dependencies: ["Upstream", "TestUpstream", "GraphQLTransportWS"],
+            dependencies: [
+                "Upstream", "TestUpstream", "GraphQLTransportWS",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strict
         ),
     ]

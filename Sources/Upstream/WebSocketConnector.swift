@@ -63,12 +63,11 @@ enum WebSocketConnector {
                             }
                         }
                     )
-                    try sync.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes)
-                    try sync.addHandler(
-                        NIOHTTPClientUpgradeHandler(
+                    try sync.addHTTPClientHandlers(
+                        leftOverBytesStrategy: .forwardBytes,
+                        withClientUpgrade: (
                             upgraders: [upgrader],
-                            httpHandlers: [requestHandler],
-                            upgradeCompletionHandler: { context in
+                            completionHandler: { context in
                                 context.channel.pipeline.removeHandler(requestHandler, promise: nil)
                             }
                         )
