@@ -242,6 +242,7 @@ package final class UpstreamTransport: @unchecked Sendable {
 /// A short, operator-readable cause for a failed connect.
 func describe(_ error: any Error) -> String {
     if let io = error as? IOError { return io.description }
+    if let tls = error as? NIOSSLError { return "TLS: \(tls)" }
     if let connect = error as? NIOConnectionError {
         let causes = connect.connectionErrors.map { "\($0.target): \($0.error)" }
         return causes.isEmpty ? "connection failed" : causes.joined(separator: "; ")

@@ -1,0 +1,163 @@
+import Foundation
+import GraphQLTransportWS
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import Upstream
+
+/// A strawberry-graphql server run by uvicorn from the virtualenv that `scripts/test.sh`
+/// (and so `.ci/run`) installs. Started on a free loopback port; restartable on that port.
+final class StrawberryServer: @unchecked Sendable {
+    let port: Int
+    private var process: Process?
+    private let python: String
+
+    static var python: String? {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let candidates: [String?] = [ProcessInfo.processInfo.environment["GQLMUX_INTEROP_PYTHON"], root.appendingPathComponent(".venv-interop/bin/python").path]
+        return candidates.compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    static var root: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
+    init(python: String) throws {
+        self.python = python
+        self.port = try Self.freePort()
+    }
+
+    var url: String { "ws://127.0.0.1:\(port)/graphql" }
+
+    func start() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-m", "uvicorn", "interop.strawberry_app:app", "--host", "127.0.0.1", "--port", "\(port)", "--log-level", "warning"]
+        process.currentDirectoryURL = URL(fileURLWithPath: Self.root)
+        try process.run()
+        self.process = process
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if Self.canConnect(port: port) { return }
+            if !process.isRunning { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "uvicorn did not start on \(port)"])
+    }
+
+    /// Kills the server abruptly (SIGKILL): clients see the TCP connection vanish.
+    func kill() {
+        guard let process else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    static func freePort() throws -> Int {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let channel = try ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
+        let port = channel.localAddress!.port!
+        try channel.close().wait()
+        return port
+    }
+
+    static func canConnect(port: Int) -> Bool {
+        let channel = try? ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port).wait()
+        try? channel?.close().wait()
+        return channel != nil
+    }
+}
+
+@Suite(.serialized) struct StrawberryInteropTests {
+    func makeTransport(_ server: StrawberryServer, token: String, recorder: Recorder, group: MultiThreadedEventLoopGroup) throws -> UpstreamTransport {
+        var configuration = UpstreamConfiguration(url: try UpstreamURL(server.url))
+        configuration.connectingPayload = .inline(ByteBuffer(string: #"{"token":"\#(token)"}"#))
+        configuration.transport.backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(1), multiplier: 2, jitter: 0.1)
+        return try UpstreamTransport(configuration: configuration, eventLoop: group.next(), observer: { recorder.observe($0) })
+    }
+
+    @Test func subscriptionQueryMutationAuthAndServerRestart() async throws {
+        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh, which installs strawberry-graphql and uvicorn")
+        let server = try StrawberryServer(python: python)
+        try await server.start()
+        defer { server.kill() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let recorder = Recorder()
+        let transport = try makeTransport(server, token: "secret", recorder: recorder, group: group)
+        transport.start()
+
+        let payload = { (query: String) in ByteBuffer(string: #"{"query":\#(jsonString(query))}"#) }
+        _ = try await transport.subscribe(kind: .subscription, payload: payload("subscription { tick(intervalMs: 50) }"), handler: recorder.handler(for: "s")).get()
+        _ = try await transport.subscribe(kind: .query, payload: payload("{ hello }"), handler: recorder.handler(for: "q")).get()
+        _ = try await transport.subscribe(kind: .mutation, payload: payload("mutation { increment }"), handler: recorder.handler(for: "m")).get()
+        await eventually("query and mutation answered, ticks flowing") {
+            recorder.finish("q") == .completed && recorder.finish("m") == .completed && recorder.nexts("s").count >= 3
+        }
+        #expect(recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
+        #expect(recorder.nexts("m").first?.contains(#""increment":"#) == true)
+        #expect(recorder.nexts("s").prefix(2) == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#])
+
+        // Restart the server in the middle of the live subscription.
+        server.kill()
+        let killedAt = ContinuousClock.now
+        await eventually("subscription reconnecting") { recorder.states("s").contains(.reconnecting) }
+        try await server.start()
+        let before = recorder.nexts("s").count
+        await eventually("ticks again after restart", within: 20) {
+            recorder.states("s").last == .active && recorder.nexts("s").count >= before + 2
+        }
+        print("strawberry: ticks resumed \(ContinuousClock.now - killedAt) after the kill (server start-up included)")
+        #expect(recorder.nexts("s").dropFirst(before).first == #"{"data":{"tick":1}}"#)
+        #expect(recorder.count(.reconnected) == 1)
+        try await transport.shutdown().get()
+        try await group.shutdownGracefully()
+    }
+
+    @Test func badTokenIsRejectedWith4403AndNotRetried() async throws {
+        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
+        let server = try StrawberryServer(python: python)
+        try await server.start()
+        defer { server.kill() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let recorder = Recorder()
+        let transport = try makeTransport(server, token: "wrong", recorder: recorder, group: group)
+        transport.start()
+        _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "s")).get()
+        await eventually("failed with 4403") { recorder.finish("s") != nil }
+        guard case .error(.local("UPSTREAM_CLOSED", _, 4403, _)) = recorder.finish("s") else {
+            Issue.record("expected UPSTREAM_CLOSED 4403, got \(String(describing: recorder.finish("s")))")
+            return
+        }
+        try await Task.sleep(for: .seconds(1))
+        #expect(recorder.connectionStates.filter { if case .connecting = $0 { true } else { false } }.count == 1)
+        try await transport.shutdown().get()
+        try await group.shutdownGracefully()
+    }
+
+    @Test func syntaxErrorClose4400IsBlamedOnTheBadSubscribe() async throws {
+        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
+        let server = try StrawberryServer(python: python)
+        try await server.start()
+        defer { server.kill() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let recorder = Recorder()
+        let transport = try makeTransport(server, token: "secret", recorder: recorder, group: group)
+        transport.start()
+        _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "good")).get()
+        await eventually("good is ticking") { recorder.nexts("good").count >= 1 }
+        try await Task.sleep(for: .milliseconds(1100))
+        _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#), handler: recorder.handler(for: "bad")).get()
+        await eventually("bad finished") { recorder.finish("bad") != nil }
+        let closeCode: UInt16? = if case .error(.local(_, _, let code, _)) = recorder.finish("bad") { code } else { nil }
+        let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }
+        // strawberry closes the whole connection with 4400; gqlmux blames the new subscribe.
+        #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")
+        let before = recorder.nexts("good").count
+        await eventually("good keeps ticking") { recorder.nexts("good").count >= before + 2 && recorder.states("good").last == .active }
+        #expect(recorder.finish("good") == nil)
+        try await transport.shutdown().get()
+        try await group.shutdownGracefully()
+    }
+}

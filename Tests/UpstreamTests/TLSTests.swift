@@ -1,0 +1,78 @@
+import Foundation
+import GraphQLTransportWS
+import NIOCore
+import NIOPosix
+import TestUpstream
+import Testing
+
+@testable import Upstream
+
+/// A private CA and a server certificate for 127.0.0.1, made with the openssl CLI.
+struct PrivateCA {
+    let directory: String
+    var caFile: String { directory + "/ca.pem" }
+    var certificate: String { directory + "/server.pem" }
+    var key: String { directory + "/server.key" }
+
+    static func make() throws -> PrivateCA {
+        let directory = NSTemporaryDirectory() + "gqlmux-tls-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let script = """
+            set -e
+            cd '\(directory)'
+            openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj '/CN=gqlmux test CA' 2>/dev/null
+            openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj '/CN=127.0.0.1' 2>/dev/null
+            printf 'subjectAltName=IP:127.0.0.1\\nbasicConstraints=CA:FALSE\\n' > ext.cnf
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile ext.cnf 2>/dev/null
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", script]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+        return PrivateCA(directory: directory)
+    }
+}
+
+@Suite(.serialized) struct TLSTests {
+    @Test func wssWithAPrivateCAFromCaFile() async throws {
+        let ca = try PrivateCA.make()
+        var options = TestUpstreamServer.Options()
+        options.tls = (ca.certificate, ca.key)
+        let rig = try await Rig.make(server: options) { $0.tls.caFile = ca.caFile }
+        #expect(rig.server.url.hasPrefix("wss://"))
+        rig.transport.start()
+        try await rig.subscribe(key: "s")
+        await eventually("active over TLS") { rig.recorder.states("s").last == .active }
+        await rig.server.tick()
+        await eventually("tick over TLS") { rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#] }
+        await rig.tearDown()
+    }
+
+    @Test func certificateVerificationIsOnByDefault() async throws {
+        let ca = try PrivateCA.make()
+        var options = TestUpstreamServer.Options()
+        options.tls = (ca.certificate, ca.key)
+        let rig = try await Rig.make(server: options)
+        rig.transport.start()
+        await eventually("refused: untrusted certificate") {
+            rig.recorder.connectionStates.contains { if case .reconnecting = $0 { true } else { false } }
+        }
+        let causes = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, _, let c) = $0 { c } else { nil } }
+        print("untrusted certificate cause: \(causes[0])")
+        #expect(causes[0].contains("handshake") || causes[0].contains("certificate") || causes[0].contains("CERTIFICATE"))
+        #expect(await rig.server.currentStats.connections == 0)
+        await rig.tearDown()
+    }
+
+    @Test func insecureSkipVerifyAcceptsAnyCertificate() async throws {
+        let ca = try PrivateCA.make()
+        var options = TestUpstreamServer.Options()
+        options.tls = (ca.certificate, ca.key)
+        let rig = try await Rig.make(server: options) { $0.tls.insecureSkipVerify = true }
+        rig.transport.start()
+        await eventually("connected without verification") { rig.recorder.events.contains(.connected) }
+        await rig.tearDown()
+    }
+}
