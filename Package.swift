@@ -9,11 +9,15 @@ let package = Package(
     name: "gqlmux",
     platforms: [.macOS(.v14)],
     products: [
+        .executable(name: "gqlmuxd", targets: ["gqlmuxd"]),
         .executable(name: "gqlmux-test-upstream", targets: ["gqlmux-test-upstream"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/GraphQLSwift/GraphQL", from: "4.3.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // Pure graphql-transport-ws core: messages, envelope parsing, state machine, backoff.
@@ -33,6 +37,34 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strict
+        ),
+        // Local protocol v1: line framing and encoders, shared by the daemon and the client library.
+        .target(
+            name: "LocalProtocol",
+            dependencies: ["GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
+        // The daemon: configuration, Unix socket server, sessions, fan-out.
+        .target(
+            name: "GQLMuxDaemon",
+            dependencies: [
+                "GraphQLTransportWS", "Upstream", "LocalProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GraphQL", package: "GraphQL"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "gqlmuxd",
+            dependencies: [
+                "GQLMuxDaemon",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),

@@ -1,0 +1,229 @@
+import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
+
+/// One local client connection: parses its lines, owns its operations, writes to it.
+final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private unowned let daemon: Daemon
+    let channel: any Channel
+    var eventLoop: any EventLoop { channel.eventLoop }
+    private(set) var credentials: PeerCredentials?
+    private(set) var name = ""
+    /// Local id → the upstream entry it reads from.
+    private(set) var operations: [String: UpstreamEntry] = [:]
+    /// Once closing (error, slow consumer, shutdown) nothing more is written.
+    private var closing = false
+
+    init(daemon: Daemon, channel: any Channel) {
+        self.daemon = daemon
+        self.channel = channel
+    }
+
+    // MARK: - Channel events
+
+    func channelActive(context: ChannelHandlerContext) {
+        credentials = PeerCredentials.of(context.channel)
+        daemon.sessionOpened(self)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        dropOperations()
+        daemon.sessionClosed(self)
+        context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if !context.channel.isWritable, !closing {
+            daemon.events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
+            fail(code: LocalErrorCode.slowConsumer, "client did not read fast enough (client_buffer_bytes exceeded)", force: true)
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let tooLong = error as? LineFrameDecoder.LineTooLong {
+            daemon.events.emit(.clientProtocolError, fields(), message: "line too long")
+            fail(code: LocalErrorCode.badRequest, "line longer than max_line_bytes (\(tooLong.limit))")
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        let line = unwrapInboundIn(data)
+        if line.readableBytes == 0 { return }
+        let envelope: Envelope
+        do {
+            envelope = try line.withUnsafeReadableBytes { bytes throws(JSONScanError) in try Envelope(bytes) }
+        } catch {
+            protocolError("invalid message: \(error)")
+            return
+        }
+        let payload = envelope.payload.map { line.getSlice(at: line.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        switch envelope.type {
+        case "connection_init":
+            if let payload, envelope.payload?.kind == .object {
+                name = clientName(payload) ?? ""
+            }
+            send(daemon.connectionAck())
+        case "subscribe":
+            guard let id = envelope.id, !id.isEmpty else { return protocolError("'subscribe' needs a non-empty string 'id'") }
+            guard let payload, envelope.payload?.kind == .object else {
+                return protocolError("'subscribe' needs an object 'payload'")
+            }
+            subscribe(id: id, payload: payload)
+        case "complete":
+            guard let id = envelope.id, !id.isEmpty else { return protocolError("'complete' needs a non-empty string 'id'") }
+            if let entry = operations.removeValue(forKey: id) {
+                daemon.fanout.unsubscribe(entry, session: self, localID: id)
+            }
+        case "ping":
+            send(LocalEncode.withPayload(type: "pong", payload: payload))
+        case "pong":
+            break
+        case "status":
+            send(LocalEncode.withPayload(type: "status", id: envelope.id, payload: daemon.statusPayload()))
+        case "pause", "resume", "reload":
+            admin(envelope.type, id: envelope.id)
+        default:
+            protocolError("unknown message type '\(envelope.type)'")
+        }
+    }
+
+    // MARK: - Verbs
+
+    private func subscribe(id: String, payload: ByteBuffer) {
+        guard operations[id] == nil else {
+            send(LocalEncode.error(id: id, code: LocalErrorCode.duplicateID, message: "operation id '\(id)' is already in use"))
+            return
+        }
+        guard operations.count < daemon.configuration.limits.maxOperationsPerClient else {
+            daemon.events.emit(.limitExceeded, fields(["GQLMUX_LIMIT": "max_operations_per_client"]))
+            send(
+                LocalEncode.error(
+                    id: id,
+                    code: LocalErrorCode.limitExceeded,
+                    message: "max_operations_per_client (\(daemon.configuration.limits.maxOperationsPerClient)) reached"
+                )
+            )
+            return
+        }
+        let request: SubscribeRequest
+        do {
+            request = try SubscribeRequest.parse(payload)
+        } catch {
+            send(LocalEncode.error(id: id, code: error.code, message: error.message))
+            return
+        }
+        operations[id] = daemon.fanout.subscribe(request, session: self, localID: id)
+    }
+
+    private func admin(_ verb: String, id: String?) {
+        guard daemon.isAdmin(credentials) else {
+            send(LocalEncode.error(id: id, code: LocalErrorCode.forbidden, message: "'\(verb)' is an admin verb; this peer is not an admin"))
+            return
+        }
+        switch verb {
+        case "pause":
+            daemon.pause()
+            send(LocalEncode.ok(id: id))
+        case "resume":
+            daemon.resume()
+            send(LocalEncode.ok(id: id))
+        default:
+            daemon.reload().whenComplete { result in
+                switch result {
+                case .success: self.send(LocalEncode.ok(id: id))
+                case .failure(let error): self.send(LocalEncode.error(id: id, code: LocalErrorCode.badRequest, message: "reload failed: \(error)"))
+                }
+            }
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Writes one line; flushes unless the caller batches.
+    func send(_ line: ByteBuffer, flush: Bool = true) {
+        guard !closing else { return }
+        if flush {
+            channel.writeAndFlush(line, promise: nil)
+        } else {
+            channel.write(line, promise: nil)
+        }
+    }
+
+    /// Hot path: prefix + shared payload, no flush. False when nothing was written.
+    func writeNext(prefix: ByteBuffer, shared: ByteBuffer) -> Bool {
+        guard !closing else { return false }
+        channel.write(prefix, promise: nil)
+        channel.write(shared, promise: nil)
+        return true
+    }
+
+    func flush() {
+        if !closing { channel.flush() }
+    }
+
+    /// The upstream finished this operation; forget it without completing upstream.
+    func operationFinished(localID: String) {
+        operations[localID] = nil
+    }
+
+    /// Sends an `error` without id and closes this client only.
+    func protocolError(_ message: String) {
+        daemon.events.emit(.clientProtocolError, fields(), message: message)
+        fail(code: LocalErrorCode.badRequest, message)
+    }
+
+    /// Ends the session with an error line. `force` closes at once (the buffer is full).
+    func fail(code: String, _ message: String, force: Bool = false) {
+        guard !closing else { return }
+        dropOperations()
+        let line = LocalEncode.error(id: nil, code: code, message: message)
+        closing = true
+        let channel = self.channel
+        channel.writeAndFlush(line).whenComplete { _ in channel.close(promise: nil) }
+        if force {
+            // The client is not reading: give the error line a second to drain, then drop it.
+            channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+        }
+    }
+
+    /// Graceful daemon stop: `SHUTTING_DOWN` for each operation, then close.
+    func shutDown() {
+        guard !closing else { return }
+        for id in operations.keys.sorted() {
+            send(LocalEncode.error(id: id, code: LocalErrorCode.shuttingDown, message: "gqlmuxd is shutting down"), flush: false)
+        }
+        operations.removeAll()
+        fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")
+    }
+
+    private func dropOperations() {
+        let ops = operations
+        operations.removeAll()
+        for (id, entry) in ops { daemon.fanout.unsubscribe(entry, session: self, localID: id) }
+    }
+
+    func fields(_ extra: [String: String] = [:]) -> [String: String] {
+        var f = extra
+        if let credentials {
+            f["GQLMUX_PEER_PID"] = "\(credentials.pid)"
+            f["GQLMUX_PEER_UID"] = "\(credentials.uid)"
+        }
+        if !name.isEmpty { f["GQLMUX_CLIENT_NAME"] = name }
+        return f
+    }
+
+    private func clientName(_ payload: ByteBuffer) -> String? {
+        guard let members = try? payload.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }),
+            let member = members.first(where: { $0.key == "client" && $0.kind == .string })
+        else { return nil }
+        return String(payload.withUnsafeReadableBytes { JSONScanner.decodeString($0, member.range) }.prefix(64))
+    }
+}

@@ -1,0 +1,313 @@
+import Foundation
+import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
+import NIOPosix
+import Upstream
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// gqlmuxd: one upstream transport, a Unix socket server, and the fan-out between them.
+/// Everything runs on one event loop, so the hot path never hops threads.
+package final class Daemon: @unchecked Sendable {
+    package static let version = "0.1.0"
+
+    package let eventLoop: any EventLoop
+    package let events: DaemonEvents
+    private(set) var configuration: DaemonConfiguration
+    private let configPath: String?
+    let transport: UpstreamTransport
+    private(set) var fanout: Fanout!
+    private var sessions: [ObjectIdentifier: ClientSession] = [:]
+    private var serverChannel: (any Channel)?
+    private var stopping = false
+    /// Called on the loop after each lifecycle change (sd_notify STATUS in production).
+    package var onStatusChange: (@Sendable (String) -> Void)?
+
+    /// - Parameters:
+    ///   - configuration: the parsed configuration.
+    ///   - configPath: re-read on reload; nil keeps the configuration as given.
+    package init(
+        configuration: DaemonConfiguration,
+        configPath: String?,
+        eventLoop: any EventLoop,
+        events: DaemonEvents = .stderr
+    ) throws {
+        self.configuration = configuration
+        self.configPath = configPath
+        self.eventLoop = eventLoop
+        self.events = events
+        let box = WeakDaemonBox()
+        self.transport = try UpstreamTransport(
+            configuration: configuration.upstream,
+            eventLoop: eventLoop,
+            observer: { event in box.daemon?.transportEvent(event) }
+        )
+        box.daemon = self
+        self.fanout = Fanout(transport: transport, events: events)
+    }
+
+    // MARK: - Start and stop
+
+    /// Binds the socket (replacing a stale file) or adopts `listeningFD`, then starts the upstream.
+    package func start(listeningFD: CInt? = nil) async throws {
+        let limits = configuration.limits
+        let bootstrap = ServerBootstrap(group: eventLoop)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: self.configuration.limits.maxLineBytes)))
+                    try sync.addHandler(ClientSession(daemon: self, channel: channel))
+                }
+            }
+        if let fd = listeningFD {
+            serverChannel = try await bootstrap.withBoundSocket(fd).get()
+        } else {
+            let path = configuration.socketPath
+            try Self.prepareSocketPath(path)
+            serverChannel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+            guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
+                throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        events.emit(.started, ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version],
+                    message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)")
+        transport.start()
+        statusChanged()
+    }
+
+    /// Refuses to steal the socket of a live daemon; creates the directory if missing.
+    static func prepareSocketPath(_ path: String) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected == 0 { throw DaemonError("another process is already serving \(path)") }
+    }
+
+    /// Graceful stop: `SHUTTING_DOWN` to clients, `complete` upstream, close 1000, remove the socket.
+    package func shutdown() async {
+        let alreadyStopping = try? await eventLoop.submit { () -> Bool in
+            defer { self.stopping = true }
+            return self.stopping
+        }.get()
+        guard alreadyStopping == false else { return }
+        events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
+        try? await serverChannel?.close()
+        let closes: [EventLoopFuture<Void>] = (try? await eventLoop.submit {
+            let sessions = Array(self.sessions.values)
+            for session in sessions { session.shutDown() }
+            return sessions.map { $0.channel.closeFuture }
+        }.get()) ?? []
+        _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
+        try? await transport.shutdown().get()
+        if configurationIsOwnedSocket { unlink(configuration.socketPath) }
+    }
+
+    /// Whether this process created the socket file (not adopted from systemd).
+    private var configurationIsOwnedSocket = true
+    package func markSocketAdopted() { configurationIsOwnedSocket = false }
+
+    // MARK: - Admin
+
+    func pause() {
+        transport.pause()
+        events.emit(.paused, [:], message: "upstream paused by an admin")
+    }
+
+    func resume() {
+        transport.resume()
+        events.emit(.resumed, [:], message: "upstream resumed by an admin")
+    }
+
+    /// Re-reads the configuration file and applies credentials, headers and the URL;
+    /// subscriptions are kept (the transport reconnects if `reconnect_if_connected`).
+    package func reload() -> EventLoopFuture<Void> {
+        eventLoop.flatSubmit {
+            var next = self.configuration
+            if let path = self.configPath {
+                do {
+                    next = try DaemonConfiguration.load(path: path)
+                } catch {
+                    self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed, configuration kept: \(error)")
+                    return self.eventLoop.makeFailedFuture(error)
+                }
+            }
+            let upstream = next.upstream
+            let limits = self.configuration.limits
+            self.configuration.limits = next.limits
+            self.configuration.limits.maxLineBytes = limits.maxLineBytes
+            self.configuration.limits.clientBufferBytes = limits.clientBufferBytes
+            self.configuration.security = next.security
+            self.configuration.upstream.headers = upstream.headers
+            self.configuration.upstream.connectingPayload = upstream.connectingPayload
+            return self.transport.update { current in
+                current.url = upstream.url
+                current.headers = upstream.headers
+                current.connectingPayload = upstream.connectingPayload
+                current.clientName = upstream.clientName
+                current.clientVersion = upstream.clientVersion
+                current.tls = upstream.tls
+                current.reconnectIfConnected = upstream.reconnectIfConnected
+            }.map {
+                self.configuration.upstream.url = upstream.url
+                self.events.emit(.reloaded, [:], message: "configuration reloaded")
+            }
+        }
+    }
+
+    func isAdmin(_ peer: PeerCredentials?) -> Bool {
+        guard let peer else { return false }
+        let security = configuration.security
+        return peer.uid == 0 || peer.uid == getuid() || security.adminUIDs.contains(peer.uid) || security.adminGIDs.contains(peer.gid)
+    }
+
+    private func isAllowed(_ peer: PeerCredentials?) -> Bool {
+        let security = configuration.security
+        if security.allowedUIDs.isEmpty && security.allowedGIDs.isEmpty { return true }
+        guard let peer else { return false }
+        return peer.uid == 0 || peer.uid == getuid() || security.allowedUIDs.contains(peer.uid) || security.allowedGIDs.contains(peer.gid)
+    }
+
+    // MARK: - Sessions
+
+    func sessionOpened(_ session: ClientSession) {
+        if stopping {
+            session.fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")
+            return
+        }
+        guard isAllowed(session.credentials) else {
+            events.emit(.clientRefused, session.fields(), message: "peer not in allowed_uids/allowed_gids")
+            session.fail(code: LocalErrorCode.forbidden, "this user may not use gqlmuxd (allowed_uids / allowed_gids)")
+            return
+        }
+        guard sessions.count < configuration.limits.maxClients else {
+            events.emit(.limitExceeded, session.fields(["GQLMUX_LIMIT": "max_clients"]))
+            session.fail(code: LocalErrorCode.limitExceeded, "max_clients (\(configuration.limits.maxClients)) reached")
+            return
+        }
+        sessions[ObjectIdentifier(session)] = session
+        events.emit(.clientConnected, session.fields())
+        statusChanged()
+    }
+
+    func sessionClosed(_ session: ClientSession) {
+        guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
+        events.emit(.clientDisconnected, session.fields())
+        statusChanged()
+    }
+
+    // MARK: - Status
+
+    func connectionAck() -> ByteBuffer {
+        let state = transport.connectionStateOnLoop.name
+        return LocalEncode.withPayload(
+            type: "connection_ack",
+            payload: ByteBuffer(string: #"{"protocol":\#(LocalProtocol.version),"server":"gqlmuxd/\#(Self.version)","upstream":"\#(state)"}"#)
+        )
+    }
+
+    func statusPayload() -> ByteBuffer {
+        let state = transport.connectionStateOnLoop
+        let local = sessions.values.reduce(0) { $0 + $1.operations.count }
+        let json = """
+            {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
+            "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
+            "clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
+            "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}
+            """
+        return ByteBuffer(string: json)
+    }
+
+    /// The one-line status operators see (sd_notify STATUS=).
+    package var statusLineOnLoop: String {
+        let state = transport.connectionStateOnLoop
+        let local = sessions.values.reduce(0) { $0 + $1.operations.count }
+        switch state {
+        case .connected:
+            return "connected to \(configuration.upstream.url); \(sessions.count) clients, \(local) subscriptions (\(fanout.upstreamCount) upstream)"
+        default:
+            return Self.describe(state)
+        }
+    }
+
+    static func describe(_ state: ConnectionState) -> String {
+        switch state {
+        case .idle: return "idle (lazy: connects on first subscribe)"
+        case .connecting(let attempt), .awaitingAck(let attempt): return "connecting (attempt \(attempt))"
+        case .connected: return "connected"
+        case .reconnecting(let attempt, let delay, let cause):
+            return "reconnecting in \(String(format: "%.1f", delay.seconds))s (attempt \(attempt)): \(cause)"
+        case .paused: return "paused"
+        case .failed(let code, let reason):
+            return "failed: " + (code.map { "upstream closed \($0) \(reason)" } ?? reason) + "; waiting for reload"
+        case .shutDown: return "stopping"
+        }
+    }
+
+    private func statusChanged() {
+        onStatusChange?(statusLineOnLoop)
+    }
+
+    private func transportEvent(_ event: TransportEvent) {
+        let url = configuration.upstream.url.description
+        switch event {
+        case .stateChanged(let state):
+            switch state {
+            case .connecting(let attempt):
+                events.emit(.connecting, ["GQLMUX_URL": url, "GQLMUX_ATTEMPT": "\(attempt)"], message: "connecting to \(url) (attempt \(attempt))")
+            case .reconnecting(let attempt, let delay, let cause):
+                events.emit(
+                    .reconnecting,
+                    ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": String(format: "%.3f", delay.seconds), "GQLMUX_CAUSE": cause],
+                    message: Self.describe(state)
+                )
+            case .failed(let code, let reason):
+                var fields = ["GQLMUX_REASON": reason]
+                if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
+                events.emit(.failed, fields, message: Self.describe(state))
+            default:
+                break
+            }
+            statusChanged()
+        case .connected:
+            events.emit(.connected, ["GQLMUX_URL": url], message: "connected to \(url)")
+        case .reconnected:
+            events.emit(.reconnected, ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)"], message: "reconnected to \(url)")
+        case .disconnected(let code, let reason):
+            var fields = ["GQLMUX_REASON": reason]
+            if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
+            events.emit(.disconnected, fields, message: "disconnected: \(reason)")
+        case .ping(let received):
+            events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"])
+        case .pong(let received):
+            events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"])
+        }
+    }
+}
+
+private final class WeakDaemonBox: @unchecked Sendable {
+    weak var daemon: Daemon?
+}
+
+package struct DaemonError: Error, CustomStringConvertible {
+    package var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,272 @@
+import Foundation
+import GraphQLTransportWS
+import NIOCore
+import TOMLKit
+import Upstream
+
+/// A configuration problem, naming the key and why: `[upstream] url: must start with ws:// or wss://`.
+package struct ConfigurationError: Error, CustomStringConvertible, Equatable {
+    package var description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension DaemonConfiguration {
+    /// Reads a TOML configuration file. Every key is checked: an unknown key, a wrong type
+    /// or a bad value is an error that names the key; nothing starts half-configured.
+    ///
+    /// Keys (defaults in `config/gqlmuxd.toml`):
+    /// - `[upstream]` url, headers, connecting_payload, connecting_payload_file, client_name,
+    ///   client_version, operation_ids, lazy, lazy_close_timeout, reconnect_interval,
+    ///   reconnect_max_interval, reconnect_multiplier, reconnect_jitter, reconnect_max_attempts,
+    ///   connect_timeout, connection_ack_timeout, ping_interval, pong_timeout, max_message_bytes,
+    ///   reconnect_if_connected
+    /// - `[upstream.tls]` ca_file, insecure_skip_verify
+    /// - `[socket]` path, mode
+    /// - `[limits]` max_clients, max_operations_per_client, max_line_bytes, client_buffer_bytes
+    /// - `[security]` allowed_uids, allowed_gids, admin_uids, admin_gids
+    /// - `[log]` level, target
+    package static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigurationError("cannot read \(path): \((error as NSError).localizedDescription)")
+        }
+        return try parse(text, source: path)
+    }
+
+    package static func parse(_ text: String, source: String = "config") throws(ConfigurationError) -> DaemonConfiguration {
+        let root: TOMLTable
+        do {
+            root = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigurationError("\(source): TOML syntax error at line \(error.source.begin.line): \(error.description)")
+        } catch {
+            throw ConfigurationError("\(source): \(error)")
+        }
+        let reader = TableReader(table: root, section: "")
+        try reader.allowOnly(["upstream", "socket", "limits", "security", "log"])
+        guard let upstreamTable = try reader.table("upstream") else {
+            throw ConfigurationError("[upstream] url: required")
+        }
+        var configuration = DaemonConfiguration(upstream: try readUpstream(upstreamTable))
+        if let socket = try reader.table("socket") {
+            try socket.allowOnly(["path", "mode"])
+            if let path = try socket.string("path") { configuration.socketPath = path }
+            if let mode = try socket.string("mode") {
+                guard let value = UInt32(mode, radix: 8), value <= 0o777 else {
+                    throw ConfigurationError("[socket] mode: '\(mode)' is not an octal file mode like \"0660\"")
+                }
+                configuration.socketMode = value
+            }
+        }
+        if let limits = try reader.table("limits") {
+            try limits.allowOnly(["max_clients", "max_operations_per_client", "max_line_bytes", "client_buffer_bytes"])
+            if let v = try limits.positiveInt("max_clients") { configuration.limits.maxClients = v }
+            if let v = try limits.positiveInt("max_operations_per_client") { configuration.limits.maxOperationsPerClient = v }
+            if let v = try limits.positiveInt("max_line_bytes") { configuration.limits.maxLineBytes = v }
+            if let v = try limits.positiveInt("client_buffer_bytes") { configuration.limits.clientBufferBytes = v }
+        }
+        if let security = try reader.table("security") {
+            try security.allowOnly(["allowed_uids", "allowed_gids", "admin_uids", "admin_gids"])
+            configuration.security.allowedUIDs = try security.ids("allowed_uids") ?? []
+            configuration.security.allowedGIDs = try security.ids("allowed_gids") ?? []
+            configuration.security.adminUIDs = try security.ids("admin_uids") ?? []
+            configuration.security.adminGIDs = try security.ids("admin_gids") ?? []
+        }
+        if let log = try reader.table("log") {
+            try log.allowOnly(["level", "target"])
+            if let level = try log.string("level") {
+                let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+                guard levels.contains(level) else {
+                    throw ConfigurationError("[log] level: '\(level)' is not one of \(levels.joined(separator: ", "))")
+                }
+                configuration.logLevel = level
+            }
+            if let target = try log.string("target") {
+                guard let value = LogTarget(rawValue: target) else {
+                    throw ConfigurationError("[log] target: '\(target)' is not one of auto, journal, stderr")
+                }
+                configuration.logTarget = value
+            }
+        }
+        return configuration
+    }
+
+    private static func readUpstream(_ t: TableReader) throws(ConfigurationError) -> UpstreamConfiguration {
+        try t.allowOnly([
+            "url", "headers", "connecting_payload", "connecting_payload_file", "client_name", "client_version",
+            "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
+            "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "connect_timeout",
+            "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
+        ])
+        guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
+        let url: UpstreamURL
+        do {
+            url = try UpstreamURL(urlText)
+        } catch {
+            throw ConfigurationError("[upstream] url: \(error)")
+        }
+        var c = UpstreamConfiguration(url: url)
+        if let headers = try t.table("headers") {
+            for key in headers.keys {
+                guard let value = try headers.string(key) else { continue }
+                guard !key.isEmpty, key.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }),
+                    !value.contains("\r"), !value.contains("\n")
+                else { throw ConfigurationError("[upstream.headers] \(key): not a valid HTTP header") }
+                c.headers.append((key, value))
+            }
+        }
+        let inline = try t.jsonObject("connecting_payload")
+        let file = try t.string("connecting_payload_file")
+        switch (inline, file) {
+        case (.some, .some):
+            throw ConfigurationError("[upstream] connecting_payload and connecting_payload_file: set only one")
+        case (.some(let json), nil): c.connectingPayload = .inline(ByteBuffer(bytes: json))
+        case (nil, .some(let path)): c.connectingPayload = .file(path)
+        case (nil, nil): break
+        }
+        c.clientName = try t.string("client_name")
+        c.clientVersion = try t.string("client_version")
+        if let style = try t.string("operation_ids") {
+            guard let value = OperationIDStyle(rawValue: style) else {
+                throw ConfigurationError("[upstream] operation_ids: '\(style)' is not \"sequential\" or \"uuid\"")
+            }
+            c.transport.operationIDs = value
+        }
+        if let v = try t.bool("lazy") { c.transport.lazy = v }
+        if let v = try t.seconds("lazy_close_timeout", allowZero: true) { c.transport.lazyCloseTimeout = v }
+        if let v = try t.number("reconnect_interval") {
+            c.transport.backoff.initial = v < 0 ? nil : .seconds(double: v)
+        }
+        if let v = try t.seconds("reconnect_max_interval", allowZero: false) { c.transport.backoff.maximum = v }
+        if let v = try t.number("reconnect_multiplier") {
+            guard v >= 1 else { throw ConfigurationError("[upstream] reconnect_multiplier: must be at least 1") }
+            c.transport.backoff.multiplier = v
+        }
+        if let v = try t.number("reconnect_jitter") {
+            guard (0...1).contains(v) else { throw ConfigurationError("[upstream] reconnect_jitter: must be between 0 and 1") }
+            c.transport.backoff.jitter = v
+        }
+        if let v = try t.int("reconnect_max_attempts") {
+            guard v >= 0 else { throw ConfigurationError("[upstream] reconnect_max_attempts: must be 0 (unlimited) or more") }
+            c.transport.backoff.maxAttempts = v
+        }
+        if let v = try t.seconds("connect_timeout", allowZero: false) { c.transport.connectTimeout = v }
+        if let v = try t.seconds("connection_ack_timeout", allowZero: false) { c.transport.ackTimeout = v }
+        if let v = try t.seconds("ping_interval", allowZero: true) { c.transport.pingInterval = v }
+        if let v = try t.seconds("pong_timeout", allowZero: false) { c.transport.pongTimeout = v }
+        if let v = try t.positiveInt("max_message_bytes") { c.maxMessageBytes = v }
+        if let v = try t.bool("reconnect_if_connected") { c.reconnectIfConnected = v }
+        if let tls = try t.table("tls") {
+            try tls.allowOnly(["ca_file", "insecure_skip_verify"])
+            c.tls.caFile = try tls.string("ca_file")
+            c.tls.insecureSkipVerify = try tls.bool("insecure_skip_verify") ?? false
+        }
+        return c
+    }
+}
+
+/// Typed, key-checked access to one TOML table.
+struct TableReader {
+    let table: TOMLTable
+    let section: String
+
+    var keys: [String] { table.keys }
+
+    private func name(_ key: String) -> String { section.isEmpty ? "[\(key)]" : "[\(section)] \(key)" }
+
+    func allowOnly(_ allowed: Set<String>) throws(ConfigurationError) {
+        for key in table.keys where !allowed.contains(key) {
+            throw ConfigurationError("\(name(key)): unknown key (known: \(allowed.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    private func value(_ key: String, _ expected: String) -> (any TOMLValueConvertible)? { table[key] }
+
+    func table(_ key: String) throws(ConfigurationError) -> TableReader? {
+        guard let v = table[key] else { return nil }
+        guard let t = v.table else { throw ConfigurationError("\(name(key)): expected a table") }
+        return TableReader(table: t, section: section.isEmpty ? key : "\(section).\(key)")
+    }
+
+    func string(_ key: String) throws(ConfigurationError) -> String? {
+        guard let v = table[key] else { return nil }
+        guard let s = v.string else { throw ConfigurationError("\(name(key)): expected a string, found \(v.type)") }
+        return s
+    }
+
+    func bool(_ key: String) throws(ConfigurationError) -> Bool? {
+        guard let v = table[key] else { return nil }
+        guard let b = v.bool else { throw ConfigurationError("\(name(key)): expected true or false, found \(v.type)") }
+        return b
+    }
+
+    func int(_ key: String) throws(ConfigurationError) -> Int? {
+        guard let v = table[key] else { return nil }
+        guard v.type == .int, let i = v.int else { throw ConfigurationError("\(name(key)): expected an integer, found \(v.type)") }
+        return i
+    }
+
+    func positiveInt(_ key: String) throws(ConfigurationError) -> Int? {
+        guard let i = try int(key) else { return nil }
+        guard i > 0 else { throw ConfigurationError("\(name(key)): must be greater than 0") }
+        return i
+    }
+
+    func number(_ key: String) throws(ConfigurationError) -> Double? {
+        guard let v = table[key] else { return nil }
+        if v.type == .int, let i = v.int { return Double(i) }
+        if v.type == .double, let d = v.double { return d }
+        throw ConfigurationError("\(name(key)): expected a number, found \(v.type)")
+    }
+
+    func seconds(_ key: String, allowZero: Bool) throws(ConfigurationError) -> Duration? {
+        guard let n = try number(key) else { return nil }
+        guard n.isFinite, allowZero ? n >= 0 : n > 0 else {
+            throw ConfigurationError("\(name(key)): must be \(allowZero ? "0 or more" : "more than 0") seconds")
+        }
+        return .seconds(double: n)
+    }
+
+    func ids(_ key: String) throws(ConfigurationError) -> [UInt32]? {
+        guard let v = table[key] else { return nil }
+        guard let array = v.array else { throw ConfigurationError("\(name(key)): expected an array of numeric ids") }
+        var ids: [UInt32] = []
+        for element in array {
+            guard element.type == .int, let i = element.int, let id = UInt32(exactly: i) else {
+                throw ConfigurationError("\(name(key)): expected an array of numeric ids")
+            }
+            ids.append(id)
+        }
+        return ids
+    }
+
+    /// A table value encoded as a JSON object.
+    func jsonObject(_ key: String) throws(ConfigurationError) -> [UInt8]? {
+        guard let v = table[key] else { return nil }
+        guard let t = v.table else { throw ConfigurationError("\(name(key)): expected a table (it is sent as a JSON object)") }
+        do {
+            let object = try Self.plain(t)
+            return Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+        } catch {
+            throw ConfigurationError("\(name(key)): cannot be encoded as JSON (\(error))")
+        }
+    }
+
+    private static func plain(_ value: any TOMLValueConvertible) throws -> Any {
+        switch value.type {
+        case .table:
+            var out: [String: Any] = [:]
+            for (k, v) in value.table! { out[k] = try plain(v) }
+            return out
+        case .array:
+            return try value.array!.map { try plain($0) }
+        case .string: return value.string!
+        case .int: return value.int!
+        case .double: return value.double!
+        case .bool: return value.bool!
+        default: throw ConfigurationError("dates are not supported")
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import GraphQLTransportWS
+import Upstream
+
+/// The daemon's whole configuration; `DaemonConfiguration+TOML.swift` reads it from a file.
+package struct DaemonConfiguration: Sendable {
+    package struct Limits: Sendable, Equatable {
+        package var maxClients = 1024
+        package var maxOperationsPerClient = 1000
+        package var maxLineBytes = 1 << 20
+        package var clientBufferBytes = 8 << 20
+        package init() {}
+    }
+
+    package struct Security: Sendable, Equatable {
+        /// Peers allowed to connect; both empty means anyone who can open the socket.
+        package var allowedUIDs: [UInt32] = []
+        package var allowedGIDs: [UInt32] = []
+        /// Peers allowed to use pause, resume and reload (besides root and the daemon's uid).
+        package var adminUIDs: [UInt32] = []
+        package var adminGIDs: [UInt32] = []
+        package init() {}
+    }
+
+    package enum LogTarget: String, Sendable, Equatable {
+        case auto, journal, stderr
+    }
+
+    package var upstream: UpstreamConfiguration
+    package var socketPath: String = "/run/gqlmux/gqlmux.sock"
+    package var socketMode: UInt32 = 0o660
+    package var limits = Limits()
+    package var security = Security()
+    package var logLevel = "info"
+    package var logTarget = LogTarget.auto
+
+    package init(upstream: UpstreamConfiguration) {
+        self.upstream = upstream
+    }
+}

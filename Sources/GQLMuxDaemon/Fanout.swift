@@ -1,0 +1,134 @@
+import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
+import Upstream
+
+/// The dedup table and reference counts: N local subscribers of one key share one upstream
+/// operation; the last one to leave completes it upstream. Lives on the daemon's loop.
+final class Fanout: @unchecked Sendable {
+    private let transport: UpstreamTransport
+    private var byKey: [String: UpstreamEntry] = [:]
+    private var byUpstreamID: [String: UpstreamEntry] = [:]
+    private let events: DaemonEvents
+    /// Sessions written to since the last flush.
+    private var dirty: [ObjectIdentifier: ClientSession] = [:]
+    private var flushScheduled = false
+    private(set) var messagesIn = 0
+    private(set) var messagesOut = 0
+
+    init(transport: UpstreamTransport, events: DaemonEvents) {
+        self.transport = transport
+        self.events = events
+    }
+
+    var upstreamCount: Int { byUpstreamID.count }
+
+    /// Adds a local subscriber, joining an identical live subscription when there is one.
+    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) -> UpstreamEntry {
+        let subscriber = UpstreamEntry.Subscriber(session: session, localID: localID, prefix: LocalEncode.nextPrefix(id: localID))
+        if request.kind == .subscription, let entry = byKey[request.dedupKey] {
+            entry.subscribers.append(subscriber)
+            session.send(LocalEncode.state(id: localID, entry.state.rawValue))
+            events.emit(.subscribed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_SHARED": "true"])
+            return entry
+        }
+        let entry = UpstreamEntry(dedupKey: request.kind == .subscription ? request.dedupKey : nil, kind: request.kind)
+        entry.subscribers.append(subscriber)
+        if let key = entry.dedupKey { byKey[key] = entry }
+        entry.upstreamID = transport.subscribeOnLoop(kind: request.kind, payload: request.payload) { [weak self, weak entry] update in
+            guard let self, let entry else { return }
+            self.deliver(update, to: entry)
+        }
+        // The transport may have finished it at once (shutting down): register only a live one.
+        if entry.subscribers.isEmpty {
+            if let key = entry.dedupKey, byKey[key] === entry { byKey[key] = nil }
+        } else {
+            byUpstreamID[entry.upstreamID] = entry
+        }
+        events.emit(.subscribed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_OPERATION_KIND": "\(request.kind)"])
+        return entry
+    }
+
+    /// Removes one local subscriber; the last one out completes the upstream operation.
+    func unsubscribe(_ entry: UpstreamEntry, session: ClientSession, localID: String) {
+        entry.remove(session: session, localID: localID)
+        guard entry.subscribers.isEmpty, byUpstreamID[entry.upstreamID] === entry else { return }
+        forget(entry)
+        transport.completeOnLoop(id: entry.upstreamID)
+        events.emit(.completed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "last subscriber left"])
+    }
+
+    private func forget(_ entry: UpstreamEntry) {
+        byUpstreamID[entry.upstreamID] = nil
+        if let key = entry.dedupKey, byKey[key] === entry { byKey[key] = nil }
+    }
+
+    private func deliver(_ update: OperationUpdate, to entry: UpstreamEntry) {
+        switch update {
+        case .next(let payload):
+            messagesIn += 1
+            var shared = ByteBuffer()
+            shared.reserveCapacity(payload.readableBytes + 2)
+            var p = payload
+            shared.writeBuffer(&p)
+            shared.writeStaticString(LocalEncode.nextSuffix)
+            for subscriber in entry.subscribers where subscriber.session.writeNext(prefix: subscriber.prefix, shared: shared) {
+                messagesOut += 1
+                markDirty(subscriber.session)
+            }
+        case .state(let state):
+            entry.state = state
+            // Lifecycle states are told for subscriptions only; a query just answers.
+            guard entry.kind == .subscription else { return }
+            for subscriber in entry.subscribers {
+                subscriber.session.send(LocalEncode.state(id: subscriber.localID, state.rawValue), flush: false)
+                markDirty(subscriber.session)
+            }
+        case .finished(let finish):
+            forget(entry)
+            let subscribers = entry.subscribers
+            entry.subscribers.removeAll()
+            for subscriber in subscribers {
+                subscriber.session.operationFinished(localID: subscriber.localID)
+                subscriber.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
+                markDirty(subscriber.session)
+            }
+            if case .error(let error) = finish {
+                var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID]
+                if case .local(let code, _, _, _) = error { fields["GQLMUX_ERROR_CODE"] = code }
+                events.emit(.operationError, fields)
+            } else if finish == .completed {
+                events.emit(.completed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "upstream completed"])
+            }
+        }
+    }
+
+    static func encode(_ finish: OperationFinish, localID: String) -> ByteBuffer {
+        switch finish {
+        case .completed, .cancelled:
+            return LocalEncode.complete(id: localID)
+        case .error(.upstream(let payload)):
+            return LocalEncode.upstreamError(id: localID, payload: payload)
+        case .error(.local(let code, let message, let closeCode, let closeReason)):
+            var extra: [(String, String)] = []
+            if let closeCode { extra.append(("closeCode", "\(closeCode)")) }
+            if let closeReason { extra.append(("closeReason", jsonString(closeReason))) }
+            return LocalEncode.error(id: localID, code: code, message: message, extra: extra)
+        }
+    }
+
+    /// Flushes every session written since the last flush, once per loop turn.
+    func markDirty(_ session: ClientSession) {
+        dirty[ObjectIdentifier(session)] = session
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        session.eventLoop.execute { self.flushDirty() }
+    }
+
+    private func flushDirty() {
+        flushScheduled = false
+        let sessions = dirty.values
+        dirty.removeAll(keepingCapacity: true)
+        for session in sessions { session.flush() }
+    }
+}

@@ -1,0 +1,28 @@
+import GraphQLTransportWS
+import NIOCore
+
+/// One upstream operation and the local subscribers that share it.
+final class UpstreamEntry: @unchecked Sendable {
+    struct Subscriber {
+        let session: ClientSession
+        let localID: String
+        /// `{"type":"next","id":LOCAL_ID,"payload":` built once at subscribe.
+        let prefix: ByteBuffer
+    }
+
+    /// Set for deduplicated subscriptions; nil for queries and mutations.
+    let dedupKey: String?
+    let kind: OperationKind
+    var upstreamID = ""
+    var subscribers: [Subscriber] = []
+    var state: OperationState = .pending
+
+    init(dedupKey: String?, kind: OperationKind) {
+        self.dedupKey = dedupKey
+        self.kind = kind
+    }
+
+    func remove(session: ClientSession, localID: String) {
+        subscribers.removeAll { $0.session === session && $0.localID == localID }
+    }
+}

@@ -1,0 +1,115 @@
+import GraphQLTransportWS
+import NIOCore
+
+/// Local protocol v1 (DESIGN.md section 4): one JSON object per line.
+package enum LocalProtocol {
+    package static let version = 1
+    package static let defaultSocketPath = "/run/gqlmux/gqlmux.sock"
+}
+
+/// Error codes the daemon makes (DESIGN.md section 4).
+package enum LocalErrorCode {
+    package static let badRequest = "BAD_REQUEST"
+    package static let invalidDocument = "INVALID_DOCUMENT"
+    package static let duplicateID = "DUPLICATE_ID"
+    package static let limitExceeded = "LIMIT_EXCEEDED"
+    package static let forbidden = "FORBIDDEN"
+    package static let connectionLost = "CONNECTION_LOST"
+    package static let upstreamClosed = "UPSTREAM_CLOSED"
+    package static let slowConsumer = "SLOW_CONSUMER"
+    package static let shuttingDown = "SHUTTING_DOWN"
+}
+
+/// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
+package enum LocalEncode {
+    /// `{"type":"next","id":ID,"payload":` — the per-subscriber prefix; the shared
+    /// payload bytes and ``nextSuffix`` follow.
+    package static func nextPrefix(id: String) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"next","id":"#)
+        b.writeJSONString(id)
+        b.writeStaticString(#","payload":"#)
+        return b
+    }
+
+    package static let nextSuffix: StaticString = "}\n"
+
+    package static func error(id: String?, code: String, message: String, extra: [(String, String)] = []) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"error""#)
+        if let id {
+            b.writeStaticString(#","id":"#)
+            b.writeJSONString(id)
+        }
+        b.writeStaticString(#","payload":[{"message":"#)
+        b.writeJSONString(message)
+        b.writeStaticString(#","extensions":{"code":"#)
+        b.writeJSONString(code)
+        for (key, rawJSON) in extra {
+            b.writeStaticString(",")
+            b.writeJSONString(key)
+            b.writeStaticString(":")
+            b.writeString(rawJSON)
+        }
+        b.writeStaticString("}}]}\n")
+        return b
+    }
+
+    /// An upstream `error` payload passed through unchanged.
+    package static func upstreamError(id: String, payload: ByteBuffer) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"error","id":"#)
+        b.writeJSONString(id)
+        b.writeStaticString(#","payload":"#)
+        var p = payload
+        b.writeBuffer(&p)
+        b.writeStaticString("}\n")
+        return b
+    }
+
+    package static func complete(id: String) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"complete","id":"#)
+        b.writeJSONString(id)
+        b.writeStaticString("}\n")
+        return b
+    }
+
+    package static func state(id: String, _ state: String) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"state","id":"#)
+        b.writeJSONString(id)
+        b.writeStaticString(#","state":"#)
+        b.writeJSONString(state)
+        b.writeStaticString("}\n")
+        return b
+    }
+
+    package static func ok(id: String?) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"ok""#)
+        if let id {
+            b.writeStaticString(#","id":"#)
+            b.writeJSONString(id)
+        }
+        b.writeStaticString("}\n")
+        return b
+    }
+
+    /// `type` with an optional raw JSON payload (pong, status, connection_ack).
+    package static func withPayload(type: String, id: String? = nil, payload: ByteBuffer?) -> ByteBuffer {
+        var b = ByteBuffer()
+        b.writeStaticString(#"{"type":"#)
+        b.writeJSONString(type)
+        if let id {
+            b.writeStaticString(#","id":"#)
+            b.writeJSONString(id)
+        }
+        if var payload {
+            b.writeStaticString(#","payload":"#)
+            b.writeBuffer(&payload)
+        }
+        b.writeStaticString("}\n")
+        return b
+    }
+}
