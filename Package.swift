@@ -10,6 +10,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "gqlmuxd", targets: ["gqlmuxd"]),
+        .executable(name: "gqlmuxctl", targets: ["gqlmuxctl"]),
+        .library(name: "GQLMuxClient", targets: ["GQLMuxClient"]),
         .executable(name: "gqlmux-test-upstream", targets: ["gqlmux-test-upstream"]),
     ],
     dependencies: [
@@ -66,6 +68,22 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strict
+        ),
+        // The Swift client library: async/await over local protocol v1.
+        .target(
+            name: "GQLMuxClient",
+            dependencies: [
+                "LocalProtocol", "GraphQLTransportWS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "gqlmuxctl",
+            dependencies: ["GQLMuxClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         // In-process graphql-transport-ws server for tests and the demo.

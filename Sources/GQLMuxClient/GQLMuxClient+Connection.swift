@@ -1,0 +1,187 @@
+import Foundation
+import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
+import NIOPosix
+
+func jsonStringLiteral(_ s: String) -> String { jsonString(s) }
+
+extension GQLMuxClient {
+    /// Registers and sends an operation; returns its local id. On the loop.
+    func start(_ operation: ClientOperation) -> String {
+        guard !closed else {
+            operation.onFinish(GQLMuxError.clientClosed)
+            return ""
+        }
+        nextID += 1
+        let id = String(nextID)
+        operations[id] = operation
+        if let channel {
+            channel.writeAndFlush(ByteBuffer(string: operation.line(id: id)), promise: nil)
+        } else {
+            connectIfNeeded()
+        }
+        return id
+    }
+
+    /// Stops one operation at the daemon and finishes it locally.
+    func cancel(id: String) {
+        guard let operation = operations.removeValue(forKey: id) else { return }
+        channel?.writeAndFlush(ByteBuffer(string: #"{"type":"complete","id":\#(jsonString(id))}"# + "\n"), promise: nil)
+        operation.onFinish(nil)
+    }
+
+    func connectIfNeeded() {
+        guard channel == nil, !connecting, !closed else { return }
+        connecting = true
+        let handler = ClientLineHandler(client: self)
+        ClientBootstrap(group: eventLoop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: 64 << 20)))
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+            .connect(unixDomainSocketPath: configuration.socketPath)
+            .whenComplete { result in
+                self.connecting = false
+                switch result {
+                case .success(let channel):
+                    self.connected(channel)
+                case .failure(let error):
+                    self.connectFailed(error)
+                }
+            }
+    }
+
+    private func connected(_ channel: any Channel) {
+        guard !closed else {
+            channel.close(promise: nil)
+            return
+        }
+        self.channel = channel
+        everConnected = true
+        reconnectAttempt = 0
+        let name = jsonString(configuration.clientName)
+        channel.write(ByteBuffer(string: #"{"type":"connection_init","payload":{"protocol":1,"client":\#(name)}}"# + "\n"), promise: nil)
+        for (id, operation) in operations.sorted(by: { Int($0.key) ?? 0 < Int($1.key) ?? 0 }) {
+            channel.write(ByteBuffer(string: operation.line(id: id)), promise: nil)
+        }
+        channel.flush()
+    }
+
+    private func connectFailed(_ error: any Error) {
+        guard everConnected, configuration.reconnect else {
+            let failure = GQLMuxError(code: "DAEMON_UNAVAILABLE", message: "cannot connect to \(configuration.socketPath): \(error)")
+            failAll(failure)
+            return
+        }
+        scheduleReconnect()
+    }
+
+    private func scheduleReconnect() {
+        guard !operations.isEmpty, !closed else { return }
+        let base = configuration.reconnectDelay.nanoseconds
+        let delay = min(configuration.maxReconnectDelay.nanoseconds, base << min(reconnectAttempt, 20))
+        reconnectAttempt += 1
+        eventLoop.scheduleTask(in: .nanoseconds(delay)) { self.connectIfNeeded() }
+    }
+
+    func failAll(_ error: any Error) {
+        let ops = operations
+        operations.removeAll()
+        for id in ops.keys.sorted(by: { Int($0) ?? 0 < Int($1) ?? 0 }) { ops[id]!.onFinish(error) }
+    }
+
+    /// The connection closed: subscriptions wait for the daemon, the rest fail.
+    func disconnected(connectionError: GQLMuxError?) {
+        channel = nil
+        guard !closed else { return }
+        if let fatal = connectionError, fatal != .shuttingDown {
+            failAll(fatal)
+            return
+        }
+        let keep = configuration.reconnect && everConnected
+        for (id, operation) in operations.sorted(by: { Int($0.key) ?? 0 < Int($1.key) ?? 0 }) {
+            if operation.kind == .subscription && keep {
+                operation.onState(.reconnecting)
+            } else {
+                operations[id] = nil
+                operation.onFinish(GQLMuxError(code: "CONNECTION_LOST", message: "the connection to gqlmuxd was lost"))
+            }
+        }
+        scheduleReconnect()
+    }
+
+    /// One line from the daemon.
+    func received(_ line: ByteBuffer) {
+        guard let envelope = try? line.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try Envelope(bytes) }) else { return }
+        let payload = envelope.payload.map { line.getString(at: line.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        guard let id = envelope.id, let operation = operations[id] else { return }
+        switch envelope.type {
+        case "next":
+            if let payload { operation.onNext(GQLMuxResult(json: payload)) }
+        case "state":
+            let text = (try? JSONSerialization.jsonObject(with: Data(line.readableBytesView)) as? [String: Any])?["state"] as? String
+            if let state = text.flatMap(GQLMuxSubscriptionState.init(rawValue:)) { operation.onState(state) }
+        case "complete":
+            operations[id] = nil
+            operation.onFinish(nil)
+        case "error":
+            let error = Self.decodeError(payload)
+            if error == .shuttingDown, operation.kind == .subscription, configuration.reconnect {
+                operation.onState(.reconnecting)  // The daemon is restarting: re-subscribe later.
+                return
+            }
+            operations[id] = nil
+            operation.onFinish(error)
+        case "status", "ok":
+            operations[id] = nil
+            operation.onNext(GQLMuxResult(json: payload ?? "{}"))
+            operation.onFinish(nil)
+        default:
+            break
+        }
+    }
+
+    /// The first GraphQL error of an `error` payload, with its `extensions.code`.
+    static func decodeError(_ payload: String?) -> GQLMuxError {
+        guard let payload, let errors = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [[String: Any]],
+            let first = errors.first
+        else { return GQLMuxError(code: "UPSTREAM_ERROR", message: payload ?? "") }
+        let message = first["message"] as? String ?? ""
+        let extensions = first["extensions"] as? [String: Any]
+        let code = extensions?["code"] as? String ?? "UPSTREAM_ERROR"
+        return GQLMuxError(code: code, message: message, closeCode: extensions?["closeCode"] as? Int)
+    }
+}
+
+/// Feeds daemon lines to the client; remembers a connection-level error (one without id).
+final class ClientLineHandler: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    private let client: GQLMuxClient
+    private var connectionError: GQLMuxError?
+
+    init(client: GQLMuxClient) { self.client = client }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let line = unwrapInboundIn(data)
+        if let envelope = try? line.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try Envelope(bytes) }),
+            envelope.type == "error", envelope.id == nil
+        {
+            let payload = envelope.payload.map { line.getString(at: line.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+            connectionError = GQLMuxClient.decodeError(payload)
+            return
+        }
+        client.received(line)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        client.disconnected(connectionError: connectionError)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import GraphQLTransportWS
+import LocalProtocol
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A client of gqlmuxd over its Unix socket (local protocol v1).
+///
+/// ```swift
+/// let client = GQLMuxClient()
+/// for try await result in client.subscribe(query: "subscription { tick }") {
+///     print(result.json)
+/// }
+/// ```
+/// After the daemon restarts the client reconnects and re-subscribes on its own; queries and
+/// mutations in flight fail with ``GQLMuxError/connectionLost``.
+public final class GQLMuxClient: @unchecked Sendable {
+    public struct Configuration: Sendable {
+        /// `GQLMUX_SOCKET` when set, else `/run/gqlmux/gqlmux.sock`.
+        public var socketPath: String
+        /// Sent in `connection_init`; the daemon logs it.
+        public var clientName: String
+        /// Reconnect to a restarted daemon and re-subscribe (after a first successful connect).
+        public var reconnect: Bool
+        public var reconnectDelay: Duration
+        public var maxReconnectDelay: Duration
+
+        public init(
+            socketPath: String? = nil,
+            clientName: String = ProcessInfo.processInfo.processName,
+            reconnect: Bool = true,
+            reconnectDelay: Duration = .milliseconds(100),
+            maxReconnectDelay: Duration = .seconds(2)
+        ) {
+            self.socketPath = socketPath ?? ProcessInfo.processInfo.environment["GQLMUX_SOCKET"] ?? LocalProtocol.defaultSocketPath
+            self.clientName = clientName
+            self.reconnect = reconnect
+            self.reconnectDelay = reconnectDelay
+            self.maxReconnectDelay = maxReconnectDelay
+        }
+    }
+
+    public let configuration: Configuration
+    let eventLoop: any EventLoop
+    // Loop-confined state.
+    var channel: (any Channel)?
+    var connecting = false
+    var everConnected = false
+    var closed = false
+    var reconnectAttempt = 0
+    var operations: [String: ClientOperation] = [:]
+    var nextID = 0
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        self.eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    }
+
+    /// Subscribes (any operation type; subscriptions are shared with identical ones at the daemon).
+    /// - Parameters:
+    ///   - variables: JSON-compatible values (`String`, numbers, `Bool`, arrays, dictionaries, `NSNull`).
+    ///   - onStateChange: called with each lifecycle state (pending, active, reconnecting, paused).
+    public func subscribe(
+        query: String,
+        variables: [String: any Sendable]? = nil,
+        operationName: String? = nil,
+        onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil
+    ) -> GQLMuxSubscription {
+        let request: String
+        do {
+            request = try Self.requestJSON(query: query, variables: variables, operationName: operationName)
+        } catch {
+            return failedSubscription(error)
+        }
+        return subscribe(requestJSON: request, onStateChange: onStateChange)
+    }
+
+    /// Subscribes with a ready `payload` object (`{"query":…,"variables":…}`) as JSON text.
+    public func subscribe(requestJSON: String, onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil) -> GQLMuxSubscription {
+        let (stream, continuation) = AsyncThrowingStream<GQLMuxResult, any Error>.makeStream()
+        let stateBox = NIOLockedValueBox(GQLMuxSubscriptionState.pending)
+        let idBox = NIOLockedValueBox<String?>(nil)
+        let operation = ClientOperation(
+            kind: .subscription,
+            payload: requestJSON,
+            onNext: { continuation.yield($0) },
+            onState: { state in
+                stateBox.withLockedValue { $0 = state }
+                onStateChange?(state)
+            },
+            onFinish: { error in
+                stateBox.withLockedValue { $0 = .finished }
+                continuation.finish(throwing: error)
+            }
+        )
+        eventLoop.execute { idBox.withLockedValue { $0 = self.start(operation) } }
+        let cancel: @Sendable () -> Void = {
+            self.eventLoop.execute {
+                guard let id = idBox.withLockedValue({ $0 }) else { return }
+                self.cancel(id: id)
+            }
+        }
+        continuation.onTermination = { _ in cancel() }
+        return GQLMuxSubscription(stream: stream, stateBox: stateBox, onCancel: cancel)
+    }
+
+    /// Runs a query and returns its one result.
+    public func query(_ query: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
+        try await single(requestJSON: try Self.requestJSON(query: query, variables: variables, operationName: operationName))
+    }
+
+    /// Runs a mutation and returns its one result; it is never retried.
+    public func mutate(_ mutation: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
+        try await single(requestJSON: try Self.requestJSON(query: mutation, variables: variables, operationName: operationName))
+    }
+
+    /// Runs a query or mutation given as a ready `payload` object in JSON.
+    public func single(requestJSON: String) async throws -> GQLMuxResult {
+        let idBox = NIOLockedValueBox<String?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<GQLMuxResult, any Error>) in
+                let resultBox = NIOLockedValueBox<GQLMuxResult?>(nil)
+                let operation = ClientOperation(
+                    kind: .single,
+                    payload: requestJSON,
+                    onNext: { result in resultBox.withLockedValue { $0 = $0 ?? result } },
+                    onState: { _ in },
+                    onFinish: { error in
+                        if let error { return continuation.resume(throwing: error) }
+                        guard let result = resultBox.withLockedValue({ $0 }) else {
+                            return continuation.resume(throwing: GQLMuxError(code: "UPSTREAM_ERROR", message: "completed without a result"))
+                        }
+                        continuation.resume(returning: result)
+                    }
+                )
+                eventLoop.execute { idBox.withLockedValue { $0 = self.start(operation) } }
+            }
+        } onCancel: {
+            eventLoop.execute { if let id = idBox.withLockedValue({ $0 }) { self.cancel(id: id) } }
+        }
+    }
+
+    /// The daemon's `status` payload as JSON text.
+    public func status() async throws -> String { try await admin("status") }
+
+    /// Admin verbs (root, the daemon's user, or `[security] admin_uids/admin_gids`).
+    public func pause() async throws { _ = try await admin("pause") }
+    public func resume() async throws { _ = try await admin("resume") }
+    public func reload() async throws { _ = try await admin("reload") }
+
+    /// Closes the connection; open operations end with ``GQLMuxError/clientClosed``.
+    public func close() async {
+        try? await eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
+            self.closed = true
+            let ops = self.operations
+            self.operations.removeAll()
+            for op in ops.values { op.onFinish(GQLMuxError.clientClosed) }
+            return self.channel?.close() ?? self.eventLoop.makeSucceededVoidFuture()
+        }.get()
+    }
+
+    private func admin(_ verb: String) async throws -> String {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+            let operation = ClientOperation(
+                kind: .admin(verb),
+                payload: "",
+                onNext: { continuation.resume(returning: $0.json) },
+                onState: { _ in },
+                onFinish: { error in if let error { continuation.resume(throwing: error) } }
+            )
+            eventLoop.execute { _ = self.start(operation) }
+        }
+    }
+
+    private func failedSubscription(_ error: any Error) -> GQLMuxSubscription {
+        let (stream, continuation) = AsyncThrowingStream<GQLMuxResult, any Error>.makeStream()
+        continuation.finish(throwing: error)
+        return GQLMuxSubscription(stream: stream, stateBox: NIOLockedValueBox(.finished), onCancel: {})
+    }
+
+    static func requestJSON(query: String, variables: [String: any Sendable]?, operationName: String?) throws -> String {
+        var request = #"{"query":\#(jsonString(query))"#
+        if let variables {
+            guard JSONSerialization.isValidJSONObject(variables) else {
+                throw GQLMuxError(code: "BAD_REQUEST", message: "variables are not JSON-compatible")
+            }
+            let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
+            request += #","variables":"# + String(decoding: data, as: UTF8.self)
+        }
+        if let operationName { request += #","operationName":\#(jsonString(operationName))"# }
+        return request + "}"
+    }
+}

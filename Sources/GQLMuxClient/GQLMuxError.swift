@@ -1,0 +1,39 @@
+/// An error from gqlmux or the upstream, identified by its `code`.
+///
+/// Compare with the static members: `catch let error as GQLMuxError where error == .forbidden`.
+public struct GQLMuxError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// One of the daemon's codes (`BAD_REQUEST`, `CONNECTION_LOST`, …), an upstream error's
+    /// `extensions.code`, or `UPSTREAM_ERROR` when the upstream gave none.
+    public let code: String
+    public let message: String
+    /// For `UPSTREAM_CLOSED`: the WebSocket close code the upstream used.
+    public let closeCode: Int?
+
+    public init(code: String, message: String = "", closeCode: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.closeCode = closeCode
+    }
+
+    public var description: String { message.isEmpty ? code : "\(code): \(message)" }
+
+    /// Errors are equal when their codes are.
+    public static func == (lhs: GQLMuxError, rhs: GQLMuxError) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+
+    public static let badRequest = GQLMuxError(code: "BAD_REQUEST")
+    public static let invalidDocument = GQLMuxError(code: "INVALID_DOCUMENT")
+    public static let duplicateID = GQLMuxError(code: "DUPLICATE_ID")
+    public static let limitExceeded = GQLMuxError(code: "LIMIT_EXCEEDED")
+    public static let forbidden = GQLMuxError(code: "FORBIDDEN")
+    public static let connectionLost = GQLMuxError(code: "CONNECTION_LOST")
+    public static let upstreamClosed = GQLMuxError(code: "UPSTREAM_CLOSED")
+    public static let slowConsumer = GQLMuxError(code: "SLOW_CONSUMER")
+    public static let shuttingDown = GQLMuxError(code: "SHUTTING_DOWN")
+    /// The upstream answered with GraphQL errors and no code of its own.
+    public static let upstreamError = GQLMuxError(code: "UPSTREAM_ERROR")
+    /// The daemon's socket could not be reached (client-side).
+    public static let daemonUnavailable = GQLMuxError(code: "DAEMON_UNAVAILABLE")
+    /// The client was closed (client-side).
+    public static let clientClosed = GQLMuxError(code: "CLIENT_CLOSED")
+}

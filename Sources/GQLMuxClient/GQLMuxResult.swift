@@ -1,0 +1,26 @@
+import Foundation
+
+/// One GraphQL execution result, exactly as the upstream sent it.
+public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
+    /// The ExecutionResult as JSON text (`{"data":…,"errors":…}`).
+    public let json: String
+
+    public init(json: String) { self.json = json }
+
+    public var description: String { json }
+
+    /// Decodes the result (or a type shaped like its `data`, with `at: "data"`).
+    public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+        try JSONDecoder().decode(T.self, from: Data(json.utf8))
+    }
+
+    /// The result as Foundation objects (`[String: Any]`).
+    public var object: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
+    }
+}
+
+/// Lifecycle of a subscription as the daemon reports it.
+public enum GQLMuxSubscriptionState: String, Sendable {
+    case pending, active, reconnecting, paused, finished
+}

@@ -1,0 +1,200 @@
+import ArgumentParser
+import Foundation
+import GQLMuxClient
+
+/// Exit codes a shell script can rely on (sysexits.h where one fits).
+enum ExitStatus {
+    /// The operation failed: a GraphQL error, or a daemon error for it.
+    static let operationFailed: Int32 = 1
+    /// gqlmuxd could not be reached (EX_UNAVAILABLE).
+    static let unavailable: Int32 = 69
+    /// The daemon refused this user or verb (EX_NOPERM).
+    static let forbidden: Int32 = 77
+}
+
+@main
+struct GQLMuxCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gqlmuxctl",
+        abstract: "Talk to gqlmuxd: subscribe, query, status, pause, resume, reload.",
+        discussion: """
+            Exit codes: 0 success; 1 the operation failed (GraphQL or daemon error); 64 usage error; \
+            69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids).
+            """,
+        version: "0.1.0",
+        subcommands: [Status.self, Subscribe.self, Query.self, Pause.self, Resume.self, Reload.self]
+    )
+}
+
+struct Connection: ParsableArguments {
+    @Option(name: .long, help: "gqlmuxd socket (default: $GQLMUX_SOCKET or /run/gqlmux/gqlmux.sock).")
+    var socket: String?
+
+    func client(reconnect: Bool = false) -> GQLMuxClient {
+        GQLMuxClient(configuration: .init(socketPath: socket, clientName: "gqlmuxctl", reconnect: reconnect))
+    }
+}
+
+struct Request: ParsableArguments {
+    @Argument(help: "The GraphQL document.")
+    var query: String
+
+    @Option(name: .long, help: "Variables as a JSON object.")
+    var variables: String?
+
+    @Option(name: .customLong("operation-name"), help: "Which operation of the document to run.")
+    var operationName: String?
+
+    func validate() throws {
+        if let variables {
+            let object = try? JSONSerialization.jsonObject(with: Data(variables.utf8))
+            guard object is [String: Any] else { throw ValidationError("--variables must be a JSON object") }
+        }
+    }
+
+    var json: String {
+        var request = #"{"query":\#(quoted(query))"#
+        if let variables { request += #","variables":\#(variables)"# }
+        if let operationName { request += #","operationName":\#(quoted(operationName))"# }
+        return request + "}"
+    }
+
+    private func quoted(_ s: String) -> String {
+        String(decoding: try! JSONSerialization.data(withJSONObject: s, options: [.fragmentsAllowed]), as: UTF8.self)
+    }
+}
+
+/// Prints an error to stderr and exits with the matching code.
+func fail(_ error: any Error) -> ExitCode {
+    FileHandle.standardError.write(Data("gqlmuxctl: \(error)\n".utf8))
+    guard let error = error as? GQLMuxError else { return ExitCode(ExitStatus.operationFailed) }
+    switch error {
+    case .daemonUnavailable: return ExitCode(ExitStatus.unavailable)
+    case .forbidden: return ExitCode(ExitStatus.forbidden)
+    default: return ExitCode(ExitStatus.operationFailed)
+    }
+}
+
+func printLine(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the daemon's state.")
+    @OptionGroup var connection: Connection
+    @Flag(name: .long, help: "Print the raw status JSON.")
+    var json = false
+
+    func run() async throws {
+        let client = connection.client()
+        do {
+            let status = try await client.status()
+            if json {
+                printLine(status)
+            } else {
+                printLine(Self.human(status))
+            }
+            await client.close()
+        } catch {
+            await client.close()
+            throw fail(error)
+        }
+    }
+
+    static func human(_ json: String) -> String {
+        guard let s = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return json }
+        let upstream = s["upstream"] as? [String: Any] ?? [:]
+        let subs = s["subscriptions"] as? [String: Any] ?? [:]
+        let messages = s["messages"] as? [String: Any] ?? [:]
+        return """
+            upstream:      \(upstream["url"] ?? "?") — \(upstream["detail"] ?? upstream["state"] ?? "?")
+            reconnects:    \(upstream["reconnects"] ?? 0)
+            clients:       \(s["clients"] ?? 0)
+            subscriptions: \(subs["local"] ?? 0) local, \(subs["upstream"] ?? 0) upstream
+            messages:      \(messages["in"] ?? 0) in, \(messages["out"] ?? 0) out
+            """
+    }
+}
+
+struct Subscribe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Subscribe; print one JSON result per line on stdout, state changes on stderr."
+    )
+    @OptionGroup var connection: Connection
+    @OptionGroup var request: Request
+    @Option(name: .long, help: "Stop after this many results.")
+    var count: Int?
+
+    func validate() throws {
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+    }
+
+    func run() async throws {
+        let client = connection.client(reconnect: true)
+        let subscription = client.subscribe(requestJSON: request.json) { state in
+            FileHandle.standardError.write(Data("state: \(state.rawValue)\n".utf8))
+        }
+        var received = 0
+        do {
+            for try await result in subscription {
+                printLine(result.json)
+                received += 1
+                if let count, received >= count { break }
+            }
+            await client.close()
+        } catch {
+            await client.close()
+            throw fail(error)
+        }
+    }
+}
+
+struct Query: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run a query or a mutation; print its result.")
+    @OptionGroup var connection: Connection
+    @OptionGroup var request: Request
+
+    func run() async throws {
+        let client = connection.client()
+        do {
+            let result = try await client.single(requestJSON: request.json)
+            printLine(result.json)
+            await client.close()
+            if let errors = result.object?["errors"] as? [Any], !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }
+        } catch let exit as ExitCode {
+            throw exit
+        } catch {
+            await client.close()
+            throw fail(error)
+        }
+    }
+}
+
+struct Pause: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Close the upstream and hold every subscription (admin).")
+    @OptionGroup var connection: Connection
+    func run() async throws { try await adminVerb(connection) { try await $0.pause() } }
+}
+
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Reconnect the upstream after pause or failure (admin).")
+    @OptionGroup var connection: Connection
+    func run() async throws { try await adminVerb(connection) { try await $0.resume() } }
+}
+
+struct Reload: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Re-read the configuration and credentials (admin).")
+    @OptionGroup var connection: Connection
+    func run() async throws { try await adminVerb(connection) { try await $0.reload() } }
+}
+
+func adminVerb(_ connection: Connection, _ verb: (GQLMuxClient) async throws -> Void) async throws {
+    let client = connection.client()
+    do {
+        try await verb(client)
+        await client.close()
+    } catch {
+        await client.close()
+        throw fail(error)
+    }
+}
