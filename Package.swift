@@ -105,6 +105,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "GQLMuxDaemonTests",
+            dependencies: [
+                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "GraphQLTransportWSTests",
             dependencies: ["GraphQLTransportWS"],
             swiftSettings: strict

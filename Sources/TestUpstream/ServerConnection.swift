@@ -118,9 +118,10 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
         sendText(#"{"type":"complete","id":\#(jsonString(id))}"#)
     }
 
-    func tick(_ n: Int) -> Int {
+    func tick(_ n: Int, padding: Int = 0) -> Int {
+        let pad = padding > 0 ? #","pad":"\#(String(repeating: "x", count: padding))""# : ""
         for id in subscriptions {
-            sendText(#"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)}}}"#)
+            sendText(#"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)\#(pad)}}}"#)
         }
         return subscriptions.count
     }

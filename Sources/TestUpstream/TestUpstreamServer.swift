@@ -105,6 +105,16 @@ package final class TestUpstreamServer: @unchecked Sendable {
     @discardableResult
     package func tick() async -> Int { await onLoop { self.tickOnLoop() } }
 
+    /// Sends `count` ticks back to back, optionally padded to `padding` extra bytes each.
+    package func tick(count: Int, padding: Int = 0) async {
+        await onLoop {
+            for _ in 0..<count {
+                self.tickCount += 1
+                for connection in self.connections.values { _ = connection.tick(self.tickCount, padding: padding) }
+            }
+        }
+    }
+
     /// Closes every connection with a close frame.
     package func closeAll(code: UInt16, reason: String) async {
         await onLoop { for connection in self.connections.values { connection.close(code: code, reason: reason) } }

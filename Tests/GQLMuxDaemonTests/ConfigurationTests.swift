@@ -1,0 +1,137 @@
+import Testing
+
+@testable import GQLMuxDaemon
+
+@Suite struct ConfigurationTests {
+    @Test func readsEveryKey() throws {
+        let c = try DaemonConfiguration.parse(
+            """
+            [upstream]
+            url = "wss://api.example.com/graphql"
+            connecting_payload = { token = "t", nested = { a = [1, 2] } }
+            client_name = "host-a"
+            client_version = "2"
+            operation_ids = "uuid"
+            lazy = true
+            lazy_close_timeout = 5
+            reconnect_interval = 0.5
+            reconnect_max_interval = 60
+            reconnect_multiplier = 1.5
+            reconnect_jitter = 0.1
+            reconnect_max_attempts = 7
+            connect_timeout = 3
+            connection_ack_timeout = 4
+            ping_interval = 0
+            pong_timeout = 2.5
+            max_message_bytes = 1048576
+            reconnect_if_connected = false
+            [upstream.headers]
+            Authorization = "Bearer x"
+            [upstream.tls]
+            ca_file = "/etc/ssl/private-ca.pem"
+            [socket]
+            path = "/tmp/x.sock"
+            mode = "0600"
+            [limits]
+            max_clients = 5
+            max_operations_per_client = 6
+            max_line_bytes = 2048
+            client_buffer_bytes = 4096
+            [security]
+            allowed_uids = [1000]
+            allowed_gids = [100]
+            admin_uids = [1001]
+            admin_gids = [10]
+            [log]
+            level = "debug"
+            target = "journal"
+            """
+        )
+        #expect(c.upstream.url.description == "wss://api.example.com/graphql")
+        #expect(c.upstream.headers.map(\.name) == ["Authorization"])
+        #expect(c.upstream.connectingPayload == .inline(.init(string: #"{"nested":{"a":[1,2]},"token":"t"}"#)))
+        #expect(c.upstream.transport.operationIDs == .uuid)
+        #expect(c.upstream.transport.lazy && c.upstream.transport.lazyCloseTimeout == .seconds(5))
+        #expect(c.upstream.transport.backoff.initial == .milliseconds(500))
+        #expect(c.upstream.transport.backoff.maxAttempts == 7)
+        #expect(c.upstream.transport.pingInterval == .zero && c.upstream.transport.pongTimeout == .milliseconds(2500))
+        #expect(c.upstream.tls.caFile == "/etc/ssl/private-ca.pem")
+        #expect(!c.upstream.reconnectIfConnected)
+        #expect(c.socketPath == "/tmp/x.sock" && c.socketMode == 0o600)
+        #expect(c.limits.maxClients == 5 && c.limits.clientBufferBytes == 4096)
+        #expect(c.security.allowedUIDs == [1000] && c.security.adminGIDs == [10])
+        #expect(c.logLevel == "debug" && c.logTarget == .journal)
+    }
+
+    @Test func defaultsMatchTheDesign() throws {
+        let c = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://127.0.0.1:4000/graphql\"\n")
+        #expect(c.socketPath == "/run/gqlmux/gqlmux.sock" && c.socketMode == 0o660)
+        #expect(c.upstream.transport.backoff == .init(initial: .seconds(1), maximum: .seconds(30), multiplier: 2, jitter: 0.2, maxAttempts: 0))
+        #expect(c.upstream.transport.connectTimeout == .seconds(10) && c.upstream.transport.ackTimeout == .seconds(10))
+        #expect(c.upstream.transport.pingInterval == .seconds(20) && c.upstream.transport.pongTimeout == .seconds(10))
+        #expect(c.upstream.maxMessageBytes == 16 << 20)
+        #expect(c.limits.maxLineBytes == 1 << 20 && c.limits.clientBufferBytes == 8 << 20)
+        #expect(!c.upstream.transport.lazy && c.upstream.transport.operationIDs == .sequential)
+    }
+
+    @Test(arguments: [
+        ("[upstream]\nurl = \"ws://h/\"\ncolour = 1\n", "[upstream] colour: unknown key"),
+        ("[upstream]\nurl = 5\n", "[upstream] url: expected a string"),
+        ("[upstream]\nurl = \"http://h/\"\n", "[upstream] url: 'http://h/' must start with ws:// or wss://"),
+        ("[upstream]\nurl = \"ws://h:99999/\"\n", "[upstream] url: 'ws://h:99999/' has an invalid port"),
+        ("[upstream]\nurl = \"ws://h/\"\nlazy = \"yes\"\n", "[upstream] lazy: expected true or false"),
+        ("[upstream]\nurl = \"ws://h/\"\nping_interval = -1\n", "[upstream] ping_interval: must be 0 or more seconds"),
+        ("[upstream]\nurl = \"ws://h/\"\noperation_ids = \"random\"\n", "[upstream] operation_ids"),
+        ("[upstream]\nurl = \"ws://h/\"\n[limits]\nmax_clients = 0\n", "[limits] max_clients: must be greater than 0"),
+        ("[upstream]\nurl = \"ws://h/\"\n[socket]\nmode = \"rw\"\n", "[socket] mode"),
+        ("[upstream]\nurl = \"ws://h/\"\n[security]\nallowed_uids = [\"root\"]\n", "[security] allowed_uids"),
+        ("[upstream]\nurl = \"ws://h/\"\n[upstream.tls]\nverify = false\n", "[upstream.tls] verify: unknown key"),
+        ("[server]\nx = 1\n", "[server]: unknown key"),
+        ("", "[upstream] url: required"),
+        ("[upstream\nurl=", "TOML syntax error"),
+        ("[upstream]\nurl = \"ws://h/\"\nconnecting_payload = {a=1}\nconnecting_payload_file = \"/x\"\n", "set only one"),
+    ])
+    func invalidConfigurationNamesTheKeyAndWhy(text: String, expected: String) {
+        do {
+            _ = try DaemonConfiguration.parse(text)
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.description.contains(expected), "\(error.description)")
+        }
+    }
+
+    @Test func shippedExampleConfigParses() throws {
+        let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/ConfigurationTests.swift", with: "config/gqlmuxd.toml")
+        let c = try DaemonConfiguration.load(path: path)
+        #expect(c.socketPath == "/run/gqlmux/gqlmux.sock")
+    }
+}
+
+@Suite struct SubscribeRequestTests {
+    func parse(_ payload: String) throws -> SubscribeRequest {
+        do {
+            return try SubscribeRequest.parse(.init(string: payload))
+        } catch {
+            throw ParseFailure(code: error.code)
+        }
+    }
+    struct ParseFailure: Error { var code: String }
+
+    @Test func findsTheOperationTypeWithARealParser() throws {
+        #expect(try parse(##"{"query":"# subscription in a comment\n{ hello }"}"##).kind == .query)
+        #expect(try parse(#"{"query":"query { echo(text: \"subscription { x }\") }"}"#).kind == .query)
+        #expect(try parse(#"{"query":"fragment F on S { tick } subscription { ...F }"}"#).kind == .subscription)
+        #expect(try parse(#"{"query":"mutation M { a } subscription S { b }","operationName":"S"}"#).kind == .subscription)
+        #expect(try parse(#"{"query":"mutation M { a } subscription S { b }","operationName":"M"}"#).kind == .mutation)
+    }
+
+    @Test func dedupKeyIgnoresFormattingButNotMeaning() throws {
+        let a = try parse(#"{"query":"subscription($a: Int) { tick(a: $a) }","variables":{"a":1,"b":[true]}}"#)
+        let b = try parse(##"{"query":"# c\nsubscription ($a:Int){tick(a:$a)}","variables":{ "b": [ true ], "a": 1 }}"##)
+        let c = try parse(#"{"query":"subscription($a: Int) { tick(a: $a) }","variables":{"a":2,"b":[true]}}"#)
+        let d = try parse(#"{"query":"subscription($a: Int) { tick(a: $a) }","variables":{"a":1,"b":[true]},"extensions":{"x":1}}"#)
+        #expect(a.dedupKey == b.dedupKey)
+        #expect(a.dedupKey != c.dedupKey)
+        #expect(a.dedupKey != d.dedupKey)
+    }
+}

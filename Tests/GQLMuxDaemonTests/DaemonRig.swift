@@ -1,0 +1,159 @@
+import Foundation
+import GQLMuxDaemon
+import GraphQLTransportWS
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import TestUpstream
+import Testing
+import Upstream
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass.
+func eventually(
+    _ what: String,
+    within seconds: Double = 10,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async -> Bool
+) async {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if await condition() { return }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    Issue.record("timed out after \(seconds)s waiting for: \(what)", sourceLocation: sourceLocation)
+}
+
+/// Records daemon events for assertions.
+final class EventLog: Sendable {
+    private let box = NIOLockedValueBox<[(DaemonEvent, String, [String: String])]>([])
+    var events: DaemonEvents { DaemonEvents { e, m, f in self.box.withLockedValue { $0.append((e, m, f)) } } }
+    func count(_ event: DaemonEvent) -> Int { box.withLockedValue { $0.filter { $0.0 == event }.count } }
+    func all(_ event: DaemonEvent) -> [[String: String]] { box.withLockedValue { $0.filter { $0.0 == event }.map(\.2) } }
+}
+
+/// A test upstream + a daemon on a temporary socket.
+final class DaemonRig: @unchecked Sendable {
+    let server: TestUpstreamServer
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let directory: String
+    var daemon: Daemon
+    let log = EventLog()
+    var socketPath: String { directory + "/gqlmux.sock" }
+    var configPath: String { directory + "/gqlmuxd.toml" }
+
+    /// - Parameter extraConfig: TOML appended after `[upstream] url`, e.g. `"[limits]\nmax_clients = 2"`.
+    init(
+        upstream options: TestUpstreamServer.Options = .init(),
+        upstreamConfig: String = "",
+        socketConfig: String = "",
+        extraConfig: String = ""
+    ) async throws {
+        server = TestUpstreamServer(options: options)
+        try await server.start()
+        directory = NSTemporaryDirectory() + "gqlmuxd-test-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let toml = """
+            [upstream]
+            url = "\(server.url)"
+            reconnect_interval = 0.1
+            reconnect_max_interval = 1
+            \(upstreamConfig)
+            [socket]
+            path = "\(directory)/gqlmux.sock"
+            \(socketConfig)
+            \(extraConfig)
+            """
+        try toml.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let configuration = try DaemonConfiguration.load(path: directory + "/gqlmuxd.toml")
+        daemon = try Daemon(configuration: configuration, configPath: directory + "/gqlmuxd.toml", eventLoop: group.next(), events: log.events)
+        try await daemon.start()
+        await eventually("upstream connected") { self.log.count(.connected) == 1 }
+    }
+
+    /// Waits until the upstream server holds `count` live subscriptions.
+    func upstreamActive(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("\(count) active upstream subscriptions", sourceLocation: sourceLocation) {
+            await self.server.currentStats.activeSubscriptions == count
+        }
+    }
+
+    /// Stops this daemon and starts a new one on the same socket and config (a daemon restart).
+    func restartDaemon() async throws {
+        await daemon.shutdown()
+        let configuration = try DaemonConfiguration.load(path: configPath)
+        daemon = try Daemon(configuration: configuration, configPath: configPath, eventLoop: group.next(), events: log.events)
+        try await daemon.start()
+    }
+
+    /// Test clients run on their own loop, as separate processes would.
+    let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    func connect(autoRead: Bool = true) async throws -> LineClient {
+        try await LineClient.connect(socketPath, group: clientGroup, autoRead: autoRead)
+    }
+
+    func tearDown() async {
+        await daemon.shutdown()
+        await server.shutdown()
+        try? await group.shutdownGracefully()
+        try? await clientGroup.shutdownGracefully()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// A raw local-protocol client: writes lines, collects the lines it reads.
+final class LineClient: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    private let box = NIOLockedValueBox<(lines: [String], closed: Bool)>(([], false))
+    private(set) var channel: (any Channel)!
+
+    static func connect(_ path: String, group: any EventLoopGroup, autoRead: Bool = true) async throws -> LineClient {
+        let client = LineClient()
+        client.channel = try await ClientBootstrap(group: group)
+            .channelOption(.autoRead, value: autoRead)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(client)
+                }
+            }
+            .connect(unixDomainSocketPath: path).get()
+        return client
+    }
+
+    var lines: [String] { box.withLockedValue { $0.lines } }
+    var isClosed: Bool { box.withLockedValue { $0.closed } }
+    func lines(containing text: String) -> [String] { lines.filter { $0.contains(text) } }
+
+    func send(_ text: String) {
+        channel.writeAndFlush(ByteBuffer(string: text.hasSuffix("\n") ? text : text + "\n"), promise: nil)
+    }
+
+    func subscribe(id: String, _ query: String = "subscription { tick }") {
+        send(#"{"type":"subscribe","id":"\#(id)","payload":{"query":\#(jsonString(query))}}"#)
+    }
+
+    /// Drops the connection without any goodbye (a crashed client).
+    func crash() { channel.close(promise: nil) }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let line = String(buffer: unwrapInboundIn(data))
+        box.withLockedValue { $0.lines.append(line) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        box.withLockedValue { $0.closed = true }
+    }
+}
+
+/// Newline framing for the test client (no limit).
+struct LineDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else { return .needMoreData }
+        let line = buffer.readSlice(length: newline - buffer.readerIndex)!
+        buffer.moveReaderIndex(forwardBy: 1)
+        context.fireChannelRead(Self.wrapInboundOut(line))
+        return .continue
+    }
+}
