@@ -187,11 +187,13 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         let line = LocalEncode.error(id: nil, code: code, message: message)
         closing = true
         let channel = self.channel
-        channel.writeAndFlush(line).whenComplete { _ in channel.close(promise: nil) }
-        if force {
-            // The client is not reading: give the error line a second to drain, then drop it.
-            channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+        // Half-close after the error line and keep draining input for a moment: closing a Unix
+        // socket with unread input makes the peer's read fail with ECONNRESET before it sees
+        // the error line.
+        channel.writeAndFlush(line).whenComplete { _ in
+            channel.close(mode: .output, promise: nil)
         }
+        channel.eventLoop.scheduleTask(in: force ? .seconds(1) : .milliseconds(500)) { channel.close(promise: nil) }
     }
 
     /// Graceful daemon stop: `SHUTTING_DOWN` for each operation, then close.
