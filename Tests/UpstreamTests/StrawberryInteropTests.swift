@@ -103,8 +103,8 @@ final class StrawberryServer: @unchecked Sendable {
         server.kill()
         let killedAt = ContinuousClock.now
         await eventually("subscription reconnecting") { recorder.states("s").contains(.reconnecting) }
+        let before = recorder.nexts("s").count  // nothing can arrive while the server is down
         try await server.start()
-        let before = recorder.nexts("s").count
         await eventually("ticks again after restart", within: 20) {
             recorder.states("s").last == .active && recorder.nexts("s").count >= before + 2
         }
