@@ -3,72 +3,9 @@ import GraphQLTransportWS
 import NIOCore
 import NIOPosix
 import Testing
+import TestUpstream
 
 @testable import Upstream
-
-/// A strawberry-graphql server run by uvicorn from the virtualenv that `scripts/test.sh`
-/// (and so `.ci/run`) installs. Started on a free loopback port; restartable on that port.
-final class StrawberryServer: @unchecked Sendable {
-    let port: Int
-    private var process: Process?
-    private let python: String
-
-    static var python: String? {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let candidates: [String?] = [ProcessInfo.processInfo.environment["GQLMUX_INTEROP_PYTHON"], root.appendingPathComponent(".venv-interop/bin/python").path]
-        return candidates.compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
-
-    static var root: String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-    }
-
-    init(python: String) throws {
-        self.python = python
-        self.port = try Self.freePort()
-    }
-
-    var url: String { "ws://127.0.0.1:\(port)/graphql" }
-
-    func start() async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-m", "uvicorn", "interop.strawberry_app:app", "--host", "127.0.0.1", "--port", "\(port)", "--log-level", "warning"]
-        process.currentDirectoryURL = URL(fileURLWithPath: Self.root)
-        try process.run()
-        self.process = process
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if Self.canConnect(port: port) { return }
-            if !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "uvicorn did not start on \(port)"])
-    }
-
-    /// Kills the server abruptly (SIGKILL): clients see the TCP connection vanish.
-    func kill() {
-        guard let process else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        self.process = nil
-    }
-
-    static func freePort() throws -> Int {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let channel = try ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
-        let port = channel.localAddress!.port!
-        try channel.close().wait()
-        return port
-    }
-
-    static func canConnect(port: Int) -> Bool {
-        let channel = try? ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port).wait()
-        try? channel?.close().wait()
-        return channel != nil
-    }
-}
 
 @Suite(.serialized) struct StrawberryInteropTests {
     func makeTransport(_ server: StrawberryServer, token: String, recorder: Recorder, group: MultiThreadedEventLoopGroup) throws -> UpstreamTransport {
