@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "gqlmuxctl", targets: ["gqlmuxctl"]),
         .library(name: "GQLMuxClient", targets: ["GQLMuxClient"]),
         .executable(name: "gqlmux-test-upstream", targets: ["gqlmux-test-upstream"]),
+        .executable(name: "gqlmux-bench", targets: ["gqlmux-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -96,6 +97,17 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strict
+        ),
+        // Benchmark report program (scripts/bench.sh), not a test.
+        .executableTarget(
+            name: "gqlmux-bench",
+            dependencies: [
+                "TestUpstream", "Upstream", "GraphQLTransportWS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -55,7 +55,7 @@ package final class Daemon: @unchecked Sendable {
     package func start(listeningFD: CInt? = nil) async throws {
         let limits = configuration.limits
         let bootstrap = ServerBootstrap(group: eventLoop)
-            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.backlog, value: 1024)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -28,6 +28,7 @@ package final class TestUpstreamServer: @unchecked Sendable {
     }
 
     package let group: any EventLoopGroup
+    package var tickCountOnLoop: Int { tickCount }
     private let ownsGroup: Bool
     private var loop: any EventLoop { group.next() }
     // Loop-confined state.

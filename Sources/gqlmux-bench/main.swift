@@ -1,0 +1,187 @@
+import Foundation
+import GraphQLTransportWS
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import TestUpstream
+import Upstream
+
+// gqlmux benchmark: prints a report. Run through scripts/bench.sh (release build).
+// It starts the in-process test upstream, runs gqlmuxd as a child process on a temporary
+// socket, and drives local clients over real Unix sockets.
+
+let arguments = CommandLine.arguments
+guard arguments.count > 1 else {
+    print("usage: gqlmux-bench PATH_TO_GQLMUXD")
+    exit(64)
+}
+let gqlmuxdPath = arguments[1]
+let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+let upstream = TestUpstreamServer()
+try await upstream.start()
+let directory = NSTemporaryDirectory() + "gqlmux-bench-" + UUID().uuidString.prefix(8)
+try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+let socketPath = directory + "/gqlmux.sock"
+try """
+[upstream]
+url = "\(upstream.url)"
+reconnect_interval = 0
+[socket]
+path = "\(socketPath)"
+[limits]
+max_operations_per_client = 20000
+client_buffer_bytes = 67108864
+""".write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+
+let daemon = Process()
+daemon.executableURL = URL(fileURLWithPath: gqlmuxdPath)
+daemon.arguments = ["--config", directory + "/gqlmuxd.toml"]
+daemon.standardError = FileHandle.nullDevice
+try daemon.run()
+defer {
+    daemon.terminate()
+    daemon.waitUntilExit()
+    try? FileManager.default.removeItem(atPath: directory)
+}
+while !FileManager.default.fileExists(atPath: socketPath) { try await Task.sleep(for: .milliseconds(20)) }
+try await Task.sleep(for: .milliseconds(300))
+
+func rssKiB(_ pid: Int32) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+}
+
+func waitUntil(_ timeout: Duration = .seconds(60), _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(2))
+    }
+    return false
+}
+
+func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+
+print("gqlmux benchmark — \(ProcessInfo.processInfo.activeProcessorCount) cores, gqlmuxd pid \(daemon.processIdentifier)")
+print("")
+let restRSS = rssKiB(daemon.processIdentifier)
+
+// 1. Memory: RSS at rest and per 1,000 idle subscriptions (distinct, so 10,000 upstream too).
+let beforeIdle = rssKiB(daemon.processIdentifier)
+var idleClients: [BenchClient] = []
+for c in 0..<10 {
+    let client = try await BenchClient.connect(socketPath, group: clientGroup)
+    var lines = ""
+    for i in 0..<1000 {
+        lines += #"{"type":"subscribe","id":"\#(i)","payload":{"query":"subscription($n: Int) { tick(n: $n) }","variables":{"n":\#(c * 1000 + i)}}}"# + "\n"
+    }
+    client.send(lines)
+    idleClients.append(client)
+}
+_ = await waitUntil { await upstream.currentStats.activeSubscriptions == 10_000 }
+try await Task.sleep(for: .milliseconds(500))
+let afterIdle = rssKiB(daemon.processIdentifier)
+print("memory (gqlmuxd RSS)")
+print("  at start:                        \(restRSS) KiB")
+print("  before idle subscriptions:       \(beforeIdle) KiB")
+print("  with 10,000 idle subscriptions:  \(afterIdle) KiB  → \(String(format: "%.2f", Double(afterIdle - beforeIdle) / 10.0)) KiB per 1,000 (\(String(format: "%.0f", Double(afterIdle - beforeIdle) * 1024 / 10_000)) B each)")
+print("")
+
+// 2. Re-subscribe 10,000 upstream subscriptions after a reconnect.
+let closedAt = ContinuousClock.now
+await upstream.closeAll(code: 1012, reason: "service restart")
+_ = await waitUntil { await upstream.currentStats.activeSubscriptions < 10_000 }
+let resubscribed = await waitUntil(.seconds(60)) { await upstream.currentStats.activeSubscriptions == 10_000 }
+print("reconnect: 10,000 subscriptions re-subscribed \(resubscribed ? "" : "(INCOMPLETE) ")\(String(format: "%.3f", seconds(ContinuousClock.now - closedAt))) s after the upstream closed (reconnect_interval = 0)")
+for c in idleClients { c.channel.close(promise: nil) }
+_ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+print("")
+
+// 3. Fan-out throughput: one upstream subscription → N local subscribers.
+print("fan-out (1 upstream subscription → N local subscribers; deliveries/s = N × messages / time)")
+print("  subscribers  payload   messages   deliveries/s   upstream msgs/s")
+for payload in [256, 4096] {
+    for n in [1, 10, 100, 500] {
+        var clients: [BenchClient] = []
+        for i in 0..<n {
+            let c = try await BenchClient.connect(socketPath, group: clientGroup)
+            c.send(#"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription { tick }"}}"# + "\n")
+            clients.append(c)
+        }
+        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.lines.value >= 1 } }
+        let base = clients.map { $0.lines.value }
+        let messages = max(200, min(20_000, 2_000_000 / (n * (payload / 256))))
+        let padding = payload - 30
+        let start = ContinuousClock.now
+        var sent = 0
+        while sent < messages {
+            let batch = min(500, messages - sent)
+            await upstream.tick(count: batch, padding: padding)
+            sent += batch
+        }
+        let expected = n * messages
+        let done = await waitUntil {
+            zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
+        }
+        let elapsed = seconds(ContinuousClock.now - start)
+        let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
+        print(
+            "  " + String(n).padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
+                + "\(payload) B".padding(toLength: 8, withPad: " ", startingAt: 0) + "  "
+                + String(messages).padding(toLength: 9, withPad: " ", startingAt: 0) + "  "
+                + String(format: "%12.0f", Double(delivered) / elapsed) + "   "
+                + String(format: "%12.0f", Double(messages) / elapsed)
+                + (done ? "" : "   (incomplete: \(delivered)/\(expected))")
+        )
+        for c in clients { c.channel.close(promise: nil) }
+        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+    }
+}
+print("")
+
+// 4. Added latency: upstream send → local receive, against a direct WebSocket client.
+let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
+latencyClient.send(#"{"type":"subscribe","id":"lat","payload":{"query":"subscription { tick }"}}"# + "\n")
+let directTimes = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
+var directConfiguration = UpstreamConfiguration(url: try UpstreamURL(upstream.url))
+directConfiguration.transport.pingInterval = .zero
+let direct = try UpstreamTransport(configuration: directConfiguration, eventLoop: clientGroup.next())
+direct.start()
+_ = try await direct.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)) { update in
+    if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
+        let now = ContinuousClock.now
+        directTimes.withLockedValue { $0[n] = now }
+    }
+}.get()
+_ = await waitUntil { await upstream.currentStats.activeSubscriptions == 2 }
+var sendTimes: [Int: ContinuousClock.Instant] = [:]
+let firstTick = await upstream.onLoop { upstream.tickCountOnLoop } + 1
+let samples = 2000
+for i in 0..<samples {
+    sendTimes[firstTick + i] = ContinuousClock.now
+    await upstream.tick()
+    try await Task.sleep(for: .microseconds(500))
+}
+_ = await waitUntil(.seconds(10)) { latencyClient.receiveTime(of: firstTick + samples - 1) != nil }
+var viaDaemon: [Double] = []
+var viaDirect: [Double] = []
+for (tick, sent) in sendTimes {
+    if let local = latencyClient.receiveTime(of: tick) { viaDaemon.append(seconds(local - sent) * 1e6) }
+    if let d = directTimes.withLockedValue({ $0[tick] }) { viaDirect.append(seconds(d - sent) * 1e6) }
+}
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+print("latency (upstream send → receive, µs, \(samples) messages at 2k/s)")
+print(String(format: "  via gqlmuxd:        p50 %7.0f   p99 %7.0f", percentile(viaDaemon, 0.5), percentile(viaDaemon, 0.99)))
+print(String(format: "  direct WebSocket:   p50 %7.0f   p99 %7.0f", percentile(viaDirect, 0.5), percentile(viaDirect, 0.99)))
+print(String(format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f", percentile(viaDaemon, 0.5) - percentile(viaDirect, 0.5), percentile(viaDaemon, 0.99) - percentile(viaDirect, 0.99)))
+try? await direct.shutdown().get()
+latencyClient.channel.close(promise: nil)
+_ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+print("")
+
+await upstream.shutdown()
+try? await clientGroup.shutdownGracefully()
