@@ -81,6 +81,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'complete' needs a non-empty string 'id'") }
             if let entry = operations.removeValue(forKey: id) {
                 daemon.fanout.unsubscribe(entry, session: self, localID: id)
+                daemon.statusChanged()
             }
         case "ping":
             send(LocalEncode.withPayload(type: "pong", payload: payload))
@@ -121,6 +122,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         operations[id] = daemon.fanout.subscribe(request, session: self, localID: id)
+        daemon.statusChanged()
     }
 
     private func admin(_ verb: String, id: String?) {

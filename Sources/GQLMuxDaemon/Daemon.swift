@@ -23,8 +23,12 @@ package final class Daemon: @unchecked Sendable {
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
     private var stopping = false
-    /// Called on the loop after each lifecycle change (sd_notify STATUS in production).
+    /// Called on the loop after each lifecycle change (sd_notify STATUS in production),
+    /// at most once per loop turn.
     package var onStatusChange: (@Sendable (String) -> Void)?
+    /// Called when a reload begins (true) and ends (false): RELOADING=1 / READY=1.
+    package var onReload: (@Sendable (Bool) -> Void)?
+    private var statusScheduled = false
 
     /// - Parameters:
     ///   - configuration: the parsed configuration.
@@ -66,6 +70,7 @@ package final class Daemon: @unchecked Sendable {
             }
         if let fd = listeningFD {
             serverChannel = try await bootstrap.withBoundSocket(fd).get()
+            configurationIsOwnedSocket = false
         } else {
             let path = configuration.socketPath
             try Self.prepareSocketPath(path)
@@ -74,7 +79,9 @@ package final class Daemon: @unchecked Sendable {
                 throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
             }
         }
-        events.emit(.started, ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version],
+        events.emit(
+            .started,
+            ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes"],
                     message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)")
         transport.start()
         statusChanged()
@@ -121,9 +128,8 @@ package final class Daemon: @unchecked Sendable {
         if configurationIsOwnedSocket { unlink(configuration.socketPath) }
     }
 
-    /// Whether this process created the socket file (not adopted from systemd).
+    /// Whether this process created the socket file (an adopted one belongs to systemd).
     private var configurationIsOwnedSocket = true
-    package func markSocketAdopted() { configurationIsOwnedSocket = false }
 
     // MARK: - Admin
 
@@ -140,7 +146,8 @@ package final class Daemon: @unchecked Sendable {
     /// Re-reads the configuration file and applies credentials, headers and the URL;
     /// subscriptions are kept (the transport reconnects if `reconnect_if_connected`).
     package func reload() -> EventLoopFuture<Void> {
-        eventLoop.flatSubmit {
+        onReload?(true)
+        let done = eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
             var next = self.configuration
             if let path = self.configPath {
                 do {
@@ -171,6 +178,11 @@ package final class Daemon: @unchecked Sendable {
                 self.events.emit(.reloaded, [:], message: "configuration reloaded")
             }
         }
+        done.whenComplete { _ in
+            self.onReload?(false)
+            self.statusChanged()
+        }
+        return done
     }
 
     func isAdmin(_ peer: PeerCredentials?) -> Bool {
@@ -262,8 +274,13 @@ package final class Daemon: @unchecked Sendable {
         }
     }
 
-    private func statusChanged() {
-        onStatusChange?(statusLineOnLoop)
+    func statusChanged() {
+        guard !statusScheduled else { return }
+        statusScheduled = true
+        eventLoop.execute {
+            self.statusScheduled = false
+            self.onStatusChange?(self.statusLineOnLoop)
+        }
     }
 
     private func transportEvent(_ event: TransportEvent) {

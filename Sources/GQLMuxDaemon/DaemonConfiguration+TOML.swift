@@ -26,11 +26,12 @@ extension DaemonConfiguration {
     /// - `[security]` allowed_uids, allowed_gids, admin_uids, admin_gids
     /// - `[log]` level, target
     package static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            throw ConfigurationError("cannot read \(path): \((error as NSError).localizedDescription)")
+        guard let file = fopen(path, "r") else {
+            throw ConfigurationError("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        fclose(file)
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw ConfigurationError("cannot read \(path): not UTF-8 text")
         }
         return try parse(text, source: path)
     }

@@ -61,6 +61,16 @@ func waitUntil(_ timeout: Duration = .seconds(60), _ condition: () async -> Bool
     return false
 }
 
+/// CPU seconds (user + system) a process has used.
+func cpuSeconds(_ pid: Int32) -> Double {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return 0 }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    let ticks = (Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)
+    return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
 print("gqlmux benchmark — \(ProcessInfo.processInfo.activeProcessorCount) cores, gqlmuxd pid \(daemon.processIdentifier)")
@@ -100,7 +110,7 @@ print("")
 
 // 3. Fan-out throughput: one upstream subscription → N local subscribers.
 print("fan-out (1 upstream subscription → N local subscribers; deliveries/s = N × messages / time)")
-print("  subscribers  payload   messages   deliveries/s   upstream msgs/s")
+print("  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second")
 for payload in [256, 4096] {
     for n in [1, 10, 100, 500] {
         var clients: [BenchClient] = []
@@ -113,6 +123,7 @@ for payload in [256, 4096] {
         let base = clients.map { $0.lines.value }
         let messages = max(200, min(20_000, 2_000_000 / (n * (payload / 256))))
         let padding = payload - 30
+        let cpuBefore = cpuSeconds(daemon.processIdentifier)
         let start = ContinuousClock.now
         var sent = 0
         while sent < messages {
@@ -125,13 +136,16 @@ for payload in [256, 4096] {
             zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
         }
         let elapsed = seconds(ContinuousClock.now - start)
+        let cpu = cpuSeconds(daemon.processIdentifier) - cpuBefore
         let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
         print(
             "  " + String(n).padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
                 + "\(payload) B".padding(toLength: 8, withPad: " ", startingAt: 0) + "  "
                 + String(messages).padding(toLength: 9, withPad: " ", startingAt: 0) + "  "
                 + String(format: "%12.0f", Double(delivered) / elapsed) + "   "
-                + String(format: "%12.0f", Double(messages) / elapsed)
+                + String(format: "%12.0f", Double(messages) / elapsed) + "      "
+                + String(format: "%5.0f%%", 100 * cpu / elapsed) + "       "
+                + String(format: "%12.0f", cpu > 0 ? Double(delivered) / cpu : 0)
                 + (done ? "" : "   (incomplete: \(delivered)/\(expected))")
         )
         for c in clients { c.channel.close(promise: nil) }

@@ -1,8 +1,11 @@
 import ArgumentParser
 import Dispatch
 import GQLMuxDaemon
+import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SystemdSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -26,8 +29,9 @@ struct GQLMuxd: AsyncParsableCommand {
         abstract: "Share one upstream GraphQL subscription connection with every process on this host.",
         discussion: """
             Keeps one graphql-transport-ws WebSocket to the upstream and serves local clients on a \
-            Unix socket (protocol v1). SIGHUP reloads the configuration and credentials; SIGTERM \
-            and SIGINT stop gracefully.
+            Unix socket (protocol v1). Under systemd it reports its state with sd_notify, adopts a \
+            socket-activated listener, and logs native journald entries. SIGHUP reloads the \
+            configuration and credentials; SIGTERM and SIGINT stop gracefully.
             """,
         version: Daemon.version
     )
@@ -35,25 +39,50 @@ struct GQLMuxd: AsyncParsableCommand {
     @Option(name: .long, help: "Configuration file (TOML).")
     var config = "/etc/gqlmux/gqlmuxd.toml"
 
-    @Option(name: .long, help: "Unix socket path (overrides [socket] path).")
+    @Option(name: .long, help: "Unix socket path (overrides [socket] path; ignored when socket-activated).")
     var socket: String?
 
     func run() async throws {
+        let notifier = SystemdNotifier()
         var configuration: DaemonConfiguration
         do {
             configuration = try DaemonConfiguration.load(path: config)
         } catch {
-            throw CleanExit.message("gqlmuxd: config \(config): \(error)").failing
+            throw startFailure("config \(config): \(error)", errno: EINVAL, notifier)
         }
         if let socket { configuration.socketPath = socket }
+        let events = Self.events(configuration)
+
+        let adopted: CInt?
+        do {
+            adopted = try ListenFDs.adoptUnixListener()
+        } catch {
+            throw startFailure("socket activation: \(error)", errno: EBADF, notifier)
+        }
+        if let adopted, let path = ListenFDs.boundPath(adopted) { configuration.socketPath = path }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let daemon: Daemon
         do {
-            daemon = try Daemon(configuration: configuration, configPath: config, eventLoop: group.next())
-            try await daemon.start()
+            daemon = try Daemon(configuration: configuration, configPath: config, eventLoop: group.next(), events: events)
+            let lastStatus = NIOLockedValueBox("")
+            daemon.onStatusChange = { line in
+                let changed = lastStatus.withLockedValue { last in
+                    defer { last = line }
+                    return last != line
+                }
+                if changed { notifier.status(line) }
+            }
+            daemon.onReload = { begins in begins ? notifier.reloading() : notifier.ready() }
+            try await daemon.start(listeningFD: adopted)
         } catch {
-            throw CleanExit.message("gqlmuxd: cannot start: \(error)").failing
+            throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
+        }
+        notifier.ready()
+        if let interval = notifier.watchdogInterval {
+            // From the loop that serves traffic: a stalled loop stops the pings and systemd restarts us.
+            let half = TimeAmount.nanoseconds(interval.nanosecondsValue / 2)
+            daemon.eventLoop.scheduleRepeatedTask(initialDelay: half, delay: half) { _ in notifier.watchdog() }
         }
 
         let finished = AsyncStream<Void>.makeStream()
@@ -65,6 +94,7 @@ struct GQLMuxd: AsyncParsableCommand {
         for sig in [SIGTERM, SIGINT] {
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
             source.setEventHandler {
+                notifier.stopping(status: "stopping: closing clients and the upstream")
                 Task {
                     await daemon.shutdown()
                     finished.continuation.finish()
@@ -77,14 +107,61 @@ struct GQLMuxd: AsyncParsableCommand {
         sources.forEach { $0.cancel() }
         try? await group.shutdownGracefully()
     }
+
+    /// Logs native journald entries when stderr is the journal (or `[log] target = "journal"`),
+    /// plain lines otherwise. Every event carries `GQLMUX_EVENT` and its `MESSAGE_ID`.
+    static func events(_ configuration: DaemonConfiguration) -> DaemonEvents {
+        let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
+        let journal: Bool =
+            switch configuration.logTarget {
+            case .journal: true
+            case .stderr: false
+            case .auto: JournalLogHandler.stderrIsJournal
+            }
+        let logger = Logger(label: "gqlmuxd") { _ in
+            journal
+                ? JournalLogHandler(identifier: "gqlmuxd", level: level) as any LogHandler
+                : StderrLogHandler(identifier: "gqlmuxd", level: level)
+        }
+        return DaemonEvents { event, message, fields, source in
+            var metadata: Logger.Metadata = ["GQLMUX_EVENT": .string(event.rawValue), "MESSAGE_ID": .string(event.messageID)]
+            for (key, value) in fields { metadata[key] = .string(value) }
+            logger.log(
+                level: event.severity.logLevel,
+                "\(message)",
+                metadata: metadata,
+                source: "gqlmuxd",
+                file: source.file,
+                function: source.function,
+                line: source.line
+            )
+        }
+    }
+
+    /// One clear line on stderr, `ERRNO=` + `STATUS=` to systemd, exit code 1.
+    private func startFailure(_ message: String, errno code: Int32, _ notifier: SystemdNotifier) -> any Error {
+        notifier.failed(errno: code, status: "failed: \(message)")
+        var line = Array("gqlmuxd: \(message)\n".utf8)
+        _ = line.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+        return ExitCode.failure
+    }
 }
 
-extension CleanExit {
-    /// Prints the message to stderr and exits non-zero.
-    var failing: any Error { ExitWithMessage(message: "\(self)") }
+extension DaemonEvent.Severity {
+    var logLevel: Logger.Level {
+        switch self {
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
+        }
+    }
 }
 
-struct ExitWithMessage: Error, CustomStringConvertible {
-    var message: String
-    var description: String { message }
+extension Duration {
+    var nanosecondsValue: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
 }

@@ -1,0 +1,118 @@
+import CSystemd
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A swift-log handler that writes native journald entries with `sd_journal_sendv`:
+/// `MESSAGE`, `PRIORITY`, `SYSLOG_IDENTIFIER`, `CODE_FILE/CODE_LINE/CODE_FUNC`, and every
+/// metadata key as an upper-case journal field.
+package struct JournalLogHandler: LogHandler {
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    private let identifier: String
+
+    package init(identifier: String, level: Logger.Level) {
+        self.identifier = identifier
+        self.logLevel = level
+    }
+
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    package func log(event: LogEvent) {
+        var fields: [String] = [
+            "MESSAGE=\(event.message)",
+            "PRIORITY=\(Self.priority(event.level))",
+            "SYSLOG_IDENTIFIER=\(identifier)",
+            "CODE_FILE=\(event.file)",
+            "CODE_LINE=\(event.line)",
+            "CODE_FUNC=\(event.function)",
+        ]
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        for (key, value) in merged {
+            guard let name = Self.fieldName(key) else { continue }
+            fields.append("\(name)=\(value)")
+        }
+        Self.send(fields)
+    }
+
+    /// Writes one entry; each element is `FIELD=value` (values may hold newlines).
+    static func send(_ fields: [String]) {
+        var bytes: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        for field in fields {
+            let start = bytes.count
+            bytes.append(contentsOf: field.utf8)
+            ranges.append(start..<bytes.count)
+        }
+        bytes.withUnsafeMutableBytes { raw in
+            var vectors = ranges.map { iovec(iov_base: raw.baseAddress! + $0.lowerBound, iov_len: $0.count) }
+            _ = sd_journal_sendv(&vectors, Int32(vectors.count))
+        }
+    }
+
+    /// syslog priorities: 7 debug … 2 critical.
+    static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+
+    /// A valid journal field name: `[A-Z0-9_]`, not starting with `_` or a digit, ≤ 64 bytes.
+    package static func fieldName(_ key: String) -> String? {
+        var name = String(key.uppercased().unicodeScalars.map { scalar -> Character in
+            switch scalar {
+            case "A"..."Z", "0"..."9", "_": Character(scalar)
+            default: "_"
+            }
+        })
+        while name.hasPrefix("_") { name.removeFirst() }
+        guard !name.isEmpty else { return nil }
+        if name.first!.isNumber { name = "F_" + name }
+        return String(name.prefix(64))
+    }
+
+    /// True when stderr is the journal stream systemd set up (`JOURNAL_STREAM=dev:ino`).
+    package static var stderrIsJournal: Bool {
+        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        var info = stat()
+        guard fstat(2, &info) == 0 else { return false }
+        return value == "\(info.st_dev):\(info.st_ino)"
+    }
+}
+
+/// Plain lines on stderr: `gqlmuxd: <level>: message KEY=value …`.
+package struct StderrLogHandler: LogHandler {
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    private let identifier: String
+
+    package init(identifier: String, level: Logger.Level) {
+        self.identifier = identifier
+        self.logLevel = level
+    }
+
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    package func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        let extra = merged.sorted { $0.key < $1.key }
+            .filter { $0.key != "MESSAGE_ID" }
+            .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let line = "\(identifier): \(event.level): \(event.message)" + (extra.isEmpty ? "" : " \(extra)") + "\n"
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}

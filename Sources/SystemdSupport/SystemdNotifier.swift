@@ -1,0 +1,52 @@
+import CSystemd
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// sd_notify: lifecycle messages to the service manager. Nothing is sent when
+/// `NOTIFY_SOCKET` is unset (not run by systemd).
+package struct SystemdNotifier: Sendable {
+    package init() {}
+
+    /// True when a service manager listens (`NOTIFY_SOCKET` is set).
+    package var isEnabled: Bool { getenv("NOTIFY_SOCKET") != nil }
+
+    /// Sends raw `KEY=value` lines.
+    package func send(_ lines: String...) {
+        guard isEnabled else { return }
+        _ = sd_notify(0, lines.joined(separator: "\n"))
+    }
+
+    package func ready(status: String? = nil) {
+        if let status { send("READY=1", "STATUS=\(Self.oneLine(status))") } else { send("READY=1") }
+    }
+
+    package func status(_ line: String) { send("STATUS=\(Self.oneLine(line))") }
+
+    /// Before a reload: `RELOADING=1` with the monotonic timestamp systemd 253+ expects.
+    package func reloading() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let usec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        send("RELOADING=1", "MONOTONIC_USEC=\(usec)")
+    }
+
+    package func stopping(status: String = "stopping") { send("STOPPING=1", "STATUS=\(Self.oneLine(status))") }
+
+    package func watchdog() { send("WATCHDOG=1") }
+
+    /// Start-up failed: `ERRNO=` and a last status line.
+    package func failed(errno code: Int32, status: String) { send("ERRNO=\(code)", "STATUS=\(Self.oneLine(status))") }
+
+    /// The watchdog interval requested by the service manager, if any.
+    package var watchdogInterval: Duration? {
+        var usec: UInt64 = 0
+        guard sd_watchdog_enabled(0, &usec) > 0, usec > 0 else { return nil }
+        return .microseconds(Int64(usec))
+    }
+
+    static func oneLine(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ")
+    }
+}
