@@ -16,6 +16,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     private(set) var operations: [String: UpstreamEntry] = [:]
     /// Once closing (error, slow consumer, shutdown) nothing more is written.
     private var closing = false
+    /// Lines written since the last flush, sent as one write.
+    private var batch = ByteBuffer()
 
     init(daemon: Daemon, channel: any Channel) {
         self.daemon = daemon
@@ -152,23 +154,25 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// Writes one line; flushes unless the caller batches.
     func send(_ line: ByteBuffer, flush: Bool = true) {
         guard !closing else { return }
-        if flush {
-            channel.writeAndFlush(line, promise: nil)
-        } else {
-            channel.write(line, promise: nil)
-        }
+        batch.writeImmutableBuffer(line)
+        if flush { self.flush() }
     }
 
-    /// Hot path: prefix + shared payload, no flush. False when nothing was written.
+    /// Hot path: prefix + the shared payload bytes (forwarded, never re-encoded), appended to
+    /// this client's batch. One NIO write per client per loop turn is far cheaper than two per
+    /// message (see scripts/bench.sh). False when nothing was written.
     func writeNext(prefix: ByteBuffer, shared: ByteBuffer) -> Bool {
         guard !closing else { return false }
-        channel.write(prefix, promise: nil)
-        channel.write(shared, promise: nil)
+        batch.writeImmutableBuffer(prefix)
+        batch.writeImmutableBuffer(shared)
         return true
     }
 
+    /// Writes and flushes everything batched since the last flush.
     func flush() {
-        if !closing { channel.flush() }
+        guard !closing, batch.readableBytes > 0 else { return }
+        channel.writeAndFlush(batch, promise: nil)
+        batch = ByteBuffer()
     }
 
     /// The upstream finished this operation; forget it without completing upstream.
@@ -187,6 +191,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         guard !closing else { return }
         dropOperations()
         let line = LocalEncode.error(id: nil, code: code, message: message)
+        if !force { flush() }
         closing = true
         let channel = self.channel
         // Half-close after the error line and keep draining input for a moment: closing a Unix

@@ -119,11 +119,19 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func tick(_ n: Int, padding: Int = 0) -> Int {
-        let pad = padding > 0 ? #","pad":"\#(String(repeating: "x", count: padding))""# : ""
+        let pad = padding > 0 ? Self.padding(padding) : ""
         for id in subscriptions {
             sendText(#"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)\#(pad)}}}"#)
         }
         return subscriptions.count
+    }
+
+    nonisolated(unsafe) private static var paddings: [Int: String] = [:]
+    private static func padding(_ size: Int) -> String {
+        if let cached = paddings[size] { return cached }
+        let pad = #","pad":"\#(String(repeating: "x", count: size))""#
+        paddings[size] = pad
+        return pad
     }
 
     func completeAll() {
