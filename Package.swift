@@ -135,6 +135,15 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "SystemdTests",
+            dependencies: [
+                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GraphQLTransportWS",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "GraphQLTransportWSTests",
             dependencies: ["GraphQLTransportWS"],
             swiftSettings: strict

@@ -4,6 +4,10 @@ import LocalProtocol
 import NIOCore
 import NIOPosix
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 func jsonStringLiteral(_ s: String) -> String { jsonString(s) }
 
 extension GQLMuxClient {
@@ -72,7 +76,8 @@ extension GQLMuxClient {
 
     private func connectFailed(_ error: any Error) {
         guard everConnected, configuration.reconnect else {
-            let failure = GQLMuxError(code: "DAEMON_UNAVAILABLE", message: "cannot connect to \(configuration.socketPath): \(error)")
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
+            let failure = GQLMuxError(code: "DAEMON_UNAVAILABLE", message: "cannot connect to \(configuration.socketPath): \(reason)")
             failAll(failure)
             return
         }

@@ -13,6 +13,21 @@ enum ExitStatus {
 }
 
 @main
+enum Entry {
+    /// `--socket PATH` is accepted before the subcommand too (`gqlmuxctl --socket P status`).
+    static func main() async {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        if let first = arguments.first, first == "--socket", arguments.count >= 2 {
+            arguments.append(contentsOf: ["--socket", arguments[1]])
+            arguments.removeFirst(2)
+        } else if let first = arguments.first, first.hasPrefix("--socket=") {
+            arguments.append(first)
+            arguments.removeFirst()
+        }
+        await GQLMuxCtl.main(arguments)
+    }
+}
+
 struct GQLMuxCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gqlmuxctl",

@@ -1,0 +1,107 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The package root and the directory holding the built executables.
+enum Paths {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    /// `GQLMUX_BIN_DIR`, else next to the test bundle, else `.build/debug`.
+    static let binDir: String = {
+        var candidates: [String] = []
+        if let env = ProcessInfo.processInfo.environment["GQLMUX_BIN_DIR"] { candidates.append(env) }
+        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path)
+        candidates.append(root + "/.build/debug")
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0 + "/gqlmuxd") } ?? root + "/.build/debug"
+    }()
+
+    static func binary(_ name: String) -> String { binDir + "/" + name }
+
+    static func temporaryDirectory(_ prefix: String) throws -> String {
+        let path = NSTemporaryDirectory() + prefix + "-" + UUID().uuidString.prefix(8)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        chmod(path, 0o755)
+        return path
+    }
+
+    static func tool(_ name: String) -> String? {
+        ["/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `seconds` pass.
+func eventually(
+    _ what: String,
+    within seconds: Double = 10,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async -> Bool
+) async {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if await condition() { return }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    Issue.record("timed out after \(seconds)s waiting for: \(what)", sourceLocation: sourceLocation)
+}
+
+/// A child process with captured stderr.
+final class Child: @unchecked Sendable {
+    let process = Process()
+    private let errors = Pipe()
+    private let outputs = Pipe()
+    private let box = NIOLockedValueBox(Data())
+    private let outBox = NIOLockedValueBox(Data())
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for key in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"] { env[key] = nil }
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        process.standardError = errors
+        process.standardOutput = outputs
+        process.standardInput = FileHandle.nullDevice
+        errors.fileHandleForReading.readabilityHandler = { [box] handle in
+            let data = handle.availableData
+            box.withLockedValue { $0.append(data) }
+        }
+        outputs.fileHandleForReading.readabilityHandler = { [outBox] handle in
+            let data = handle.availableData
+            outBox.withLockedValue { $0.append(data) }
+        }
+        try process.run()
+    }
+
+    var stderr: String { box.withLockedValue { String(decoding: $0, as: UTF8.self) } }
+    var stdout: String { outBox.withLockedValue { String(decoding: $0, as: UTF8.self) } }
+    var pid: Int32 { process.processIdentifier }
+
+    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits for exit (killing after `seconds`); returns the exit status.
+    func wait(seconds: Double = 10) async -> Int32 {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+}
+
+/// Runs a command to completion (killed after `seconds`) and returns (status, stdout + stderr).
+/// Never blocks a thread: output is collected by readability handlers.
+@discardableResult
+func runCommand(_ executable: String, _ arguments: [String], seconds: Double = 30) async throws -> (status: Int32, output: String) {
+    let child = try Child(executable, arguments)
+    let status = await child.wait(seconds: seconds)
+    try? await Task.sleep(for: .milliseconds(20))  // let the handlers drain the pipes
+    return (status, child.stdout + child.stderr)
+}
