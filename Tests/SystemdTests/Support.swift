@@ -75,6 +75,13 @@ final class Child: @unchecked Sendable {
             let data = handle.availableData
             outBox.withLockedValue { $0.append(data) }
         }
+        // Children inherit the spawning thread's signal mask; the test runner's threads block
+        // everything, which would leave a child deaf to SIGTERM. Spawn with an empty mask.
+        var empty = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&empty)
+        pthread_sigmask(SIG_SETMASK, &empty, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
         try process.run()
     }
 
