@@ -62,7 +62,7 @@ package final class TestUpstreamServer: @unchecked Sendable {
         }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in self.initialize(channel, sslContext: sslContext) }
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: requested ?? port).get()
         serverChannel = channel

@@ -6,6 +6,10 @@ import NIOWebSocket
 
 import struct Foundation.UUID
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The graphql-transport-ws client on SwiftNIO: one upstream connection at a time,
 /// reconnected on its own, driven by ``TransportStateMachine``.
 ///
@@ -239,14 +243,18 @@ package final class UpstreamTransport: @unchecked Sendable {
     }
 }
 
-/// A short, operator-readable cause for a failed connect.
+/// A short, operator-readable cause for a failed connect ("127.0.0.1:4000: Connection refused").
 func describe(_ error: any Error) -> String {
-    if let io = error as? IOError { return io.description }
+    if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
     if let tls = error as? NIOSSLError { return "TLS: \(tls)" }
     if let connect = error as? NIOConnectionError {
-        let causes = connect.connectionErrors.map { "\($0.target): \($0.error)" }
-        return causes.isEmpty ? "connection failed" : causes.joined(separator: "; ")
+        let causes = connect.connectionErrors.map { attempt -> String in
+            let target = attempt.target.ipAddress.map { "\($0):\(attempt.target.port ?? 0)" } ?? "\(attempt.target)"
+            return "\(target): \(describe(attempt.error))"
+        }
+        if causes.isEmpty { return connect.dnsAError.map { "DNS: \($0)" } ?? "connection failed" }
+        return causes.joined(separator: "; ")
     }
-    if error is ChannelError, case .connectTimeout = error as! ChannelError { return "connect timeout" }
+    if let channel = error as? ChannelError, case .connectTimeout = channel { return "connect timeout" }
     return "\(error)"
 }

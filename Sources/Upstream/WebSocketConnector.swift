@@ -26,7 +26,7 @@ enum WebSocketConnector {
         let maxBytes = configuration.maxMessageBytes
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.transport.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 do {
                     let sync = channel.pipeline.syncOperations

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The shipped units under a real systemd, booted with systemd-nspawn (scripts/nspawn-e2e.sh).
+@Suite(.serialized) struct NspawnTests {
+    static var nspawnAvailable: Bool { Paths.tool("systemd-nspawn") != nil && getuid() == 0 }
+
+    @Test(.enabled(if: nspawnAvailable, "systemd-nspawn (package systemd-container) and root are needed; this machine has neither"))
+    func shippedUnitsUnderRealSystemd() async throws {
+        let out = try Paths.temporaryDirectory("gqlmux-e2e-out")
+        let run = try Child("/bin/bash", [Paths.root + "/scripts/nspawn-e2e.sh", out, Paths.binDir])
+        #expect(await run.wait(seconds: 200) == 0, "\(run.stderr)")
+        let read = { (name: String) in
+            ((try? String(contentsOfFile: out + "/" + name, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        try #require(read("done") == "done", "the container script did not finish: \(read("nspawn.log").suffix(2000))")
+
+        // Socket activation on first connect.
+        #expect(read("socket-start.txt.rc") == "0", "\(read("socket-start.txt"))")
+        #expect(read("active-before.txt") == "inactive")
+        #expect(read("status-first.json.rc") == "0", "\(read("status-first.json"))")
+        #expect(read("active-after.txt") == "active")
+
+        // systemctl show -P StatusText follows an upstream kill and recovery.
+        #expect(read("statustext-connected.txt").hasPrefix("connected to ws://127.0.0.1:18080/graphql; 1 clients, 1 subscriptions (1 upstream)"))
+        #expect(read("statustext-upstream-down.txt").hasPrefix("reconnecting in "), "\(read("statustext-upstream-down.txt"))")
+        #expect(read("statustext-upstream-down.txt").contains("Connection refused"))
+        #expect(read("statustext-recovered.txt").hasPrefix("connected to ws://127.0.0.1:18080/graphql"))
+
+        // systemctl reload keeps the live subscription (ticks keep coming, no error).
+        #expect(read("reload.txt.rc") == "0")
+        let before = Int(read("ticks-before-reload.txt")) ?? 0
+        let after = Int(read("ticks-after-reload.txt")) ?? 0
+        #expect(before > 0 && after > before, "ticks \(before) → \(after)")
+        #expect(!read("subscription.err").contains("error"), "\(read("subscription.err"))")
+        #expect(read("subscription.err").contains("state: reconnecting"))
+
+        // The watchdog restarts a frozen (SIGSTOP) process.
+        let pids = read("watchdog-pids.txt").split(separator: " ")
+        #expect(pids.count == 2 && pids[0] != pids[1], "\(pids)")
+        #expect(read("nrestarts.txt") == "1")
+
+        // systemctl stop exits cleanly.
+        #expect(read("stop-result.txt") == "success")
+        #expect(read("stop-status.txt") == "0")
+
+        // journalctl -u gqlmuxd tells the story.
+        let journal = read("journal.json").split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+        let events = journal.compactMap { $0["GQLMUX_EVENT"] as? String }
+        for expected in ["started", "connected", "disconnected", "reconnecting", "reconnected", "reloaded", "client_connected", "subscribed", "stopping"] {
+            #expect(events.contains(expected), "journal has no \(expected); got \(Set(events).sorted())")
+        }
+        #expect(read("journal.txt").contains("Watchdog timeout"))
+        print("systemctl status gqlmuxd (inside nspawn):\n" + read("systemctl-status.txt"))
+    }
+}

@@ -1,0 +1,60 @@
+#!/bin/bash
+# Runs inside the systemd-nspawn container of SystemdTests (as gqlmux-e2e.service): drives
+# the shipped units with systemctl and records what systemd and journald report.
+out=/gqlmux-out
+bin=/opt/gqlmux-test/bin
+ctl="$bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock"
+record() { "$@" >"$out/$name" 2>&1; echo $? >"$out/$name.rc"; }
+status_text() { systemctl show -P StatusText gqlmuxd.service >"$out/$1"; }
+
+# As scripts/install.sh does: the socket's group and the static service user.
+groupadd --system gqlmux
+useradd --system --gid gqlmux --no-create-home --shell /usr/sbin/nologin gqlmux
+systemctl daemon-reload
+
+systemctl start gqlmux-test-upstream.service
+name=socket-start.txt record systemctl start gqlmuxd.socket
+systemctl is-active gqlmuxd.service >"$out/active-before.txt"
+sleep 0.5
+name=status-first.json record $ctl status --json
+systemctl is-active gqlmuxd.service >"$out/active-after.txt"
+
+$ctl subscribe 'subscription { tick }' >"$out/subscription.out" 2>"$out/subscription.err" &
+sub=$!
+sleep 2
+status_text statustext-connected.txt
+
+systemctl kill --signal=SIGKILL gqlmux-test-upstream.service
+sleep 1.5
+status_text statustext-upstream-down.txt
+systemctl start gqlmux-test-upstream.service
+sleep 2.5
+status_text statustext-recovered.txt
+
+wc -l <"$out/subscription.out" >"$out/ticks-before-reload.txt"
+name=reload.txt record systemctl reload gqlmuxd.service
+sleep 2
+status_text statustext-after-reload.txt
+wc -l <"$out/subscription.out" >"$out/ticks-after-reload.txt"
+kill $sub
+sleep 0.3
+systemctl status gqlmuxd.service --no-pager -l >"$out/systemctl-status.txt" 2>&1
+
+old=$(systemctl show -P MainPID gqlmuxd.service)
+[ "${old:-0}" -gt 1 ] && kill -STOP "$old"
+for _ in $(seq 150); do
+    new=$(systemctl show -P MainPID gqlmuxd.service)
+    [ "$new" != "$old" ] && [ "$new" != 0 ] && [ "$(systemctl is-active gqlmuxd.service)" = active ] && break
+    sleep 0.1
+done
+echo "$old ${new:-}" >"$out/watchdog-pids.txt"
+systemctl show -P NRestarts gqlmuxd.service >"$out/nrestarts.txt"
+
+systemctl stop gqlmuxd.service gqlmuxd.socket
+systemctl show -P Result gqlmuxd.service >"$out/stop-result.txt"
+systemctl show -P ExecMainStatus gqlmuxd.service >"$out/stop-status.txt"
+journalctl -u gqlmuxd.service -o json >"$out/journal.json"
+journalctl -u gqlmuxd.service -o verbose >"$out/journal-verbose.txt"
+journalctl -u gqlmuxd.service --no-pager >"$out/journal.txt"
+echo done >"$out/done"
+systemctl poweroff --no-block
