@@ -106,7 +106,10 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         guard operations.count < daemon.configuration.limits.maxOperationsPerClient else {
-            daemon.events.emit(.limitExceeded, fields(["GQLMUX_LIMIT": "max_operations_per_client"]))
+            daemon.events.emit(
+                .limitExceeded, fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
+                message: "max_operations_per_client reached (\(peerDescription))"
+            )
             send(
                 LocalEncode.error(
                     id: id,
@@ -217,6 +220,14 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         let ops = operations
         operations.removeAll()
         for (id, entry) in ops { daemon.fanout.unsubscribe(entry, session: self, localID: id) }
+    }
+
+    /// `pid 123, uid 1000, "name"` for log messages.
+    var peerDescription: String {
+        var parts: [String] = []
+        if let credentials { parts += ["pid \(credentials.pid)", "uid \(credentials.uid)"] }
+        if !name.isEmpty { parts.append("\"\(name)\"") }
+        return parts.isEmpty ? "unknown peer" : parts.joined(separator: ", ")
     }
 
     func fields(_ extra: [String: String] = [:]) -> [String: String] {

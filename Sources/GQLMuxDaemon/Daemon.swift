@@ -211,18 +211,18 @@ package final class Daemon: @unchecked Sendable {
             return
         }
         guard sessions.count < configuration.limits.maxClients else {
-            events.emit(.limitExceeded, session.fields(["GQLMUX_LIMIT": "max_clients"]))
+            events.emit(.limitExceeded, session.fields(["GQLMUX_LIMIT": "max_clients"]), message: "max_clients reached; client refused")
             session.fail(code: LocalErrorCode.limitExceeded, "max_clients (\(configuration.limits.maxClients)) reached")
             return
         }
         sessions[ObjectIdentifier(session)] = session
-        events.emit(.clientConnected, session.fields())
+        events.emit(.clientConnected, session.fields(), message: "client connected (\(session.peerDescription))")
         statusChanged()
     }
 
     func sessionClosed(_ session: ClientSession) {
         guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
-        events.emit(.clientDisconnected, session.fields())
+        events.emit(.clientDisconnected, session.fields(), message: "client disconnected (\(session.peerDescription))")
         statusChanged()
     }
 
@@ -313,9 +313,9 @@ package final class Daemon: @unchecked Sendable {
             if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
             events.emit(.disconnected, fields, message: "disconnected: \(reason)")
         case .ping(let received):
-            events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"])
+            events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "ping received" : "ping sent")
         case .pong(let received):
-            events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"])
+            events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
         }
     }
 }

@@ -29,7 +29,11 @@ final class Fanout: @unchecked Sendable {
         if request.kind == .subscription, let entry = byKey[request.dedupKey] {
             entry.subscribers.append(subscriber)
             session.send(LocalEncode.state(id: localID, entry.state.rawValue))
-            events.emit(.subscribed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_SHARED": "true"])
+            events.emit(
+                .subscribed,
+                ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_SHARED": "true"],
+                message: "operation \(localID) joined upstream subscription \(entry.upstreamID) (\(entry.subscribers.count) subscribers)"
+            )
             return entry
         }
         let entry = UpstreamEntry(dedupKey: request.kind == .subscription ? request.dedupKey : nil, kind: request.kind)
@@ -45,7 +49,11 @@ final class Fanout: @unchecked Sendable {
         } else {
             byUpstreamID[entry.upstreamID] = entry
         }
-        events.emit(.subscribed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_OPERATION_KIND": "\(request.kind)"])
+        events.emit(
+            .subscribed,
+            ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_OPERATION_KIND": "\(request.kind)"],
+            message: "operation \(localID) sent upstream as \(request.kind) \(entry.upstreamID)"
+        )
         return entry
     }
 
@@ -55,7 +63,11 @@ final class Fanout: @unchecked Sendable {
         guard entry.subscribers.isEmpty, byUpstreamID[entry.upstreamID] === entry else { return }
         forget(entry)
         transport.completeOnLoop(id: entry.upstreamID)
-        events.emit(.completed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "last subscriber left"])
+        events.emit(
+            .completed,
+            ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "last subscriber left"],
+            message: "upstream operation \(entry.upstreamID) completed: last subscriber left"
+        )
     }
 
     private func forget(_ entry: UpstreamEntry) {
@@ -96,9 +108,16 @@ final class Fanout: @unchecked Sendable {
             if case .error(let error) = finish {
                 var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID]
                 if case .local(let code, _, _, _) = error { fields["GQLMUX_ERROR_CODE"] = code }
-                events.emit(.operationError, fields)
+                events.emit(
+                    .operationError, fields,
+                    message: "upstream operation \(entry.upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")
+                )
             } else if finish == .completed {
-                events.emit(.completed, ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "upstream completed"])
+                events.emit(
+                    .completed,
+                    ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "upstream completed"],
+                    message: "upstream operation \(entry.upstreamID) completed by the server"
+                )
             }
         }
     }
