@@ -129,15 +129,18 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS",
+                "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
+        // Helpers shared by the test targets.
+        .target(name: "GQLMuxTestSupport", swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",
             dependencies: [
-                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GraphQLTransportWS",
+                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GraphQLTransportWS", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -151,7 +154,7 @@ let package = Package(
         .testTarget(
             name: "UpstreamTests",
             dependencies: [
-                "Upstream", "TestUpstream", "GraphQLTransportWS",
+                "Upstream", "TestUpstream", "GraphQLTransportWS", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

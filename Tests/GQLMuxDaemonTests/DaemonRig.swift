@@ -5,23 +5,10 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import TestUpstream
+@_exported import GQLMuxTestSupport
 import Testing
 import Upstream
 
-/// Polls `condition` every 10 ms until it holds or `seconds` pass.
-func eventually(
-    _ what: String,
-    within seconds: Double = 10,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () async -> Bool
-) async {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    Issue.record("timed out after \(seconds)s waiting for: \(what)", sourceLocation: sourceLocation)
-}
 
 /// Records daemon events for assertions.
 final class EventLog: Sendable {

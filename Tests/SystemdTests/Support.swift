@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+@_exported import GQLMuxTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -34,20 +35,6 @@ enum Paths {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `seconds` pass.
-func eventually(
-    _ what: String,
-    within seconds: Double = 10,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () async -> Bool
-) async {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    Issue.record("timed out after \(seconds)s waiting for: \(what)", sourceLocation: sourceLocation)
-}
 
 /// A child process with captured stderr.
 final class Child: @unchecked Sendable {

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import TestUpstream
+@_exported import GQLMuxTestSupport
 import Testing
 
 @testable import Upstream
@@ -35,20 +36,6 @@ final class Recorder: Sendable {
     func count(_ event: TransportEvent) -> Int { events.filter { $0 == event }.count }
 }
 
-/// Polls `condition` every 10 ms until it holds or `seconds` pass.
-func eventually(
-    _ what: String,
-    within seconds: Double = 10,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () async -> Bool
-) async {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if await condition() { return }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    Issue.record("timed out after \(seconds)s waiting for: \(what)", sourceLocation: sourceLocation)
-}
 
 /// A test upstream, a transport on a loop of its own, and a recorder, torn down together.
 struct Rig {
