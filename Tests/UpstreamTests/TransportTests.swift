@@ -286,3 +286,20 @@ import Testing
         await rig.tearDown()
     }
 }
+
+@Suite(.serialized) struct MessageSizeTests {
+    @Test func messageOverMaxMessageBytesDropsTheConnectionAndReconnects() async throws {
+        let rig = try await Rig.make { $0.maxMessageBytes = 2048 }
+        rig.transport.start()
+        try await rig.subscribe(key: "s")
+        await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
+        await rig.server.tick(count: 1, padding: 100)
+        await eventually("small message delivered") { rig.recorder.nexts("s").count == 1 }
+        await rig.server.tick(count: 1, padding: 10_000)
+        await eventually("connection replaced") { await rig.server.currentStats.connections == 2 }
+        await eventually("subscription active again") { rig.recorder.states("s").suffix(2) == [.reconnecting, .active] }
+        #expect(rig.recorder.nexts("s").count == 1)
+        #expect(rig.recorder.events.contains { if case .disconnected(1009, _) = $0 { true } else { false } })
+        await rig.tearDown()
+    }
+}
