@@ -10,7 +10,6 @@ public final class GQLMuxSubscription: AsyncSequence, Sendable {
     private let stream: AsyncThrowingStream<GQLMuxResult, any Error>
     private let stateBox: NIOLockedValueBox<GQLMuxSubscriptionState>
     private let onCancel: @Sendable () -> Void
-    private let stateChanges: (@Sendable (GQLMuxSubscriptionState) -> Void)?
 
     init(
         stream: AsyncThrowingStream<GQLMuxResult, any Error>,
@@ -20,7 +19,6 @@ public final class GQLMuxSubscription: AsyncSequence, Sendable {
         self.stream = stream
         self.stateBox = stateBox
         self.onCancel = onCancel
-        self.stateChanges = nil
     }
 
     /// The latest lifecycle state.
