@@ -32,7 +32,8 @@ extension GQLMuxClient {
     func cancel(id: String) {
         guard let operation = operations.removeValue(forKey: id) else { return }
         channel?.writeAndFlush(ByteBuffer(string: #"{"type":"complete","id":\#(jsonString(id))}"# + "\n"), promise: nil)
-        operation.onFinish(nil)
+        // A cancelled subscription just ends; a cancelled query or mutation throws.
+        operation.onFinish(operation.kind == .subscription ? nil : CancellationError())
     }
 
     func connectIfNeeded() {

@@ -89,6 +89,18 @@ import Testing
         await rig.tearDown()
     }
 
+    @Test func cancellingAQueryTaskCompletesItAtTheUpstream() async throws {
+        let rig = try await DaemonRig()
+        let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))
+        let task = Task { try await client.query("{ hold }") }
+        await eventually("query reached the upstream") { await rig.server.currentStats.queries == 1 }
+        task.cancel()
+        await eventually("complete sent upstream") { await rig.server.currentStats.completesReceived == 1 }
+        await #expect(throws: CancellationError.self) { try await task.value }
+        await client.close()
+        await rig.tearDown()
+    }
+
     @Test func clientLibraryQueryMutationStatusAndTypedErrors() async throws {
         let rig = try await DaemonRig()
         let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))

@@ -1,0 +1,57 @@
+import Foundation
+import TestUpstream
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// gqlmuxctl against a real gqlmuxd: output format and exit codes a shell script relies on.
+@Suite(.serialized) struct CLITests {
+    @Test func outputAndExitCodes() async throws {
+        let server = TestUpstreamServer()
+        try await server.start()
+        let directory = try Paths.temporaryDirectory("gqlmux-cli")
+        let socket = directory + "/gqlmux.sock"
+        try "[upstream]\nurl = \"\(server.url)\"\n[socket]\npath = \"\(socket)\"\n"
+            .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
+        await eventually("socket") { FileManager.default.fileExists(atPath: socket) }
+        await eventually("upstream connected") { await server.currentStats.connections == 1 }
+        let ctl = Paths.binary("gqlmuxctl")
+
+        let query = try await runCommand(ctl, ["--socket", socket, "query", "{ hello }"])
+        #expect(query.status == 0)
+        #expect(query.output == #"{"data":{"hello":"world"}}"# + "\n")
+
+        let mutation = try await runCommand(ctl, ["query", "mutation { increment }", "--socket", socket])
+        #expect(mutation.status == 0 && mutation.output.contains(#""increment":1"#))
+
+        await server.setOptions { $0.tickInterval = nil }
+        let subscribe = try Child(ctl, ["subscribe", "subscription { tick }", "--count", "2", "--socket", socket])
+        await eventually("subscribed upstream") { await server.currentStats.activeSubscriptions == 1 }
+        await server.tick()
+        await server.tick()
+        #expect(await subscribe.wait() == 0)
+        #expect(subscribe.stdout == #"{"data":{"tick":1}}"# + "\n" + #"{"data":{"tick":2}}"# + "\n")
+        #expect(subscribe.stderr.contains("state: active"))
+
+        let invalid = try await runCommand(ctl, ["--socket", socket, "query", "{ hello "])
+        #expect(invalid.status == 1)
+        #expect(invalid.output.contains("INVALID_DOCUMENT"))
+
+        let status = try await runCommand(ctl, ["status", "--json", "--socket", socket])
+        #expect(status.status == 0 && status.output.contains(#""state":"connected""#))
+
+        let badVariables = try await runCommand(ctl, ["query", "{ hello }", "--variables", "[1]", "--socket", socket])
+        #expect(badVariables.status == 64)
+
+        let unreachable = try await runCommand(ctl, ["--socket", directory + "/none.sock", "status"])
+        #expect(unreachable.status == 69)
+        #expect(unreachable.output.contains("cannot connect to \(directory)/none.sock: No such file or directory"))
+
+        daemon.signal(SIGTERM)
+        #expect(await daemon.wait() == 0)
+        await server.shutdown()
+    }
+}
