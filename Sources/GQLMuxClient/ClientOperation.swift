@@ -1,3 +1,5 @@
+import GraphQLTransportWS
+
 /// One operation of a ``GQLMuxClient``; loop-confined.
 final class ClientOperation: @unchecked Sendable {
     enum Kind: Equatable {
@@ -30,9 +32,9 @@ final class ClientOperation: @unchecked Sendable {
     func line(id: String) -> String {
         switch kind {
         case .subscription, .single:
-            return #"{"type":"subscribe","id":\#(jsonStringLiteral(id)),"payload":\#(payload)}"# + "\n"
+            return #"{"type":"subscribe","id":\#(jsonString(id)),"payload":\#(payload)}"# + "\n"
         case .admin(let verb):
-            return #"{"type":"\#(verb)","id":\#(jsonStringLiteral(id))}"# + "\n"
+            return #"{"type":"\#(verb)","id":\#(jsonString(id))}"# + "\n"
         }
     }
 }

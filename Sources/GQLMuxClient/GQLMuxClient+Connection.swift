@@ -8,8 +8,6 @@ import NIOPosix
 import Glibc
 #endif
 
-func jsonStringLiteral(_ s: String) -> String { jsonString(s) }
-
 extension GQLMuxClient {
     /// Registers and sends an operation; returns its local id. On the loop.
     func start(_ operation: ClientOperation) -> String {
@@ -119,17 +117,15 @@ extension GQLMuxClient {
         scheduleReconnect()
     }
 
-    /// One line from the daemon.
-    func received(_ line: ByteBuffer) {
-        guard let envelope = try? line.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try Envelope(bytes) }) else { return }
-        let payload = envelope.payload.map { line.getString(at: line.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+    /// One message from the daemon that names an operation.
+    func received(_ envelope: Envelope) {
+        let payload = envelope.payload.map { String(buffer: $0) }
         guard let id = envelope.id, let operation = operations[id] else { return }
         switch envelope.type {
         case "next":
             if let payload { operation.onNext(GQLMuxResult(json: payload)) }
         case "state":
-            let text = (try? JSONSerialization.jsonObject(with: Data(line.readableBytesView)) as? [String: Any])?["state"] as? String
-            if let state = text.flatMap(GQLMuxSubscriptionState.init(rawValue:)) { operation.onState(state) }
+            if let state = envelope.state.flatMap(GQLMuxSubscriptionState.init(rawValue:)) { operation.onState(state) }
         case "complete":
             operations[id] = nil
             operation.onFinish(nil)
@@ -171,15 +167,12 @@ final class ClientLineHandler: ChannelInboundHandler, @unchecked Sendable {
     init(client: GQLMuxClient) { self.client = client }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let line = unwrapInboundIn(data)
-        if let envelope = try? line.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try Envelope(bytes) }),
-            envelope.type == "error", envelope.id == nil
-        {
-            let payload = envelope.payload.map { line.getString(at: line.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
-            connectionError = GQLMuxClient.decodeError(payload)
+        guard let envelope = try? Envelope(unwrapInboundIn(data)) else { return }
+        if envelope.type == "error", envelope.id == nil {
+            connectionError = GQLMuxClient.decodeError(envelope.payload.map { String(buffer: $0) })
             return
         }
-        client.received(line)
+        client.received(envelope)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

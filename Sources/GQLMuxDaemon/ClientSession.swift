@@ -61,21 +61,21 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         if line.readableBytes == 0 { return }
         let envelope: Envelope
         do {
-            envelope = try line.withUnsafeReadableBytes { bytes throws(JSONScanError) in try Envelope(bytes) }
+            envelope = try Envelope(line)
         } catch {
             protocolError("invalid message: \(error)")
             return
         }
-        let payload = envelope.payload.map { line.getSlice(at: line.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        let payload = envelope.payload
         switch envelope.type {
         case "connection_init":
-            if let payload, envelope.payload?.kind == .object {
+            if let payload, envelope.payloadKind == .object {
                 name = clientName(payload) ?? ""
             }
             send(daemon.connectionAck())
         case "subscribe":
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'subscribe' needs a non-empty string 'id'") }
-            guard let payload, envelope.payload?.kind == .object else {
+            guard let payload, envelope.payloadKind == .object else {
                 return protocolError("'subscribe' needs an object 'payload'")
             }
             subscribe(id: id, payload: payload)

@@ -28,14 +28,9 @@ extension ServerMessage {
     package static func parse(_ frame: ByteBuffer) throws(ProtocolViolation) -> ServerMessage {
         let envelope: Envelope
         do {
-            envelope = try frame.withUnsafeReadableBytes { bytes throws(JSONScanError) in
-                try Envelope(bytes)
-            }
+            envelope = try Envelope(frame)
         } catch {
             throw ProtocolViolation("invalid message: \(error)")
-        }
-        func payload() -> ByteBuffer? {
-            envelope.payload.map { frame.getSlice(at: frame.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
         }
         func id() throws(ProtocolViolation) -> String {
             guard let id = envelope.id, !id.isEmpty else {
@@ -44,9 +39,9 @@ extension ServerMessage {
             return id
         }
         func optionalObjectPayload() throws(ProtocolViolation) -> ByteBuffer? {
-            switch envelope.payload?.kind {
+            switch envelope.payloadKind {
             case nil, .null: return nil
-            case .object: return payload()
+            case .object: return envelope.payload
             default: throw ProtocolViolation("'\(envelope.type)' payload must be an object")
             }
         }
@@ -55,13 +50,13 @@ extension ServerMessage {
             return .connectionAck(payload: try optionalObjectPayload())
         case "next":
             let id = try id()
-            guard envelope.payload?.kind == .object, let body = payload() else {
+            guard envelope.payloadKind == .object, let body = envelope.payload else {
                 throw ProtocolViolation("'next' payload must be an object")
             }
             return .next(id: id, payload: body)
         case "error":
             let id = try id()
-            guard envelope.payload?.kind == .array, let body = payload() else {
+            guard envelope.payloadKind == .array, let body = envelope.payload else {
                 throw ProtocolViolation("'error' payload must be an array of errors")
             }
             return .error(id: id, payload: body)
@@ -77,34 +72,50 @@ extension ServerMessage {
     }
 }
 
-/// The envelope of a graphql-transport-ws style message: `type`, `id` and where `payload` lies.
+/// The envelope of a graphql-transport-ws style message (also the local protocol's):
+/// `type`, `id`, `state`, and the `payload` left undecoded as a slice of the message.
 package struct Envelope: Sendable {
     package var type: String
     package var id: String?
-    package var payload: JSONMember?
+    /// The `state` of a local-protocol `state` message.
+    package var state: String?
+    /// The raw `payload` value, sharing the message's storage (never copied or decoded).
+    package var payload: ByteBuffer?
+    package var payloadKind: JSONValueKind?
 
     /// Scans a whole message; `type` must be a string, `id` a string when present.
-    package init(_ bytes: UnsafeRawBufferPointer) throws(JSONScanError) {
+    package init(_ message: ByteBuffer) throws(JSONScanError) {
         var type: String?
         var id: String?
+        var state: String?
         var payload: JSONMember?
-        for member in try JSONScanner.scanObject(bytes) {
-            switch member.key {
-            case "type":
-                guard member.kind == .string else { throw JSONScanError(offset: member.range.lowerBound, reason: "'type' must be a string") }
-                type = JSONScanner.decodeString(bytes, member.range)
-            case "id":
-                guard member.kind == .string else { throw JSONScanError(offset: member.range.lowerBound, reason: "'id' must be a string") }
-                id = JSONScanner.decodeString(bytes, member.range)
-            case "payload":
-                payload = member
-            default:
-                continue
+        try message.withUnsafeReadableBytes { bytes throws(JSONScanError) in
+            for member in try JSONScanner.scanObject(bytes) {
+                switch member.key {
+                case "type":
+                    guard member.kind == .string else {
+                        throw JSONScanError(offset: member.range.lowerBound, reason: "'type' must be a string")
+                    }
+                    type = JSONScanner.decodeString(bytes, member.range)
+                case "id":
+                    guard member.kind == .string else {
+                        throw JSONScanError(offset: member.range.lowerBound, reason: "'id' must be a string")
+                    }
+                    id = JSONScanner.decodeString(bytes, member.range)
+                case "state" where member.kind == .string:
+                    state = JSONScanner.decodeString(bytes, member.range)
+                case "payload":
+                    payload = member
+                default:
+                    continue
+                }
             }
         }
         guard let type else { throw JSONScanError(offset: 0, reason: "missing 'type'") }
         self.type = type
         self.id = id
-        self.payload = payload
+        self.state = state
+        self.payload = payload.map { message.getSlice(at: message.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        self.payloadKind = payload?.kind
     }
 }

@@ -57,11 +57,11 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func handle(_ text: ByteBuffer) {
-        guard let envelope = try? text.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try Envelope(bytes) }) else {
+        guard let envelope = try? Envelope(text) else {
             close(code: 4400, reason: "Invalid message received")
             return
         }
-        let payload = envelope.payload.map { text.getString(at: text.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
+        let payload = envelope.payload.map { String(buffer: $0) }
         switch envelope.type {
         case "connection_init":
             server.stats.connectionInits += 1
