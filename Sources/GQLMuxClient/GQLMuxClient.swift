@@ -180,14 +180,21 @@ public final class GQLMuxClient: @unchecked Sendable {
     }
 
     static func requestJSON(query: String, variables: [String: any Sendable]?, operationName: String?) throws -> String {
-        var request = #"{"query":\#(jsonString(query))"#
+        var variablesJSON: String?
         if let variables {
             guard JSONSerialization.isValidJSONObject(variables) else {
                 throw GQLMuxError(code: "BAD_REQUEST", message: "variables are not JSON-compatible")
             }
             let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
-            request += #","variables":"# + String(decoding: data, as: UTF8.self)
+            variablesJSON = String(decoding: data, as: UTF8.self)
         }
+        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName)
+    }
+
+    /// The `subscribe` payload object; `variablesJSON` must already be a JSON object.
+    package static func requestJSON(query: String, variablesJSON: String?, operationName: String?) -> String {
+        var request = #"{"query":\#(jsonString(query))"#
+        if let variablesJSON { request += #","variables":"# + variablesJSON }
         if let operationName { request += #","operationName":\#(jsonString(operationName))"# }
         return request + "}"
     }

@@ -9,7 +9,7 @@ public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { json }
 
-    /// Decodes the result (or a type shaped like its `data`, with `at: "data"`).
+    /// Decodes the whole result (`{"data":…,"errors":…}`) into `T`.
     public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
         try JSONDecoder().decode(T.self, from: Data(json.utf8))
     }

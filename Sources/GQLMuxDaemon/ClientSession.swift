@@ -161,13 +161,14 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         if flush { self.flush() }
     }
 
-    /// Hot path: prefix + the shared payload bytes (forwarded, never re-encoded), appended to
-    /// this client's batch. One NIO write per client per loop turn is far cheaper than two per
-    /// message (see scripts/bench.sh). False when nothing was written.
-    func writeNext(prefix: ByteBuffer, shared: ByteBuffer) -> Bool {
+    /// Hot path: prefix + the upstream payload bytes (forwarded, never re-encoded) + suffix,
+    /// appended to this client's batch. One NIO write per client per loop turn is far cheaper
+    /// than two per message (see scripts/bench.sh). False when nothing was written.
+    func writeNext(prefix: ByteBuffer, payload: ByteBuffer) -> Bool {
         guard !closing else { return false }
         batch.writeImmutableBuffer(prefix)
-        batch.writeImmutableBuffer(shared)
+        batch.writeImmutableBuffer(payload)
+        batch.writeStaticString(LocalEncode.nextSuffix)
         return true
     }
 

@@ -37,7 +37,7 @@ package final class Daemon: @unchecked Sendable {
         configuration: DaemonConfiguration,
         configPath: String?,
         eventLoop: any EventLoop,
-        events: DaemonEvents = .stderr
+        events: DaemonEvents
     ) throws {
         self.configuration = configuration
         self.configPath = configPath

@@ -74,13 +74,6 @@ package struct DaemonEvents: Sendable {
         self.sink = { event, message, fields, _ in sink(event, message, fields) }
     }
 
-    /// Plain lines on stderr: `gqlmuxd: connected: ... KEY=value`.
-    package static let stderr = DaemonEvents { event, message, fields in
-        let extra = fields.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let line = "gqlmuxd: \(event.rawValue): \(message)" + (extra.isEmpty ? "" : " \(extra)") + "\n"
-        FileHandle.standardError.write(Data(line.utf8))
-    }
-
     package func emit(
         _ event: DaemonEvent,
         _ fields: [String: String] = [:],

@@ -79,12 +79,7 @@ final class Fanout: @unchecked Sendable {
         switch update {
         case .next(let payload):
             messagesIn += 1
-            var shared = ByteBuffer()
-            shared.reserveCapacity(payload.readableBytes + 2)
-            var p = payload
-            shared.writeBuffer(&p)
-            shared.writeStaticString(LocalEncode.nextSuffix)
-            for subscriber in entry.subscribers where subscriber.session.writeNext(prefix: subscriber.prefix, shared: shared) {
+            for subscriber in entry.subscribers where subscriber.session.writeNext(prefix: subscriber.prefix, payload: payload) {
                 messagesOut += 1
                 markDirty(subscriber.session)
             }

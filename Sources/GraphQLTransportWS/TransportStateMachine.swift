@@ -100,7 +100,6 @@ package struct TransportStateMachine {
 
     package var operationCount: Int { operations.count }
     package func state(of id: String) -> OperationState? { operations[id]?.state }
-    package var subscriptionCount: Int { operations.values.filter { $0.kind == .subscription }.count }
 
     /// The earliest instant at which ``tick(now:)`` has work to do.
     package var nextDeadline: Instant? {

@@ -22,7 +22,7 @@ package enum LocalErrorCode {
 
 /// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
 package enum LocalEncode {
-    /// `{"type":"next","id":ID,"payload":` — the per-subscriber prefix; the shared
+    /// `{"type":"next","id":ID,"payload":` — the per-subscriber prefix; the upstream
     /// payload bytes and ``nextSuffix`` follow.
     package static func nextPrefix(id: String) -> ByteBuffer {
         var b = ByteBuffer()

@@ -5,17 +5,24 @@ import Logging
 import Glibc
 #endif
 
-/// A swift-log handler that writes native journald entries with `sd_journal_sendv`:
-/// `MESSAGE`, `PRIORITY`, `SYSLOG_IDENTIFIER`, `CODE_FILE/CODE_LINE/CODE_FUNC`, and every
-/// metadata key as an upper-case journal field.
+/// A swift-log handler for gqlmuxd. To the journal it writes native entries with
+/// `sd_journal_sendv`: `MESSAGE`, `PRIORITY`, `SYSLOG_IDENTIFIER`, `CODE_FILE/CODE_LINE/CODE_FUNC`,
+/// and every metadata key as an upper-case journal field. To stderr it writes plain lines:
+/// `gqlmuxd: <level>: message KEY=value …`.
 package struct JournalLogHandler: LogHandler {
+    package enum Destination: Sendable {
+        case journal, stderr
+    }
+
     package var logLevel: Logger.Level
     package var metadata: Logger.Metadata = [:]
     private let identifier: String
+    private let destination: Destination
 
-    package init(identifier: String, level: Logger.Level) {
+    package init(identifier: String, level: Logger.Level, destination: Destination) {
         self.identifier = identifier
         self.logLevel = level
+        self.destination = destination
     }
 
     package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -24,6 +31,14 @@ package struct JournalLogHandler: LogHandler {
     }
 
     package func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        switch destination {
+        case .journal: writeJournal(event, merged)
+        case .stderr: writeStderr(event, merged)
+        }
+    }
+
+    private func writeJournal(_ event: LogEvent, _ merged: Logger.Metadata) {
         var fields: [String] = [
             "MESSAGE=\(event.message)",
             "PRIORITY=\(Self.priority(event.level))",
@@ -32,7 +47,6 @@ package struct JournalLogHandler: LogHandler {
             "CODE_LINE=\(event.line)",
             "CODE_FUNC=\(event.function)",
         ]
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
         for (key, value) in merged {
             guard let name = Self.fieldName(key) else { continue }
             fields.append("\(name)=\(value)")
@@ -88,26 +102,8 @@ package struct JournalLogHandler: LogHandler {
         guard fstat(2, &info) == 0 else { return false }
         return value == "\(info.st_dev):\(info.st_ino)"
     }
-}
 
-/// Plain lines on stderr: `gqlmuxd: <level>: message KEY=value …`.
-package struct StderrLogHandler: LogHandler {
-    package var logLevel: Logger.Level
-    package var metadata: Logger.Metadata = [:]
-    private let identifier: String
-
-    package init(identifier: String, level: Logger.Level) {
-        self.identifier = identifier
-        self.logLevel = level
-    }
-
-    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    package func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+    private func writeStderr(_ event: LogEvent, _ merged: Logger.Metadata) {
         let extra = merged.sorted { $0.key < $1.key }
             .filter { $0.key != "MESSAGE_ID" }
             .map { "\($0.key)=\($0.value)" }.joined(separator: " ")

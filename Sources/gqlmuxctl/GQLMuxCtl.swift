@@ -68,14 +68,7 @@ struct Request: ParsableArguments {
     }
 
     var json: String {
-        var request = #"{"query":\#(quoted(query))"#
-        if let variables { request += #","variables":\#(variables)"# }
-        if let operationName { request += #","operationName":\#(quoted(operationName))"# }
-        return request + "}"
-    }
-
-    private func quoted(_ s: String) -> String {
-        String(decoding: try! JSONSerialization.data(withJSONObject: s, options: [.fragmentsAllowed]), as: UTF8.self)
+        GQLMuxClient.requestJSON(query: query, variablesJSON: variables, operationName: operationName)
     }
 }
 

@@ -119,9 +119,7 @@ struct GQLMuxd: AsyncParsableCommand {
             case .auto: JournalLogHandler.stderrIsJournal
             }
         let logger = Logger(label: "gqlmuxd") { _ in
-            journal
-                ? JournalLogHandler(identifier: "gqlmuxd", level: level) as any LogHandler
-                : StderrLogHandler(identifier: "gqlmuxd", level: level)
+            JournalLogHandler(identifier: "gqlmuxd", level: level, destination: journal ? .journal : .stderr)
         }
         return DaemonEvents { event, message, fields, source in
             var metadata: Logger.Metadata = ["GQLMUX_EVENT": .string(event.rawValue), "MESSAGE_ID": .string(event.messageID)]
