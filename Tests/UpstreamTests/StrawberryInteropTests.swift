@@ -8,93 +8,88 @@ import TestUpstream
 @testable import Upstream
 
 @Suite(.serialized) struct StrawberryInteropTests {
-    func makeTransport(_ server: StrawberryServer, token: String, recorder: Recorder, group: MultiThreadedEventLoopGroup) throws -> UpstreamTransport {
-        var configuration = UpstreamConfiguration(url: try UpstreamURL(server.url))
-        configuration.connectingPayload = .inline(ByteBuffer(string: #"{"token":"\#(token)"}"#))
-        configuration.transport.backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(1), multiplier: 2, jitter: 0.1)
-        return try UpstreamTransport(configuration: configuration, eventLoop: group.next(), observer: { recorder.observe($0) })
-    }
-
-    @Test func subscriptionQueryMutationAuthAndServerRestart() async throws {
+    /// Starts strawberry and a transport sending `{"token": token}`, runs `body`, tears both down.
+    func withStrawberry(
+        token: String,
+        _ body: (StrawberryServer, UpstreamTransport, Recorder) async throws -> Void
+    ) async throws {
         let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh, which installs strawberry-graphql and uvicorn")
         let server = try StrawberryServer(python: python)
         try await server.start()
         defer { server.kill() }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        var configuration = UpstreamConfiguration(url: try UpstreamURL(server.url))
+        configuration.connectingPayload = .inline(ByteBuffer(string: #"{"token":"\#(token)"}"#))
+        configuration.transport.backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(1), multiplier: 2, jitter: 0.1)
         let recorder = Recorder()
-        let transport = try makeTransport(server, token: "secret", recorder: recorder, group: group)
+        let transport = try UpstreamTransport(configuration: configuration, eventLoop: group.next(), observer: { recorder.observe($0) })
         transport.start()
-
-        let payload = { (query: String) in ByteBuffer(string: #"{"query":\#(jsonString(query))}"#) }
-        _ = try await transport.subscribe(kind: .subscription, payload: payload("subscription { tick(intervalMs: 50) }"), handler: recorder.handler(for: "s")).get()
-        _ = try await transport.subscribe(kind: .query, payload: payload("{ hello }"), handler: recorder.handler(for: "q")).get()
-        _ = try await transport.subscribe(kind: .mutation, payload: payload("mutation { increment }"), handler: recorder.handler(for: "m")).get()
-        await eventually("query and mutation answered, ticks flowing") {
-            recorder.finish("q") == .completed && recorder.finish("m") == .completed && recorder.nexts("s").count >= 3
+        do {
+            try await body(server, transport, recorder)
+        } catch {
+            try? await transport.shutdown().get()
+            try? await group.shutdownGracefully()
+            throw error
         }
-        #expect(recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
-        #expect(recorder.nexts("m").first?.contains(#""increment":"#) == true)
-        #expect(recorder.nexts("s").prefix(2) == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#])
-
-        // Restart the server in the middle of the live subscription.
-        server.kill()
-        let killedAt = ContinuousClock.now
-        await eventually("subscription reconnecting") { recorder.states("s").contains(.reconnecting) }
-        let before = recorder.nexts("s").count  // nothing can arrive while the server is down
-        try await server.start()
-        await eventually("ticks again after restart", within: 20) {
-            recorder.states("s").last == .active && recorder.nexts("s").count >= before + 2
-        }
-        print("strawberry: ticks resumed \(ContinuousClock.now - killedAt) after the kill (server start-up included)")
-        #expect(recorder.nexts("s").dropFirst(before).first == #"{"data":{"tick":1}}"#)
-        #expect(recorder.count(.reconnected) == 1)
         try await transport.shutdown().get()
         try await group.shutdownGracefully()
+    }
+
+    @Test func subscriptionQueryMutationAuthAndServerRestart() async throws {
+        try await withStrawberry(token: "secret") { server, transport, recorder in
+            let payload = { (query: String) in ByteBuffer(string: #"{"query":\#(jsonString(query))}"#) }
+            _ = try await transport.subscribe(kind: .subscription, payload: payload("subscription { tick(intervalMs: 50) }"), handler: recorder.handler(for: "s")).get()
+            _ = try await transport.subscribe(kind: .query, payload: payload("{ hello }"), handler: recorder.handler(for: "q")).get()
+            _ = try await transport.subscribe(kind: .mutation, payload: payload("mutation { increment }"), handler: recorder.handler(for: "m")).get()
+            await eventually("query and mutation answered, ticks flowing") {
+                recorder.finish("q") == .completed && recorder.finish("m") == .completed && recorder.nexts("s").count >= 3
+            }
+            #expect(recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
+            #expect(recorder.nexts("m").first?.contains(#""increment":"#) == true)
+            #expect(recorder.nexts("s").prefix(2) == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#])
+
+            // Restart the server in the middle of the live subscription.
+            server.kill()
+            let killedAt = ContinuousClock.now
+            await eventually("subscription reconnecting") { recorder.states("s").contains(.reconnecting) }
+            let before = recorder.nexts("s").count  // nothing can arrive while the server is down
+            try await server.start()
+            await eventually("ticks again after restart", within: 20) {
+                recorder.states("s").last == .active && recorder.nexts("s").count >= before + 2
+            }
+            print("strawberry: ticks resumed \(ContinuousClock.now - killedAt) after the kill (server start-up included)")
+            #expect(recorder.nexts("s").dropFirst(before).first == #"{"data":{"tick":1}}"#)
+            #expect(recorder.count(.reconnected) == 1)
+        }
     }
 
     @Test func badTokenIsRejectedWith4403AndNotRetried() async throws {
-        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
-        let server = try StrawberryServer(python: python)
-        try await server.start()
-        defer { server.kill() }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let recorder = Recorder()
-        let transport = try makeTransport(server, token: "wrong", recorder: recorder, group: group)
-        transport.start()
-        _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "s")).get()
-        await eventually("failed with 4403") { recorder.finish("s") != nil }
-        guard case .error(.local("UPSTREAM_CLOSED", _, 4403, _)) = recorder.finish("s") else {
-            Issue.record("expected UPSTREAM_CLOSED 4403, got \(String(describing: recorder.finish("s")))")
-            return
+        try await withStrawberry(token: "wrong") { server, transport, recorder in
+            _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "s")).get()
+            await eventually("failed with 4403") { recorder.finish("s") != nil }
+            guard case .error(.local("UPSTREAM_CLOSED", _, 4403, _)) = recorder.finish("s") else {
+                Issue.record("expected UPSTREAM_CLOSED 4403, got \(String(describing: recorder.finish("s")))")
+                return
+            }
+            try await Task.sleep(for: .seconds(1))
+            #expect(recorder.connectionStates.filter { if case .connecting = $0 { true } else { false } }.count == 1)
         }
-        try await Task.sleep(for: .seconds(1))
-        #expect(recorder.connectionStates.filter { if case .connecting = $0 { true } else { false } }.count == 1)
-        try await transport.shutdown().get()
-        try await group.shutdownGracefully()
     }
 
     @Test func syntaxErrorClose4400IsBlamedOnTheBadSubscribe() async throws {
-        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
-        let server = try StrawberryServer(python: python)
-        try await server.start()
-        defer { server.kill() }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let recorder = Recorder()
-        let transport = try makeTransport(server, token: "secret", recorder: recorder, group: group)
-        transport.start()
-        _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "good")).get()
-        await eventually("good is ticking") { recorder.nexts("good").count >= 1 }
-        try await Task.sleep(for: .milliseconds(1100))
-        _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#), handler: recorder.handler(for: "bad")).get()
-        await eventually("bad finished") { recorder.finish("bad") != nil }
-        let closeCode: UInt16? = if case .error(.local(_, _, let code, _)) = recorder.finish("bad") { code } else { nil }
-        let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }
-        // strawberry closes the whole connection with 4400; gqlmux blames the new subscribe.
-        #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")
-        let before = recorder.nexts("good").count
-        await eventually("good keeps ticking") { recorder.nexts("good").count >= before + 2 && recorder.states("good").last == .active }
-        #expect(recorder.finish("good") == nil)
-        try await transport.shutdown().get()
-        try await group.shutdownGracefully()
+        try await withStrawberry(token: "secret") { server, transport, recorder in
+            _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "good")).get()
+            await eventually("good is ticking") { recorder.nexts("good").count >= 1 }
+            try await Task.sleep(for: .milliseconds(1100))
+            _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#), handler: recorder.handler(for: "bad")).get()
+            await eventually("bad finished") { recorder.finish("bad") != nil }
+            let closeCode: UInt16? = if case .error(.local(_, _, let code, _)) = recorder.finish("bad") { code } else { nil }
+            let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }
+            // strawberry closes the whole connection with 4400; gqlmux blames the new subscribe.
+            #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")
+            let before = recorder.nexts("good").count
+            await eventually("good keeps ticking") { recorder.nexts("good").count >= before + 2 && recorder.states("good").last == .active }
+            #expect(recorder.finish("good") == nil)
+        }
     }
 }
