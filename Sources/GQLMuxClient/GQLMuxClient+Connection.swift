@@ -111,7 +111,7 @@ extension GQLMuxClient {
                 operation.onState(.reconnecting)
             } else {
                 operations[id] = nil
-                operation.onFinish(GQLMuxError(code: "CONNECTION_LOST", message: "the connection to gqlmuxd was lost"))
+                operation.onFinish(GQLMuxError(code: ErrorCode.connectionLost, message: "the connection to gqlmuxd was lost"))
             }
         }
         scheduleReconnect()

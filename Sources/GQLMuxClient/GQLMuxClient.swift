@@ -183,7 +183,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         var variablesJSON: String?
         if let variables {
             guard JSONSerialization.isValidJSONObject(variables) else {
-                throw GQLMuxError(code: "BAD_REQUEST", message: "variables are not JSON-compatible")
+                throw GQLMuxError(code: ErrorCode.badRequest, message: "variables are not JSON-compatible")
             }
             let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
             variablesJSON = String(decoding: data, as: UTF8.self)

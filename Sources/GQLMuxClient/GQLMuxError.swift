@@ -1,3 +1,5 @@
+import GraphQLTransportWS
+
 /// An error from gqlmux or the upstream, identified by its `code`.
 ///
 /// Compare with the static members: `catch let error as GQLMuxError where error == .forbidden`.
@@ -21,15 +23,15 @@ public struct GQLMuxError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func == (lhs: GQLMuxError, rhs: GQLMuxError) -> Bool { lhs.code == rhs.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
-    public static let badRequest = GQLMuxError(code: "BAD_REQUEST")
-    public static let invalidDocument = GQLMuxError(code: "INVALID_DOCUMENT")
-    public static let duplicateID = GQLMuxError(code: "DUPLICATE_ID")
-    public static let limitExceeded = GQLMuxError(code: "LIMIT_EXCEEDED")
-    public static let forbidden = GQLMuxError(code: "FORBIDDEN")
-    public static let connectionLost = GQLMuxError(code: "CONNECTION_LOST")
-    public static let upstreamClosed = GQLMuxError(code: "UPSTREAM_CLOSED")
-    public static let slowConsumer = GQLMuxError(code: "SLOW_CONSUMER")
-    public static let shuttingDown = GQLMuxError(code: "SHUTTING_DOWN")
+    public static let badRequest = GQLMuxError(code: ErrorCode.badRequest)
+    public static let invalidDocument = GQLMuxError(code: ErrorCode.invalidDocument)
+    public static let duplicateID = GQLMuxError(code: ErrorCode.duplicateID)
+    public static let limitExceeded = GQLMuxError(code: ErrorCode.limitExceeded)
+    public static let forbidden = GQLMuxError(code: ErrorCode.forbidden)
+    public static let connectionLost = GQLMuxError(code: ErrorCode.connectionLost)
+    public static let upstreamClosed = GQLMuxError(code: ErrorCode.upstreamClosed)
+    public static let slowConsumer = GQLMuxError(code: ErrorCode.slowConsumer)
+    public static let shuttingDown = GQLMuxError(code: ErrorCode.shuttingDown)
     /// The upstream answered with GraphQL errors and no code of its own.
     public static let upstreamError = GQLMuxError(code: "UPSTREAM_ERROR")
     /// The daemon's socket could not be reached (client-side).

@@ -27,7 +27,7 @@ struct SubscribeRequest {
         do {
             members = try payload.withUnsafeReadableBytes { bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }
         } catch {
-            throw Invalid(code: "BAD_REQUEST", message: "subscribe payload must be a JSON object")
+            throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload must be a JSON object")
         }
         for member in members {
             let raw = payload.getString(at: payload.readerIndex + member.range.lowerBound, length: member.range.count) ?? ""
@@ -43,29 +43,29 @@ struct SubscribeRequest {
             case ("extensions", .object), ("extensions", .null):
                 extensions = canonicalJSON(raw)
             case ("query", _), ("operationName", _), ("variables", _), ("extensions", _):
-                throw Invalid(code: "BAD_REQUEST", message: "subscribe payload field '\(member.key)' has the wrong type")
+                throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload field '\(member.key)' has the wrong type")
             default:
                 continue
             }
         }
-        guard let query else { throw Invalid(code: "BAD_REQUEST", message: "subscribe payload needs a string 'query'") }
+        guard let query else { throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload needs a string 'query'") }
         let document: Document
         do {
             document = try GraphQL.parse(source: query, noLocation: true)
         } catch {
-            throw Invalid(code: "INVALID_DOCUMENT", message: "\(error)".split(separator: "\n").first.map(String.init) ?? "syntax error")
+            throw Invalid(code: ErrorCode.invalidDocument, message: "\(error)".split(separator: "\n").first.map(String.init) ?? "syntax error")
         }
         let operations = document.definitions.compactMap { $0 as? OperationDefinition }
         let selected: OperationDefinition
         if let operationName {
             guard let match = operations.first(where: { $0.name?.value == operationName }) else {
-                throw Invalid(code: "INVALID_DOCUMENT", message: "no operation named '\(operationName)' in the document")
+                throw Invalid(code: ErrorCode.invalidDocument, message: "no operation named '\(operationName)' in the document")
             }
             selected = match
         } else {
             guard operations.count == 1 else {
                 throw Invalid(
-                    code: "INVALID_DOCUMENT",
+                    code: ErrorCode.invalidDocument,
                     message: operations.isEmpty ? "the document has no operation" : "the document has several operations: set operationName"
                 )
             }

@@ -10,7 +10,7 @@ extension TransportStateMachine {
         let id = makeOperationID()
         var actions: [TransportAction] = []
         if phase == .shutDown {
-            actions.append(.operation(id: id, .finished(.error(.local(code: "SHUTTING_DOWN", message: "gqlmuxd is shutting down")))))
+            actions.append(.operation(id: id, .finished(.error(.local(code: ErrorCode.shuttingDown, message: "gqlmuxd is shutting down")))))
             return (id, actions)
         }
         operations[id] = Operation(kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
@@ -82,7 +82,7 @@ extension TransportStateMachine {
             ? "\(cause); reconnection is disabled"
             : "\(cause); gave up after \(options.backoff.maxAttempts) attempts"
         for id in sortedIDs() {
-            finish(id, .error(.local(code: "CONNECTION_LOST", message: reason)), into: &actions)
+            finish(id, .error(.local(code: ErrorCode.connectionLost, message: reason)), into: &actions)
         }
         setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
     }
@@ -96,7 +96,7 @@ extension TransportStateMachine {
                 operations[id]?.sentOn = nil
                 if op.state == .active { setState(id, .reconnecting, into: &actions) }
             } else if op.sentOn != nil {
-                finish(id, .error(.local(code: "CONNECTION_LOST", message: "upstream connection lost; the operation was not retried")), into: &actions)
+                finish(id, .error(.local(code: ErrorCode.connectionLost, message: "upstream connection lost; the operation was not retried")), into: &actions)
             }
         }
     }
@@ -114,7 +114,7 @@ extension TransportStateMachine {
         actions.append(.event(.disconnected(closeCode: closeCode, reason: reason)))
         let message = "upstream closed the connection with \(closeCode)" + (reason.isEmpty ? "" : ": \(reason)")
         for id in sortedIDs() {
-            finish(id, .error(.local(code: "UPSTREAM_CLOSED", message: message, closeCode: closeCode, closeReason: reason)), into: &actions)
+            finish(id, .error(.local(code: ErrorCode.upstreamClosed, message: message, closeCode: closeCode, closeReason: reason)), into: &actions)
         }
         setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
     }

@@ -129,7 +129,7 @@ package struct TransportStateMachine {
         guard phase != .paused, phase != .shutDown else { return [] }
         var actions: [TransportAction] = []
         closeCurrent(code: 1000, reason: "paused", into: &actions)
-        terminateSingles(code: "CONNECTION_LOST", message: "upstream paused", into: &actions)
+        terminateSingles(code: ErrorCode.connectionLost, message: "upstream paused", into: &actions)
         for id in sortedIDs() { setState(id, .paused, into: &actions) }
         setPhase(.paused, .paused, into: &actions)
         return actions
@@ -185,7 +185,7 @@ package struct TransportStateMachine {
         }
         closeCurrent(code: 1000, reason: "shutting down", into: &actions)
         for id in sortedIDs() {
-            finish(id, .error(.local(code: "SHUTTING_DOWN", message: "gqlmuxd is shutting down")), into: &actions)
+            finish(id, .error(.local(code: ErrorCode.shuttingDown, message: "gqlmuxd is shutting down")), into: &actions)
         }
         setPhase(.shutDown, .shutDown, into: &actions)
         return actions
@@ -275,7 +275,7 @@ package struct TransportStateMachine {
             {
                 finish(
                     blamed.id,
-                    .error(.local(code: "UPSTREAM_CLOSED", message: "upstream closed the connection (4400) after this operation was sent", closeCode: code, closeReason: reason)),
+                    .error(.local(code: ErrorCode.upstreamClosed, message: "upstream closed the connection (4400) after this operation was sent", closeCode: code, closeReason: reason)),
                     into: &actions
                 )
             }

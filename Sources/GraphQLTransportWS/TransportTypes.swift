@@ -46,6 +46,19 @@ package enum OperationFinish: Sendable, Equatable {
     case error(OperationError)
 }
 
+/// The error codes gqlmux makes (contract: DESIGN.md section 4).
+package enum ErrorCode {
+    package static let badRequest = "BAD_REQUEST"
+    package static let invalidDocument = "INVALID_DOCUMENT"
+    package static let duplicateID = "DUPLICATE_ID"
+    package static let limitExceeded = "LIMIT_EXCEEDED"
+    package static let forbidden = "FORBIDDEN"
+    package static let connectionLost = "CONNECTION_LOST"
+    package static let upstreamClosed = "UPSTREAM_CLOSED"
+    package static let slowConsumer = "SLOW_CONSUMER"
+    package static let shuttingDown = "SHUTTING_DOWN"
+}
+
 /// A terminal error of one operation.
 package enum OperationError: Sendable, Equatable {
     /// The server's `error` payload (an array of GraphQL errors), exactly as received.

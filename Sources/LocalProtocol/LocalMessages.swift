@@ -7,18 +7,9 @@ package enum LocalProtocol {
     package static let defaultSocketPath = "/run/gqlmux/gqlmux.sock"
 }
 
-/// Error codes the daemon makes (DESIGN.md section 4).
-package enum LocalErrorCode {
-    package static let badRequest = "BAD_REQUEST"
-    package static let invalidDocument = "INVALID_DOCUMENT"
-    package static let duplicateID = "DUPLICATE_ID"
-    package static let limitExceeded = "LIMIT_EXCEEDED"
-    package static let forbidden = "FORBIDDEN"
-    package static let connectionLost = "CONNECTION_LOST"
-    package static let upstreamClosed = "UPSTREAM_CLOSED"
-    package static let slowConsumer = "SLOW_CONSUMER"
-    package static let shuttingDown = "SHUTTING_DOWN"
-}
+/// Error codes the daemon makes (DESIGN.md section 4); defined with the transport, which
+/// makes some of them.
+package typealias LocalErrorCode = ErrorCode
 
 /// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
 package enum LocalEncode {
