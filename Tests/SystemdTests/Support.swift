@@ -43,6 +43,8 @@ final class Child: @unchecked Sendable {
     private let outputs = Pipe()
     private let box = NIOLockedValueBox(Data())
     private let outBox = NIOLockedValueBox(Data())
+    /// How many of the two pipes have reached end of file.
+    private let closedPipes = NIOLockedValueBox(0)
 
     init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -54,13 +56,16 @@ final class Child: @unchecked Sendable {
         process.standardError = errors
         process.standardOutput = outputs
         process.standardInput = FileHandle.nullDevice
-        errors.fileHandleForReading.readabilityHandler = { [box] handle in
-            let data = handle.availableData
-            box.withLockedValue { $0.append(data) }
-        }
-        outputs.fileHandleForReading.readabilityHandler = { [outBox] handle in
-            let data = handle.availableData
-            outBox.withLockedValue { $0.append(data) }
+        for (pipe, sink) in [(errors, box), (outputs, outBox)] {
+            pipe.fileHandleForReading.readabilityHandler = { [closedPipes] handle in
+                let data = handle.availableData
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                    closedPipes.withLockedValue { $0 += 1 }
+                } else {
+                    sink.withLockedValue { $0.append(data) }
+                }
+            }
         }
         // Children inherit the spawning thread's signal mask; the test runner's threads block
         // everything, which would leave a child deaf to SIGTERM. Spawn with an empty mask.
@@ -86,6 +91,12 @@ final class Child: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        // Everything the child wrote is read once both pipes reach end of file. A process the
+        // child left behind may still hold them open, so this wait is bounded.
+        let drained = ContinuousClock.now + .seconds(5)
+        while closedPipes.withLockedValue({ $0 }) < 2 && ContinuousClock.now < drained {
+            try? await Task.sleep(for: .milliseconds(5))
+        }
         return process.terminationStatus
     }
 }
@@ -96,6 +107,5 @@ final class Child: @unchecked Sendable {
 func runCommand(_ executable: String, _ arguments: [String], seconds: Double = 30) async throws -> (status: Int32, output: String) {
     let child = try Child(executable, arguments)
     let status = await child.wait(seconds: seconds)
-    try? await Task.sleep(for: .milliseconds(20))  // let the handlers drain the pipes
     return (status, child.stdout + child.stderr)
 }
