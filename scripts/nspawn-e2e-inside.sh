@@ -6,6 +6,15 @@ bin=/opt/gqlmux-test/bin
 ctl="$bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock"
 record() { "$@" >"$out/$name" 2>&1; echo $? >"$out/$name.rc"; }
 status_text() { systemctl show -P StatusText gqlmuxd.service >"$out/$1"; }
+# Polls (every 0.1 s, at most $1 seconds) until the rest of the line, a shell condition, holds.
+# The test checks what was recorded; a slow machine only makes this wait longer.
+wait_until() {
+    local tries=$(( $1 * 10 )); shift
+    for _ in $(seq "$tries"); do eval "$1" && return 0; sleep 0.1; done
+    return 1
+}
+statustext_is() { case "$(systemctl show -P StatusText gqlmuxd.service)" in $1) return 0;; esac; return 1; }
+ticks() { wc -l <"$out/subscription.out"; }
 
 # As scripts/install.sh does: the socket's group and the static service user.
 groupadd --system gqlmux
@@ -21,21 +30,22 @@ systemctl is-active gqlmuxd.service >"$out/active-after.txt"
 
 $ctl subscribe 'subscription { tick }' >"$out/subscription.out" 2>"$out/subscription.err" &
 sub=$!
-sleep 2
+wait_until 15 'statustext_is "connected*1 subscriptions*" && [ "$(ticks)" -ge 1 ]'
 status_text statustext-connected.txt
 
 systemctl kill --signal=SIGKILL gqlmux-test-upstream.service
-sleep 1.5
+wait_until 15 'statustext_is "reconnecting in *Connection refused*"'
 status_text statustext-upstream-down.txt
 systemctl start gqlmux-test-upstream.service
-sleep 2.5
+wait_until 15 'statustext_is "connected*"'
 status_text statustext-recovered.txt
 
-wc -l <"$out/subscription.out" >"$out/ticks-before-reload.txt"
+before=$(ticks)
+echo "$before" >"$out/ticks-before-reload.txt"
 name=reload.txt record systemctl reload gqlmuxd.service
-sleep 2
+wait_until 15 '[ "$(ticks)" -gt "$before" ]'
 status_text statustext-after-reload.txt
-wc -l <"$out/subscription.out" >"$out/ticks-after-reload.txt"
+ticks >"$out/ticks-after-reload.txt"
 kill $sub
 sleep 0.3
 systemctl status gqlmuxd.service --no-pager -l >"$out/systemctl-status.txt" 2>&1
