@@ -17,7 +17,8 @@ daemon=$!
 for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 "$bin/gqlmuxctl" --socket "$sock" subscribe 'subscription { tick }' --count 2 >"$out/subscribe.out" 2>"$out/subscribe.err"
 "$bin/gqlmuxctl" --socket "$sock" status >"$out/status.out" 2>&1
-sleep 0.6
+# Idle now: wait (at most 10 s) until a client ping has been answered and logged.
+for _ in $(seq 100); do [ -n "$(journalctl -q -o cat GQLMUX_EVENT=pong)" ] && break; sleep 0.1; done
 kill -TERM "$daemon"
 wait "$daemon" || echo "gqlmuxd exit $?" >>"$out/error"
 journalctl --sync
