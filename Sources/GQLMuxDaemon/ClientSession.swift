@@ -18,6 +18,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     private var closing = false
     /// Lines written since the last flush, sent as one write.
     private var batch = ByteBuffer()
+    /// Set while the fan-out holds this session in its list to flush at the end of the loop turn.
+    var awaitingFlush = false
 
     init(daemon: Daemon, channel: any Channel) {
         self.daemon = daemon

@@ -10,8 +10,8 @@ final class Fanout: @unchecked Sendable {
     private var byKey: [String: UpstreamEntry] = [:]
     private var byUpstreamID: [String: UpstreamEntry] = [:]
     private let events: DaemonEvents
-    /// Sessions written to since the last flush.
-    private var dirty: [ObjectIdentifier: ClientSession] = [:]
+    /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
+    private var dirty: [ClientSession] = []
     private var flushScheduled = false
     private(set) var messagesIn = 0
     private(set) var messagesOut = 0
@@ -132,8 +132,11 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// Flushes every session written since the last flush, once per loop turn.
+    /// A flag test per delivery on the hot path, not a hash insert.
     func markDirty(_ session: ClientSession) {
-        dirty[ObjectIdentifier(session)] = session
+        guard !session.awaitingFlush else { return }
+        session.awaitingFlush = true
+        dirty.append(session)
         guard !flushScheduled else { return }
         flushScheduled = true
         session.eventLoop.execute { self.flushDirty() }
@@ -141,8 +144,11 @@ final class Fanout: @unchecked Sendable {
 
     private func flushDirty() {
         flushScheduled = false
-        let sessions = dirty.values
+        let sessions = dirty
         dirty.removeAll(keepingCapacity: true)
-        for session in sessions { session.flush() }
+        for session in sessions {
+            session.awaitingFlush = false
+            session.flush()
+        }
     }
 }
