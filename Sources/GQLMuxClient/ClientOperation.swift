@@ -1,4 +1,5 @@
-import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
 
 /// One operation of a ``GQLMuxClient``; loop-confined.
 final class ClientOperation: @unchecked Sendable {
@@ -29,12 +30,13 @@ final class ClientOperation: @unchecked Sendable {
         self.onFinish = onFinish
     }
 
-    func line(id: String) -> String {
+    /// The request line: `subscribe` with the payload, or the admin verb.
+    func line(id: String) -> ByteBuffer {
         switch kind {
         case .subscription, .single:
-            return #"{"type":"subscribe","id":\#(jsonString(id)),"payload":\#(payload)}"# + "\n"
+            return LocalEncode.message(type: "subscribe", id: id, payload: ByteBuffer(string: payload))
         case .admin(let verb):
-            return #"{"type":"\#(verb)","id":\#(jsonString(id))}"# + "\n"
+            return LocalEncode.message(type: verb, id: id)
         }
     }
 }

@@ -19,7 +19,7 @@ extension GQLMuxClient {
         let id = String(nextID)
         operations[id] = operation
         if let channel {
-            channel.writeAndFlush(ByteBuffer(string: operation.line(id: id)), promise: nil)
+            channel.writeAndFlush(operation.line(id: id), promise: nil)
         } else {
             connectIfNeeded()
         }
@@ -29,7 +29,7 @@ extension GQLMuxClient {
     /// Stops one operation at the daemon and finishes it locally.
     func cancel(id: String) {
         guard let operation = operations.removeValue(forKey: id) else { return }
-        channel?.writeAndFlush(ByteBuffer(string: #"{"type":"complete","id":\#(jsonString(id))}"# + "\n"), promise: nil)
+        channel?.writeAndFlush(LocalEncode.complete(id: id), promise: nil)
         // A cancelled subscription just ends; a cancelled query or mutation throws.
         operation.onFinish(operation.kind == .subscription ? nil : CancellationError())
     }
@@ -65,10 +65,10 @@ extension GQLMuxClient {
         self.channel = channel
         everConnected = true
         reconnectAttempt = 0
-        let name = jsonString(configuration.clientName)
-        channel.write(ByteBuffer(string: #"{"type":"connection_init","payload":{"protocol":1,"client":\#(name)}}"# + "\n"), promise: nil)
+        let hello = #"{"protocol":\#(LocalProtocol.version),"client":\#(jsonString(configuration.clientName))}"#
+        channel.write(LocalEncode.message(type: "connection_init", payload: ByteBuffer(string: hello)), promise: nil)
         for (id, operation) in operations.sorted(by: { Int($0.key) ?? 0 < Int($1.key) ?? 0 }) {
-            channel.write(ByteBuffer(string: operation.line(id: id)), promise: nil)
+            channel.write(operation.line(id: id), promise: nil)
         }
         channel.flush()
     }

@@ -88,11 +88,11 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
                 daemon.statusChanged()
             }
         case "ping":
-            send(LocalEncode.withPayload(type: "pong", payload: payload))
+            send(LocalEncode.message(type: "pong", payload: payload))
         case "pong":
             break
         case "status":
-            send(LocalEncode.withPayload(type: "status", id: envelope.id, payload: daemon.statusPayload()))
+            send(LocalEncode.message(type: "status", id: envelope.id, payload: daemon.statusPayload()))
         case "pause", "resume", "reload":
             admin(envelope.type, id: envelope.id)
         default:

@@ -230,7 +230,7 @@ package final class Daemon: @unchecked Sendable {
 
     func connectionAck() -> ByteBuffer {
         let state = transport.connectionStateOnLoop.name
-        return LocalEncode.withPayload(
+        return LocalEncode.message(
             type: "connection_ack",
             payload: ByteBuffer(string: #"{"protocol":\#(LocalProtocol.version),"server":"gqlmuxd/\#(Self.version)","upstream":"\#(state)"}"#)
         )

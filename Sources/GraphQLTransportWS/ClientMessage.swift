@@ -11,38 +11,15 @@ package enum ClientMessage: Sendable, Equatable {
     case pong(payload: ByteBuffer?)
 
     /// Encodes the message into one text frame's bytes.
-    package func encode(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
-        var out: ByteBuffer
+    package func encode() -> ByteBuffer {
+        var out = ByteBuffer()
         switch self {
-        case .connectionInit(let payload):
-            out = allocator.buffer(capacity: 32 + (payload?.readableBytes ?? 0))
-            out.writeStaticString(#"{"type":"connection_init""#)
-            Self.writePayload(payload, into: &out)
-        case .subscribe(let id, let payload):
-            out = allocator.buffer(capacity: 40 + id.utf8.count + payload.readableBytes)
-            out.writeStaticString(#"{"type":"subscribe","id":"#)
-            out.writeJSONString(id)
-            Self.writePayload(payload, into: &out)
-        case .complete(let id):
-            out = allocator.buffer(capacity: 32 + id.utf8.count)
-            out.writeStaticString(#"{"type":"complete","id":"#)
-            out.writeJSONString(id)
-        case .ping(let payload):
-            out = allocator.buffer(capacity: 24 + (payload?.readableBytes ?? 0))
-            out.writeStaticString(#"{"type":"ping""#)
-            Self.writePayload(payload, into: &out)
-        case .pong(let payload):
-            out = allocator.buffer(capacity: 24 + (payload?.readableBytes ?? 0))
-            out.writeStaticString(#"{"type":"pong""#)
-            Self.writePayload(payload, into: &out)
+        case .connectionInit(let payload): out.writeEnvelope(type: "connection_init", payload: payload)
+        case .subscribe(let id, let payload): out.writeEnvelope(type: "subscribe", id: id, payload: payload)
+        case .complete(let id): out.writeEnvelope(type: "complete", id: id)
+        case .ping(let payload): out.writeEnvelope(type: "ping", payload: payload)
+        case .pong(let payload): out.writeEnvelope(type: "pong", payload: payload)
         }
-        out.writeStaticString("}")
         return out
-    }
-
-    private static func writePayload(_ payload: ByteBuffer?, into out: inout ByteBuffer) {
-        guard var payload else { return }
-        out.writeStaticString(#","payload":"#)
-        out.writeBuffer(&payload)
     }
 }

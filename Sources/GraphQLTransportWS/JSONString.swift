@@ -13,16 +13,35 @@ extension ByteBuffer {
             case 0x0D: written += writeStaticString("\\r")
             case 0x09: written += writeStaticString("\\t")
             case 0x00..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                let low = byte & 0xF
                 written += writeStaticString("\\u00")
-                written += writeInteger(hex[Int(byte >> 4)])
-                written += writeInteger(hex[Int(byte & 0xF)])
+                written += writeInteger(UInt8(ascii: "0") + byte >> 4)
+                written += writeInteger(low < 10 ? UInt8(ascii: "0") + low : UInt8(ascii: "a") + low - 10)
             default:
                 written += writeInteger(byte)
             }
         }
         written += writeInteger(UInt8(ascii: "\""))
         return written
+    }
+}
+
+extension ByteBuffer {
+    /// Writes `{"type":TYPE,"id":ID,"payload":PAYLOAD}`, leaving out `id` and `payload` when nil:
+    /// the envelope graphql-transport-ws and the local protocol share. The payload bytes are
+    /// written as given (raw JSON, never re-encoded).
+    package mutating func writeEnvelope(type: String, id: String? = nil, payload: ByteBuffer? = nil) {
+        writeStaticString(#"{"type":"#)
+        writeJSONString(type)
+        if let id {
+            writeStaticString(#","id":"#)
+            writeJSONString(id)
+        }
+        if let payload {
+            writeStaticString(#","payload":"#)
+            writeImmutableBuffer(payload)
+        }
+        writeStaticString("}")
     }
 }
 

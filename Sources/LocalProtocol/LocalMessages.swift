@@ -46,24 +46,9 @@ package enum LocalEncode {
         return b
     }
 
-    /// An upstream `error` payload passed through unchanged.
-    package static func upstreamError(id: String, payload: ByteBuffer) -> ByteBuffer {
-        var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"error","id":"#)
-        b.writeJSONString(id)
-        b.writeStaticString(#","payload":"#)
-        var p = payload
-        b.writeBuffer(&p)
-        b.writeStaticString("}\n")
-        return b
-    }
-
+    /// `{"type":"complete","id":ID}`
     package static func complete(id: String) -> ByteBuffer {
-        var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"complete","id":"#)
-        b.writeJSONString(id)
-        b.writeStaticString("}\n")
-        return b
+        message(type: "complete", id: id)
     }
 
     package static func state(id: String, _ state: String) -> ByteBuffer {
@@ -76,31 +61,17 @@ package enum LocalEncode {
         return b
     }
 
+    /// `{"type":"ok","id":ID}` (no `id` when the request had none)
     package static func ok(id: String?) -> ByteBuffer {
-        var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"ok""#)
-        if let id {
-            b.writeStaticString(#","id":"#)
-            b.writeJSONString(id)
-        }
-        b.writeStaticString("}\n")
-        return b
+        message(type: "ok", id: id)
     }
 
-    /// `type` with an optional raw JSON payload (pong, status, connection_ack).
-    package static func withPayload(type: String, id: String? = nil, payload: ByteBuffer?) -> ByteBuffer {
+    /// `type` with an optional id and raw JSON payload: pong, status, connection_ack, an
+    /// upstream `error` passed through unchanged, and the client library's requests.
+    package static func message(type: String, id: String? = nil, payload: ByteBuffer? = nil) -> ByteBuffer {
         var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"#)
-        b.writeJSONString(type)
-        if let id {
-            b.writeStaticString(#","id":"#)
-            b.writeJSONString(id)
-        }
-        if var payload {
-            b.writeStaticString(#","payload":"#)
-            b.writeBuffer(&payload)
-        }
-        b.writeStaticString("}\n")
+        b.writeEnvelope(type: type, id: id, payload: payload)
+        b.writeStaticString("\n")
         return b
     }
 }

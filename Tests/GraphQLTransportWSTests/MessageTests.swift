@@ -27,6 +27,21 @@ import Testing
         #expect(String(buffer: ClientMessage.subscribe(id: "a\"b", payload: ByteBuffer(string: #"{"query":"{x}"}"#)).encode()) == #"{"type":"subscribe","id":"a\"b","payload":{"query":"{x}"}}"#)
         #expect(String(buffer: ClientMessage.complete(id: "7").encode()) == #"{"type":"complete","id":"7"}"#)
         #expect(String(buffer: ClientMessage.pong(payload: ByteBuffer(string: "{}")).encode()) == #"{"type":"pong","payload":{}}"#)
+        #expect(String(buffer: ClientMessage.connectionInit(payload: nil).encode()) == #"{"type":"connection_init"}"#)
+        #expect(String(buffer: ClientMessage.ping(payload: nil).encode()) == #"{"type":"ping"}"#)
+    }
+
+    @Test func writesJSONStringsThatDecodeBackToTheSameText() throws {
+        let original = "q\"b\\s\n\r\t\u{01}\u{1F}é😀/"
+        var buffer = ByteBuffer()
+        buffer.writeJSONString(original)
+        #expect(String(buffer: buffer) == #""q\"b\\s\n\r\t\u0001\u001fé😀/""#)
+        let object = ByteBuffer(string: "{\"k\":" + String(buffer: buffer) + "}")
+        let decoded = try object.withUnsafeReadableBytes { bytes in
+            let members = try JSONScanner.scanObject(bytes)
+            return JSONScanner.decodeString(bytes, members[0].range)
+        }
+        #expect(decoded == original)
     }
 
     @Test func decodesEscapedStringsIncludingSurrogatePairs() throws {
