@@ -23,6 +23,8 @@ package final class Daemon: @unchecked Sendable {
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
     private var stopping = false
+    /// Whether this process created the socket file (an adopted one belongs to systemd).
+    private var ownsSocketFile = true
     /// Called on the loop after each lifecycle change (sd_notify STATUS in production),
     /// at most once per loop turn.
     package var onStatusChange: (@Sendable (String) -> Void)?
@@ -70,7 +72,7 @@ package final class Daemon: @unchecked Sendable {
             }
         if let fd = listeningFD {
             serverChannel = try await bootstrap.withBoundSocket(fd).get()
-            configurationIsOwnedSocket = false
+            ownsSocketFile = false
         } else {
             let path = configuration.socketPath
             try Self.prepareSocketPath(path)
@@ -125,11 +127,8 @@ package final class Daemon: @unchecked Sendable {
         }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
         try? await transport.shutdown().get()
-        if configurationIsOwnedSocket { unlink(configuration.socketPath) }
+        if ownsSocketFile { unlink(configuration.socketPath) }
     }
-
-    /// Whether this process created the socket file (an adopted one belongs to systemd).
-    private var configurationIsOwnedSocket = true
 
     // MARK: - Admin
 
@@ -185,17 +184,21 @@ package final class Daemon: @unchecked Sendable {
         return done
     }
 
+    /// Admin verbs: root, the daemon's own uid, or `admin_uids` / `admin_gids`.
     func isAdmin(_ peer: PeerCredentials?) -> Bool {
-        guard let peer else { return false }
-        let security = configuration.security
-        return peer.uid == 0 || peer.uid == getuid() || security.adminUIDs.contains(peer.uid) || security.adminGIDs.contains(peer.gid)
+        Self.peer(peer, isRootSelfOrIn: configuration.security.adminUIDs, configuration.security.adminGIDs)
     }
 
+    /// Everyone when both allow lists are empty; else root, the daemon's own uid, or the lists.
     private func isAllowed(_ peer: PeerCredentials?) -> Bool {
         let security = configuration.security
         if security.allowedUIDs.isEmpty && security.allowedGIDs.isEmpty { return true }
+        return Self.peer(peer, isRootSelfOrIn: security.allowedUIDs, security.allowedGIDs)
+    }
+
+    private static func peer(_ peer: PeerCredentials?, isRootSelfOrIn uids: [UInt32], _ gids: [UInt32]) -> Bool {
         guard let peer else { return false }
-        return peer.uid == 0 || peer.uid == getuid() || security.allowedUIDs.contains(peer.uid) || security.allowedGIDs.contains(peer.gid)
+        return peer.uid == 0 || peer.uid == getuid() || uids.contains(peer.uid) || gids.contains(peer.gid)
     }
 
     // MARK: - Sessions
@@ -236,9 +239,12 @@ package final class Daemon: @unchecked Sendable {
         )
     }
 
+    /// Local operations across every client.
+    private var localOperationCount: Int { sessions.values.reduce(0) { $0 + $1.operations.count } }
+
     func statusPayload() -> ByteBuffer {
         let state = transport.connectionStateOnLoop
-        let local = sessions.values.reduce(0) { $0 + $1.operations.count }
+        let local = localOperationCount
         let json = """
             {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
             "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
@@ -251,10 +257,9 @@ package final class Daemon: @unchecked Sendable {
     /// The one-line status operators see (sd_notify STATUS=).
     package var statusLineOnLoop: String {
         let state = transport.connectionStateOnLoop
-        let local = sessions.values.reduce(0) { $0 + $1.operations.count }
         switch state {
         case .connected:
-            return "connected to \(configuration.upstream.url); \(sessions.count) clients, \(local) subscriptions (\(fanout.upstreamCount) upstream)"
+            return "connected to \(configuration.upstream.url); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream)"
         default:
             return Self.describe(state)
         }

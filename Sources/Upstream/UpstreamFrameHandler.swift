@@ -51,9 +51,11 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         lastError = "\(error)"
-        let tooBig =
-            (error as? NIOWebSocketError) == .invalidFrameLength
-            || (error as? NIOWebSocketFrameAggregator.Error).map { "\($0)" == "accumulatedFrameSizeIsTooLarge" } == true
+        let tooBig: Bool =
+            switch error {
+            case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge: true
+            default: false
+            }
         if tooBig {
             transport.protocolViolation(generation: generation, "message larger than max_message_bytes", code: 1009)
         }
