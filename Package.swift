@@ -93,7 +93,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "gqlmuxctl",
-            dependencies: ["GQLMuxClient", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["GQLMuxClient", "LocalProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
         // In-process graphql-transport-ws server for tests and the demo.

@@ -12,7 +12,7 @@ import Glibc
 /// gqlmuxd: one upstream transport, a Unix socket server, and the fan-out between them.
 /// Everything runs on one event loop, so the hot path never hops threads.
 package final class Daemon: @unchecked Sendable {
-    package static let version = "0.1.0"
+    package static let version = LocalProtocol.release
 
     package let eventLoop: any EventLoop
     package let events: DaemonEvents

@@ -4,6 +4,8 @@ import NIOCore
 /// Local protocol v1 (DESIGN.md section 4): one JSON object per line.
 package enum LocalProtocol {
     package static let version = 1
+    /// The release of gqlmux (daemon, CLI and client library), shown by `--version`.
+    package static let release = "0.1.0"
     package static let defaultSocketPath = "/run/gqlmux/gqlmux.sock"
 }
 

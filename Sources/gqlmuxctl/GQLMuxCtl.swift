@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GQLMuxClient
+import LocalProtocol
 
 /// Exit codes a shell script can rely on (sysexits.h where one fits).
 enum ExitStatus {
@@ -36,7 +37,7 @@ struct GQLMuxCtl: AsyncParsableCommand {
             Exit codes: 0 success; 1 the operation failed (GraphQL or daemon error); 64 usage error; \
             69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids).
             """,
-        version: "0.1.0",
+        version: LocalProtocol.release,
         subcommands: [Status.self, Subscribe.self, Query.self, Pause.self, Resume.self, Reload.self]
     )
 }
@@ -94,18 +95,9 @@ struct Status: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let client = connection.client()
-        do {
+        try await withClient(connection.client()) { client in
             let status = try await client.status()
-            if json {
-                printLine(status)
-            } else {
-                printLine(Self.human(status))
-            }
-            await client.close()
-        } catch {
-            await client.close()
-            throw fail(error)
+            printLine(json ? status : Self.human(status))
         }
     }
 
@@ -138,21 +130,16 @@ struct Subscribe: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = connection.client(reconnect: true)
-        let subscription = client.subscribe(requestJSON: request.json) { state in
-            FileHandle.standardError.write(Data("state: \(state.rawValue)\n".utf8))
-        }
-        var received = 0
-        do {
+        try await withClient(connection.client(reconnect: true)) { client in
+            let subscription = client.subscribe(requestJSON: request.json) { state in
+                FileHandle.standardError.write(Data("state: \(state.rawValue)\n".utf8))
+            }
+            var received = 0
             for try await result in subscription {
                 printLine(result.json)
                 received += 1
                 if let count, received >= count { break }
             }
-            await client.close()
-        } catch {
-            await client.close()
-            throw fail(error)
         }
     }
 }
@@ -163,17 +150,10 @@ struct Query: AsyncParsableCommand {
     @OptionGroup var request: Request
 
     func run() async throws {
-        let client = connection.client()
-        do {
+        try await withClient(connection.client()) { client in
             let result = try await client.single(requestJSON: request.json)
             printLine(result.json)
-            await client.close()
             if let errors = result.object?["errors"] as? [Any], !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }
-        } catch let exit as ExitCode {
-            throw exit
-        } catch {
-            await client.close()
-            throw fail(error)
         }
     }
 }
@@ -181,26 +161,30 @@ struct Query: AsyncParsableCommand {
 struct Pause: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Close the upstream and hold every subscription (admin).")
     @OptionGroup var connection: Connection
-    func run() async throws { try await adminVerb(connection) { try await $0.pause() } }
+    func run() async throws { try await withClient(connection.client()) { try await $0.pause() } }
 }
 
 struct Resume: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Reconnect the upstream after pause or failure (admin).")
     @OptionGroup var connection: Connection
-    func run() async throws { try await adminVerb(connection) { try await $0.resume() } }
+    func run() async throws { try await withClient(connection.client()) { try await $0.resume() } }
 }
 
 struct Reload: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Re-read the configuration and credentials (admin).")
     @OptionGroup var connection: Connection
-    func run() async throws { try await adminVerb(connection) { try await $0.reload() } }
+    func run() async throws { try await withClient(connection.client()) { try await $0.reload() } }
 }
 
-func adminVerb(_ connection: Connection, _ verb: (GQLMuxClient) async throws -> Void) async throws {
-    let client = connection.client()
+/// Runs `body` with `client`, closes the client whatever happens, and turns an error into
+/// its exit code (an `ExitCode` thrown by `body` passes through as it is).
+func withClient(_ client: GQLMuxClient, _ body: (GQLMuxClient) async throws -> Void) async throws {
     do {
-        try await verb(client)
+        try await body(client)
         await client.close()
+    } catch let exit as ExitCode {
+        await client.close()
+        throw exit
     } catch {
         await client.close()
         throw fail(error)
