@@ -39,7 +39,10 @@ struct GQLMuxd: AsyncParsableCommand {
     @Option(name: .long, help: "Configuration file (TOML).")
     var config = "/etc/gqlmux/gqlmuxd.toml"
 
-    @Option(name: .long, help: "Unix socket path (overrides [socket] path; ignored when socket-activated).")
+    @Option(
+        name: .long,
+        help: "Unix socket path (default: $GQLMUX_SOCKET, else [socket] path, else /run/gqlmux/gqlmux.sock; ignored when socket-activated)."
+    )
     var socket: String?
 
     func run() async throws {
@@ -50,7 +53,10 @@ struct GQLMuxd: AsyncParsableCommand {
         } catch {
             throw startFailure("config \(config): \(error)", errno: EINVAL, notifier)
         }
-        if let socket { configuration.socketPath = socket }
+        // The same precedence as the clients': --socket, then $GQLMUX_SOCKET, then the file.
+        if let path = socket ?? getenv("GQLMUX_SOCKET").map({ String(cString: $0) }), !path.isEmpty {
+            configuration.socketPath = path
+        }
         let events = Self.events(configuration)
 
         let adopted: CInt?

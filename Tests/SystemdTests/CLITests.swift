@@ -54,4 +54,22 @@ import Glibc
         #expect(await daemon.wait() == 0)
         await server.shutdown()
     }
+
+    @Test func daemonAndCLIFindTheSocketThroughGQLMUX_SOCKET() async throws {
+        let server = TestUpstreamServer()
+        try await server.start()
+        let directory = try Paths.temporaryDirectory("gqlmux-cli-env")
+        let socket = directory + "/from-env.sock"
+        // No [socket] path and no --socket: only the environment names the socket.
+        try "[upstream]\nurl = \"\(server.url)\"\n".write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"], environment: ["GQLMUX_SOCKET": socket])
+        await eventually("socket from GQLMUX_SOCKET") { FileManager.default.fileExists(atPath: socket) }
+        let status = try Child(Paths.binary("gqlmuxctl"), ["status", "--json"], environment: ["GQLMUX_SOCKET": socket])
+        #expect(await status.wait() == 0, "\(status.stderr)")
+        #expect(status.stdout.contains(#""clients":1"#))
+        daemon.signal(SIGTERM)
+        #expect(await daemon.wait() == 0)
+        #expect(!FileManager.default.fileExists(atPath: socket))
+        await server.shutdown()
+    }
 }
