@@ -67,7 +67,7 @@ extension GQLMuxClient {
         reconnectAttempt = 0
         let hello = #"{"protocol":\#(LocalProtocol.version),"client":\#(jsonString(configuration.clientName))}"#
         channel.write(LocalEncode.message(type: "connection_init", payload: ByteBuffer(string: hello)), promise: nil)
-        for (id, operation) in operations.sorted(by: { Int($0.key) ?? 0 < Int($1.key) ?? 0 }) {
+        for (id, operation) in Self.inOrder(operations) {
             channel.write(operation.line(id: id), promise: nil)
         }
         channel.flush()
@@ -76,7 +76,7 @@ extension GQLMuxClient {
     private func connectFailed(_ error: any Error) {
         guard everConnected, configuration.reconnect else {
             let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
-            let failure = GQLMuxError(code: "DAEMON_UNAVAILABLE", message: "cannot connect to \(configuration.socketPath): \(reason)")
+            let failure = GQLMuxError.daemonUnavailable.with(message: "cannot connect to \(configuration.socketPath): \(reason)")
             failAll(failure)
             return
         }
@@ -94,7 +94,7 @@ extension GQLMuxClient {
     func failAll(_ error: any Error) {
         let ops = operations
         operations.removeAll()
-        for id in ops.keys.sorted(by: { Int($0) ?? 0 < Int($1) ?? 0 }) { ops[id]!.onFinish(error) }
+        for (_, operation) in Self.inOrder(ops) { operation.onFinish(error) }
     }
 
     /// The connection closed: subscriptions wait for the daemon, the rest fail.
@@ -106,21 +106,26 @@ extension GQLMuxClient {
             return
         }
         let keep = configuration.reconnect && everConnected
-        for (id, operation) in operations.sorted(by: { Int($0.key) ?? 0 < Int($1.key) ?? 0 }) {
+        for (id, operation) in Self.inOrder(operations) {
             if operation.kind == .subscription && keep {
                 operation.onState(.reconnecting)
             } else {
                 operations[id] = nil
-                operation.onFinish(GQLMuxError(code: ErrorCode.connectionLost, message: "the connection to gqlmuxd was lost"))
+                operation.onFinish(GQLMuxError.connectionLost.with(message: "the connection to gqlmuxd was lost"))
             }
         }
         scheduleReconnect()
     }
 
+    /// Operations in the order they were made (ids are sequential numbers).
+    private static func inOrder(_ operations: [String: ClientOperation]) -> [(key: String, value: ClientOperation)] {
+        operations.sorted { Int($0.key) ?? 0 < Int($1.key) ?? 0 }
+    }
+
     /// One message from the daemon that names an operation.
     func received(_ envelope: Envelope) {
-        let payload = envelope.payload.map { String(buffer: $0) }
         guard let id = envelope.id, let operation = operations[id] else { return }
+        let payload = envelope.payload.map { String(buffer: $0) }
         switch envelope.type {
         case "next":
             if let payload { operation.onNext(GQLMuxResult(json: payload)) }
@@ -150,10 +155,10 @@ extension GQLMuxClient {
     static func decodeError(_ payload: String?) -> GQLMuxError {
         guard let payload, let errors = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [[String: Any]],
             let first = errors.first
-        else { return GQLMuxError(code: "UPSTREAM_ERROR", message: payload ?? "") }
+        else { return GQLMuxError.upstreamError.with(message: payload ?? "") }
         let message = first["message"] as? String ?? ""
         let extensions = first["extensions"] as? [String: Any]
-        let code = extensions?["code"] as? String ?? "UPSTREAM_ERROR"
+        let code = extensions?["code"] as? String ?? GQLMuxError.upstreamError.code
         return GQLMuxError(code: code, message: message, closeCode: extensions?["closeCode"] as? Int)
     }
 }

@@ -129,7 +129,7 @@ public final class GQLMuxClient: @unchecked Sendable {
                     onFinish: { error in
                         if let error { return continuation.resume(throwing: error) }
                         guard let result = resultBox.withLockedValue({ $0 }) else {
-                            return continuation.resume(throwing: GQLMuxError(code: "UPSTREAM_ERROR", message: "completed without a result"))
+                            return continuation.resume(throwing: GQLMuxError.upstreamError.with(message: "completed without a result"))
                         }
                         continuation.resume(returning: result)
                     }

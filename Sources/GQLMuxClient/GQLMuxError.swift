@@ -17,6 +17,9 @@ public struct GQLMuxError: Error, Sendable, Hashable, CustomStringConvertible {
         self.closeCode = closeCode
     }
 
+    /// This code with a message, for the client's own errors.
+    func with(message: String) -> GQLMuxError { GQLMuxError(code: code, message: message, closeCode: closeCode) }
+
     public var description: String { message.isEmpty ? code : "\(code): \(message)" }
 
     /// Errors are equal when their codes are.
