@@ -29,8 +29,10 @@ struct SubscribeRequest {
         } catch {
             throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload must be a JSON object")
         }
+        let raw = { (member: JSONMember) in
+            payload.getString(at: payload.readerIndex + member.range.lowerBound, length: member.range.count) ?? ""
+        }
         for member in members {
-            let raw = payload.getString(at: payload.readerIndex + member.range.lowerBound, length: member.range.count) ?? ""
             switch (member.key, member.kind) {
             case ("query", .string):
                 query = payload.withUnsafeReadableBytes { JSONScanner.decodeString($0, member.range) }
@@ -39,9 +41,9 @@ struct SubscribeRequest {
             case ("operationName", .null):
                 break
             case ("variables", .object), ("variables", .null):
-                variables = canonicalJSON(raw)
+                variables = canonicalJSON(raw(member))
             case ("extensions", .object), ("extensions", .null):
-                extensions = canonicalJSON(raw)
+                extensions = canonicalJSON(raw(member))
             case ("query", _), ("operationName", _), ("variables", _), ("extensions", _):
                 throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload field '\(member.key)' has the wrong type")
             default:
