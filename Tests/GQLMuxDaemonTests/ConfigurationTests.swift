@@ -63,6 +63,13 @@ import Testing
         #expect(c.logLevel == "debug" && c.logTarget == .journal)
     }
 
+    @Test func tlsKeysAsDESIGNWritesThemDottedUnderUpstream() throws {
+        let c = try DaemonConfiguration.parse(
+            "[upstream]\nurl = \"wss://127.0.0.1:4443/graphql\"\ntls.ca_file = \"/etc/gqlmux/ca.pem\"\ntls.insecure_skip_verify = true\n"
+        )
+        #expect(c.upstream.tls.caFile == "/etc/gqlmux/ca.pem" && c.upstream.tls.insecureSkipVerify)
+    }
+
     @Test func defaultsMatchTheDesign() throws {
         let c = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://127.0.0.1:4000/graphql\"\n")
         #expect(c.socketPath == "/run/gqlmux/gqlmux.sock" && c.socketMode == 0o660)
