@@ -335,8 +335,7 @@ package struct TransportStateMachine {
             case .connectionAck:
                 acknowledged(generation: gen, now: now, into: &actions)
             case .ping(let payload):
-                actions.append(.event(.ping(received: true)))
-                actions.append(.send(generation: gen, ClientMessage.pong(payload: payload).encode()))
+                answerPing(payload, generation: gen, into: &actions)
             case .pong:
                 actions.append(.event(.pong(received: true)))
             default:
@@ -357,8 +356,7 @@ package struct TransportStateMachine {
                 if operations[id]?.sentOn == gen { finish(id, .completed, into: &actions) }
                 scheduleIdleCloseIfUnused(now: now, into: &actions)
             case .ping(let payload):
-                actions.append(.event(.ping(received: true)))
-                actions.append(.send(generation: gen, ClientMessage.pong(payload: payload).encode()))
+                answerPing(payload, generation: gen, into: &actions)
             case .pong:
                 actions.append(.event(.pong(received: true)))
             }
@@ -366,5 +364,12 @@ package struct TransportStateMachine {
             break
         }
         return actions
+    }
+
+    /// A server `ping`, before or after the ack: told as an event and answered with a `pong`
+    /// echoing its payload.
+    private func answerPing(_ payload: ByteBuffer?, generation gen: Int, into actions: inout [TransportAction]) {
+        actions.append(.event(.ping(received: true)))
+        actions.append(.send(generation: gen, ClientMessage.pong(payload: payload).encode()))
     }
 }
