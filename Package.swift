@@ -50,14 +50,24 @@ let package = Package(
             dependencies: ["GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
+        // Local subscribe payloads checked before anything acts on them: document bounds
+        // (before the recursive parser), GraphQL parse, operation type, dedup key.
+        .target(
+            name: "RequestValidation",
+            dependencies: [
+                "GraphQLTransportWS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "GraphQL", package: "GraphQL"),
+            ],
+            swiftSettings: strict
+        ),
         // The daemon: configuration, Unix socket server, sessions, fan-out.
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "LocalProtocol",
+                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             swiftSettings: strict
@@ -128,7 +138,7 @@ let package = Package(
         .testTarget(
             name: "GQLMuxDaemonTests",
             dependencies: [
-                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS",
+                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS", "RequestValidation",
                 "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,6 +1,7 @@
 import GraphQLTransportWS
 import LocalProtocol
 import NIOCore
+import RequestValidation
 
 /// One local client connection: parses its lines, owns its operations, writes to it.
 final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
@@ -123,7 +124,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         }
         let request: SubscribeRequest
         do {
-            request = try SubscribeRequest.parse(payload)
+            request = try SubscribeRequest.parse(payload, limits: daemon.configuration.limits.document)
         } catch {
             send(LocalEncode.error(id: id, code: error.code, message: error.message))
             return

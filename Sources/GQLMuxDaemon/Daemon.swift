@@ -321,6 +321,12 @@ package final class Daemon: @unchecked Sendable {
             events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "ping received" : "ping sent")
         case .pong(let received):
             events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
+        case .quarantined(let id, let code):
+            let closeCode = code.map(String.init) ?? "1006"
+            events.emit(
+                .quarantined, ["GQLMUX_OPERATION_ID": id, "GQLMUX_CLOSE_CODE": closeCode],
+                message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)) right after it was sent; not sent again"
+            )
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GraphQLTransportWS
 import NIOCore
+import RequestValidation
 import TOMLKit
 import Upstream
 
@@ -18,11 +19,13 @@ extension DaemonConfiguration {
     /// - `[upstream]` url, headers, connecting_payload, connecting_payload_file, client_name,
     ///   client_version, operation_ids, lazy, lazy_close_timeout, reconnect_interval,
     ///   reconnect_max_interval, reconnect_multiplier, reconnect_jitter, reconnect_max_attempts,
+    ///   reconnect_reset_after,
     ///   connect_timeout, connection_ack_timeout, ping_interval, pong_timeout, max_message_bytes,
     ///   reconnect_if_connected
     /// - `[upstream.tls]` ca_file, insecure_skip_verify
     /// - `[socket]` path, mode
-    /// - `[limits]` max_clients, max_operations_per_client, max_line_bytes, client_buffer_bytes
+    /// - `[limits]` max_clients, max_operations_per_client, max_line_bytes, client_buffer_bytes,
+    ///   total_buffer_bytes, max_document_tokens, max_document_depth
     /// - `[security]` allowed_uids, allowed_gids, admin_uids, admin_gids
     /// - `[log]` level, target
     package static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -62,11 +65,21 @@ extension DaemonConfiguration {
             }
         }
         if let limits = try reader.table("limits") {
-            try limits.allowOnly(["max_clients", "max_operations_per_client", "max_line_bytes", "client_buffer_bytes"])
-            if let v = try limits.positiveInt("max_clients") { configuration.limits.maxClients = v }
-            if let v = try limits.positiveInt("max_operations_per_client") { configuration.limits.maxOperationsPerClient = v }
-            if let v = try limits.positiveInt("max_line_bytes") { configuration.limits.maxLineBytes = v }
-            if let v = try limits.positiveInt("client_buffer_bytes") { configuration.limits.clientBufferBytes = v }
+            try limits.allowOnly([
+                "max_clients", "max_operations_per_client", "max_line_bytes", "client_buffer_bytes", "total_buffer_bytes",
+                "max_document_tokens", "max_document_depth",
+            ])
+            typealias R = ConfigurationRanges
+            if let v = try limits.int("max_clients", in: R.maxClients) { configuration.limits.maxClients = v }
+            if let v = try limits.int("max_operations_per_client", in: R.maxOperationsPerClient) { configuration.limits.maxOperationsPerClient = v }
+            if let v = try limits.int("max_line_bytes", in: R.maxLineBytes) { configuration.limits.maxLineBytes = v }
+            if let v = try limits.int("client_buffer_bytes", in: R.clientBufferBytes) { configuration.limits.clientBufferBytes = v }
+            if let v = try limits.int("total_buffer_bytes", in: R.totalBufferBytes) { configuration.limits.totalBufferBytes = v }
+            if let v = try limits.int("max_document_tokens", in: R.maxDocumentTokens) { configuration.limits.document.maxTokens = v }
+            if let v = try limits.int("max_document_depth", in: R.maxDocumentDepth) { configuration.limits.document.maxDepth = v }
+            guard configuration.limits.totalBufferBytes >= configuration.limits.clientBufferBytes else {
+                throw ConfigurationError("[limits] total_buffer_bytes: must be at least client_buffer_bytes (\(configuration.limits.clientBufferBytes))")
+            }
         }
         if let security = try reader.table("security") {
             try security.allowOnly(["allowed_uids", "allowed_gids", "admin_uids", "admin_gids"])
@@ -98,7 +111,7 @@ extension DaemonConfiguration {
         try t.allowOnly([
             "url", "headers", "connecting_payload", "connecting_payload_file", "client_name", "client_version",
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
-            "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "connect_timeout",
+            "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
         ])
         guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
@@ -136,28 +149,21 @@ extension DaemonConfiguration {
             c.transport.operationIDs = value
         }
         if let v = try t.bool("lazy") { c.transport.lazy = v }
-        if let v = try t.seconds("lazy_close_timeout", allowZero: true) { c.transport.lazyCloseTimeout = v }
-        if let v = try t.number("reconnect_interval") {
+        typealias R = ConfigurationRanges
+        if let v = try t.seconds("lazy_close_timeout", in: R.lazyCloseTimeout) { c.transport.lazyCloseTimeout = v }
+        if let v = try t.number("reconnect_interval", in: R.reconnectInterval) {
             c.transport.backoff.initial = v < 0 ? nil : .seconds(double: v)
         }
-        if let v = try t.seconds("reconnect_max_interval", allowZero: false) { c.transport.backoff.maximum = v }
-        if let v = try t.number("reconnect_multiplier") {
-            guard v >= 1 else { throw ConfigurationError("[upstream] reconnect_multiplier: must be at least 1") }
-            c.transport.backoff.multiplier = v
-        }
-        if let v = try t.number("reconnect_jitter") {
-            guard (0...1).contains(v) else { throw ConfigurationError("[upstream] reconnect_jitter: must be between 0 and 1") }
-            c.transport.backoff.jitter = v
-        }
-        if let v = try t.int("reconnect_max_attempts") {
-            guard v >= 0 else { throw ConfigurationError("[upstream] reconnect_max_attempts: must be 0 (unlimited) or more") }
-            c.transport.backoff.maxAttempts = v
-        }
-        if let v = try t.seconds("connect_timeout", allowZero: false) { c.transport.connectTimeout = v }
-        if let v = try t.seconds("connection_ack_timeout", allowZero: false) { c.transport.ackTimeout = v }
-        if let v = try t.seconds("ping_interval", allowZero: true) { c.transport.pingInterval = v }
-        if let v = try t.seconds("pong_timeout", allowZero: false) { c.transport.pongTimeout = v }
-        if let v = try t.positiveInt("max_message_bytes") { c.maxMessageBytes = v }
+        if let v = try t.seconds("reconnect_max_interval", in: R.reconnectMaxInterval) { c.transport.backoff.maximum = v }
+        if let v = try t.number("reconnect_multiplier", in: R.reconnectMultiplier) { c.transport.backoff.multiplier = v }
+        if let v = try t.number("reconnect_jitter", in: R.reconnectJitter) { c.transport.backoff.jitter = v }
+        if let v = try t.int("reconnect_max_attempts", in: R.reconnectMaxAttempts) { c.transport.backoff.maxAttempts = v }
+        if let v = try t.seconds("reconnect_reset_after", in: R.reconnectResetAfter) { c.transport.healthyAfter = v }
+        if let v = try t.seconds("connect_timeout", in: R.timeout) { c.transport.connectTimeout = v }
+        if let v = try t.seconds("connection_ack_timeout", in: R.timeout) { c.transport.ackTimeout = v }
+        if let v = try t.seconds("ping_interval", in: R.pingInterval) { c.transport.pingInterval = v }
+        if let v = try t.seconds("pong_timeout", in: R.timeout) { c.transport.pongTimeout = v }
+        if let v = try t.int("max_message_bytes", in: R.maxMessageBytes) { c.maxMessageBytes = v }
         if let v = try t.bool("reconnect_if_connected") { c.reconnectIfConnected = v }
         if let tls = try t.table("tls") {
             try tls.allowOnly(["ca_file", "insecure_skip_verify"])
@@ -209,10 +215,32 @@ struct TableReader {
         return i
     }
 
-    func positiveInt(_ key: String) throws(ConfigurationError) -> Int? {
+    /// An integer within `range` (documented next to the key in config/gqlmuxd.toml).
+    func int(_ key: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int? {
         guard let i = try int(key) else { return nil }
-        guard i > 0 else { throw ConfigurationError("\(name(key)): must be greater than 0") }
+        guard range.contains(i) else {
+            throw ConfigurationError("\(name(key)): \(i) is out of range (\(range.lowerBound) to \(range.upperBound))")
+        }
         return i
+    }
+
+    /// A finite number within `range`; NaN and infinities are refused.
+    func number(_ key: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double? {
+        guard let n = try number(key) else { return nil }
+        guard n.isFinite, range.contains(n) else {
+            throw ConfigurationError("\(name(key)): \(n) is out of range (\(Self.format(range.lowerBound)) to \(Self.format(range.upperBound)))")
+        }
+        return n
+    }
+
+    /// Seconds within `range` (a lower bound above zero refuses zero).
+    func seconds(_ key: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Duration? {
+        guard let n = try number(key, in: range) else { return nil }
+        return .seconds(double: n)
+    }
+
+    private static func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
     }
 
     func number(_ key: String) throws(ConfigurationError) -> Double? {
@@ -220,14 +248,6 @@ struct TableReader {
         if v.type == .int, let i = v.int { return Double(i) }
         if v.type == .double, let d = v.double { return d }
         throw ConfigurationError("\(name(key)): expected a number, found \(v.type)")
-    }
-
-    func seconds(_ key: String, allowZero: Bool) throws(ConfigurationError) -> Duration? {
-        guard let n = try number(key) else { return nil }
-        guard n.isFinite, allowZero ? n >= 0 : n > 0 else {
-            throw ConfigurationError("\(name(key)): must be \(allowZero ? "0 or more" : "more than 0") seconds")
-        }
-        return .seconds(double: n)
     }
 
     func ids(_ key: String) throws(ConfigurationError) -> [UInt32]? {
@@ -270,4 +290,27 @@ struct TableReader {
         default: throw ConfigurationError("dates are not supported")
         }
     }
+}
+
+/// The accepted range of every numeric key, checked at parse time (start and reload), so no
+/// value can overflow a conversion or a precondition later. Mirrored in config/gqlmuxd.toml.
+enum ConfigurationRanges {
+    static let lazyCloseTimeout = 0.0...86_400
+    /// Negative disables reconnection; NaN and infinities are refused.
+    static let reconnectInterval = -1.0...3_600
+    static let reconnectMaxInterval = 0.001...86_400
+    static let reconnectMultiplier = 1.0...100
+    static let reconnectJitter = 0.0...1
+    static let reconnectMaxAttempts = 0...1_000_000
+    static let reconnectResetAfter = 0.0...86_400
+    static let timeout = 0.001...3_600
+    static let pingInterval = 0.0...3_600
+    static let maxMessageBytes = 1_024...(1 << 30)
+    static let maxClients = 1...65_536
+    static let maxOperationsPerClient = 1...1_000_000
+    static let maxLineBytes = 256...(64 << 20)
+    static let clientBufferBytes = 4_096...(1 << 30)
+    static let totalBufferBytes = 65_536...(64 << 30)
+    static let maxDocumentTokens = 1...1_000_000
+    static let maxDocumentDepth = 1...SubscribeRequest.Limits.maxAllowedDepth
 }

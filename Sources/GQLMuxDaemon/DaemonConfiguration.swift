@@ -1,4 +1,5 @@
 import GraphQLTransportWS
+import RequestValidation
 import Upstream
 
 /// The daemon's whole configuration; `DaemonConfiguration+TOML.swift` reads it from a file.
@@ -8,6 +9,10 @@ package struct DaemonConfiguration: Sendable {
         package var maxOperationsPerClient = 1000
         package var maxLineBytes = 1 << 20
         package var clientBufferBytes = 8 << 20
+        /// Bytes buffered for all local clients together; over it the client furthest behind is cut.
+        package var totalBufferBytes = 256 << 20
+        /// `max_document_tokens` and `max_document_depth`, checked before parsing.
+        package var document = SubscribeRequest.Limits()
         package init() {}
     }
 

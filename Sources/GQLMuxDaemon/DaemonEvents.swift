@@ -9,6 +9,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
     case clientConnected = "client_connected", clientDisconnected = "client_disconnected"
     case clientRefused = "client_refused", clientProtocolError = "client_protocol_error"
     case slowConsumer = "slow_consumer", limitExceeded = "limit_exceeded"
+    case quarantined, memoryBudget = "memory_budget"
 
     /// The fixed journald `MESSAGE_ID` of this event; `systemd/gqlmuxd.catalog` explains each.
     package var messageID: String {
@@ -36,6 +37,8 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         case .clientProtocolError: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a15"
         case .slowConsumer: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a16"
         case .limitExceeded: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a17"
+        case .quarantined: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a18"
+        case .memoryBudget: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a19"
         }
     }
 
@@ -46,7 +49,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         case .connecting, .subscribed, .completed, .clientConnected, .clientDisconnected: .info
         case .started, .connected, .reconnected, .paused, .resumed, .reloaded, .stopping: .notice
         case .disconnected, .reconnecting, .reloadFailed, .operationError, .clientRefused, .clientProtocolError,
-            .slowConsumer, .limitExceeded:
+            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget:
             .warning
         case .failed: .error
         }

@@ -1,6 +1,7 @@
 import GraphQLTransportWS
 import LocalProtocol
 import NIOCore
+import RequestValidation
 import Upstream
 
 /// The dedup table and reference counts: N local subscribers of one key share one upstream

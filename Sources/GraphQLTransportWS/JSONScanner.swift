@@ -7,6 +7,14 @@ package enum JSONValueKind: Sendable, Equatable {
 package struct JSONScanError: Error, Equatable, Sendable, CustomStringConvertible {
     package var offset: Int
     package var reason: String
+    /// The text is not valid UTF-8 (or escapes an unpaired surrogate): RFC 6455 answers this
+    /// with close 1007, not 4400.
+    package var isEncodingError = false
+    package init(offset: Int, reason: String, isEncodingError: Bool = false) {
+        self.offset = offset
+        self.reason = reason
+        self.isEncodingError = isEncodingError
+    }
     package var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
 
@@ -207,6 +215,9 @@ package struct JSONScanner {
         }
     }
 
+    /// Skips a string literal, checking that it is valid UTF-8 (RFC 3629: no overlongs, no
+    /// encoded surrogates, nothing above U+10FFFF) and that every `\\u` escape of a surrogate
+    /// is part of a high-low pair, so nothing that is not Unicode text gets through.
     private mutating func skipString() throws(JSONScanError) {
         index += 1
         while index < bytes.count {
@@ -223,19 +234,65 @@ package struct JSONScanner {
                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                     index += 1
                 case UInt8(ascii: "u"):
-                    guard index + 4 < bytes.count else { throw error("short \\u escape") }
-                    for k in 1...4 where !bytes[index + k].isHexDigit { throw error("bad \\u escape") }
+                    let unit = try hexEscape(at: index + 1)
                     index += 5
+                    if (0xDC00..<0xE000).contains(unit) { throw encodingError("unpaired low surrogate escape") }
+                    if (0xD800..<0xDC00).contains(unit) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u"),
+                            (0xDC00..<0xE000).contains(try hexEscape(at: index + 2))
+                        else { throw encodingError("unpaired high surrogate escape") }
+                        index += 6
+                    }
                 default:
                     throw error("bad escape")
                 }
             case 0x00..<0x20:
                 throw error("control character in string")
-            default:
+            case 0x20..<0x80:
                 index += 1
+            default:
+                try skipUTF8Sequence(lead: byte)
             }
         }
         throw error("unterminated string")
+    }
+
+    /// The 16-bit value of the four hex digits at `at`.
+    private func hexEscape(at start: Int) throws(JSONScanError) -> UInt32 {
+        guard start + 4 <= bytes.count else { throw error("short \\u escape") }
+        var value: UInt32 = 0
+        for k in 0..<4 {
+            let digit = bytes[start + k]
+            guard digit.isHexDigit else { throw error("bad \\u escape") }
+            value = value << 4 | UInt32(Self.hexValue(digit))
+        }
+        return value
+    }
+
+    /// Validates one multi-byte UTF-8 sequence starting at `index` (Unicode Table 3-7).
+    private mutating func skipUTF8Sequence(lead: UInt8) throws(JSONScanError) {
+        let length: Int
+        var secondRange: ClosedRange<UInt8> = 0x80...0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0: length = 3; secondRange = 0xA0...0xBF
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED: length = 3; secondRange = 0x80...0x9F
+        case 0xF0: length = 4; secondRange = 0x90...0xBF
+        case 0xF1...0xF3: length = 4
+        case 0xF4: length = 4; secondRange = 0x80...0x8F
+        default: throw encodingError("invalid UTF-8 byte 0x\(String(lead, radix: 16))")
+        }
+        guard index + length <= bytes.count else { throw encodingError("truncated UTF-8 sequence") }
+        guard secondRange.contains(bytes[index + 1]) else { throw encodingError("invalid UTF-8 sequence") }
+        for k in 2..<length where !(0x80...0xBF).contains(bytes[index + k]) {
+            throw encodingError("invalid UTF-8 sequence")
+        }
+        index += length
+    }
+
+    private func encodingError(_ reason: String) -> JSONScanError {
+        JSONScanError(offset: index, reason: reason, isEncodingError: true)
     }
 
     private mutating func skipLiteral(_ literal: StaticString) throws(JSONScanError) {

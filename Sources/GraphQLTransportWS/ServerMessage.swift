@@ -16,7 +16,12 @@ package enum ServerMessage: Sendable, Equatable {
 /// The server broke the protocol; the client answers by closing with 4400.
 package struct ProtocolViolation: Error, Equatable, Sendable, CustomStringConvertible {
     package var reason: String
-    package init(_ reason: String) { self.reason = reason }
+    /// 4400 for a malformed message; 1007 for text that is not valid UTF-8 (RFC 6455 section 8.1).
+    package var closeCode: UInt16
+    package init(_ reason: String, closeCode: UInt16 = 4400) {
+        self.reason = reason
+        self.closeCode = closeCode
+    }
     package var description: String { reason }
 }
 
@@ -30,7 +35,7 @@ extension ServerMessage {
         do {
             envelope = try Envelope(frame)
         } catch {
-            throw ProtocolViolation("invalid message: \(error)")
+            throw ProtocolViolation("invalid message: \(error)", closeCode: error.isEncodingError ? 1007 : 4400)
         }
         func id() throws(ProtocolViolation) -> String {
             guard let id = envelope.id, !id.isEmpty else {

@@ -18,8 +18,7 @@ extension TransportStateMachine {
         case .connected(var c):
             c.idleCloseAt = nil
             phase = .connected(c)
-            send(id, generation: c.generation, into: &actions)
-            lastNewSubscribe = (id, now)
+            send(id, generation: c.generation, now: now, into: &actions)
         case .paused:
             setState(id, .paused, into: &actions, force: true)
         case .idle, .failed:
@@ -119,13 +118,27 @@ extension TransportStateMachine {
         setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
     }
 
+    /// The server acknowledged connection `gen`. The attempt counter is NOT reset here: only
+    /// once the connection has stayed up for `healthyAfter` (an upstream that acks and fails at
+    /// once must see the backoff grow). Operations charged with a close wait on probation.
     mutating func acknowledged(generation gen: Int, now: Instant, into actions: inout [TransportAction]) {
-        resetFailures()
         let nextPing = options.pingInterval > .zero ? now + options.pingInterval : nil
-        setPhase(.connected(Connected(generation: gen, nextPing: nextPing)), .connected, into: &actions)
+        var connected = Connected(generation: gen, nextPing: nextPing)
+        if options.healthyAfter > .zero { connected.healthyAt = now + options.healthyAfter }
+        setPhase(.connected(connected), .connected, into: &actions)
+        if options.healthyAfter <= .zero { markHealthy(generation: gen) }
         actions.append(.event(markConnected()))
+        var onProbation = false
         for id in sortedIDs() where operations[id]?.sentOn == nil && operations[id]?.state != .paused {
-            send(id, generation: gen, into: &actions)
+            if operations[id]!.charges > 0 {
+                onProbation = true
+                continue
+            }
+            send(id, generation: gen, now: now, into: &actions)
+        }
+        if onProbation, case .connected(var c) = phase {
+            c.probationAt = now + options.blameWindow
+            phase = .connected(c)
         }
         scheduleIdleCloseIfUnused(now: now, into: &actions)
     }
@@ -159,10 +172,12 @@ extension TransportStateMachine {
         }
     }
 
-    private mutating func send(_ id: String, generation gen: Int, into actions: inout [TransportAction]) {
+    mutating func send(_ id: String, generation gen: Int, now: Instant, onTrial: Bool? = nil, into actions: inout [TransportAction]) {
         guard let op = operations[id] else { return }
         actions.append(.send(generation: gen, ClientMessage.subscribe(id: id, payload: op.payload).encode()))
         operations[id]?.sentOn = gen
+        operations[id]?.sentAt = now
+        operations[id]?.onTrial = onTrial ?? (op.sentAt == nil)
         setState(id, .active, into: &actions, force: true)
     }
 
@@ -174,13 +189,11 @@ extension TransportStateMachine {
 
     mutating func finish(_ id: String, _ finish: OperationFinish, into actions: inout [TransportAction]) {
         guard operations.removeValue(forKey: id) != nil else { return }
-        if lastNewSubscribe?.id == id { lastNewSubscribe = nil }
         actions.append(.operation(id: id, .finished(finish)))
     }
 
     mutating func setPhase(_ newPhase: Phase, _ state: ConnectionState, into actions: inout [TransportAction]) {
         phase = newPhase
-        if case .connected = newPhase {} else { lastNewSubscribe = nil }
         guard state != connectionState else { return }
         connectionState = state
         actions.append(.event(.stateChanged(state)))

@@ -23,6 +23,10 @@ package struct TransportStateMachine {
         var nextPing: Instant?
         var pongDeadline: Instant?
         var idleCloseAt: Instant?
+        /// When this connection counts as healthy: the attempt counter and blame charges clear.
+        var healthyAt: Instant?
+        /// When the next operation on probation (charged once) may be sent, alone.
+        var probationAt: Instant?
     }
 
     struct Operation {
@@ -32,6 +36,12 @@ package struct TransportStateMachine {
         var sequence: Int
         /// The connection the subscribe was sent on, if any.
         var sentOn: Int?
+        /// When it was last sent, for blame.
+        var sentAt: Instant?
+        /// Sent for the first time, or alone on probation: a close soon after may be its fault.
+        var onTrial = true
+        /// Upstream closes charged to it (see `Quarantine.swift`); two and it is never re-sent.
+        var charges = 0
     }
 
     package let options: TransportOptions
@@ -48,7 +58,6 @@ package struct TransportStateMachine {
     private var failures = 0
     private var everConnected = false
     var started = false
-    var lastNewSubscribe: (id: String, at: Instant)?
     /// Completed reconnects, for the `status` verb.
     package private(set) var reconnects = 0
 
@@ -107,7 +116,7 @@ package struct TransportStateMachine {
         case .connecting(_, let deadline), .awaitingAck(_, let deadline), .backingOff(let deadline):
             return deadline
         case .connected(let c):
-            return [c.nextPing, c.pongDeadline, c.idleCloseAt].compactMap { $0 }.min()
+            return [c.nextPing, c.pongDeadline, c.idleCloseAt, c.healthyAt, c.probationAt].compactMap { $0 }.min()
         case .idle, .paused, .failed, .shutDown:
             return nil
         }
@@ -216,6 +225,18 @@ package struct TransportStateMachine {
                 setPhase(.idle, .idle, into: &actions)
                 return actions
             }
+            if let at = c.healthyAt, now >= at {
+                c.healthyAt = nil
+                phase = .connected(c)
+                markHealthy(generation: c.generation)
+            }
+            if let at = c.probationAt, now >= at {
+                c.probationAt = nil
+                phase = .connected(c)
+                sendNextOnProbation(now: now, into: &actions)
+                guard case .connected(let updated) = phase else { return actions }
+                c = updated
+            }
             if let at = c.nextPing, now >= at {
                 actions.append(.send(generation: c.generation, ClientMessage.ping(payload: nil).encode()))
                 actions.append(.event(.ping(received: false)))
@@ -270,15 +291,7 @@ package struct TransportStateMachine {
         case .connecting(gen, _), .awaitingAck(gen, _):
             attemptFailed(closeCode: code, cause: cause, now: now, into: &actions)
         case .connected(let c) where c.generation == gen:
-            if code == 4400, let blamed = lastNewSubscribe, now - blamed.at <= options.blameWindow,
-                operations[blamed.id] != nil
-            {
-                finish(
-                    blamed.id,
-                    .error(.local(code: ErrorCode.upstreamClosed, message: "upstream closed the connection (4400) after this operation was sent", closeCode: code, closeReason: reason)),
-                    into: &actions
-                )
-            }
+            chargeBlame(generation: gen, closeCode: code, reason: reason, now: now, into: &actions)
             dropped(closeCode: code, cause: cause, now: now, into: &actions)
         default:
             break
@@ -299,7 +312,7 @@ package struct TransportStateMachine {
         do {
             message = try ServerMessage.parse(frame)
         } catch {
-            return protocolViolation(generation: gen, error.reason, now: now)
+            return protocolViolation(generation: gen, error.reason, closeCode: error.closeCode, now: now)
         }
         return received(generation: gen, message, now: now)
     }

@@ -15,8 +15,12 @@ package struct TransportOptions: Sendable, Equatable {
     /// Time without any inbound frame after a ping before the peer is declared dead.
     package var pongTimeout: Duration = .seconds(10)
     package var operationIDs: OperationIDStyle = .sequential
-    /// A 4400 close this soon after a new subscribe is blamed on that subscribe.
+    /// A close this soon after a (re)subscribe may be blamed on it (see `Quarantine`).
     package var blameWindow: Duration = .seconds(1)
+    /// How long an acknowledged connection must stay up before the reconnect attempt counter
+    /// (and any blame charged to its operations) is cleared: an upstream that acks and fails
+    /// at once keeps growing the backoff.
+    package var healthyAfter: Duration = .seconds(10)
 
     package init() {}
 }
@@ -115,6 +119,8 @@ package enum TransportEvent: Sendable, Equatable {
     case disconnected(closeCode: UInt16?, reason: String)
     case ping(received: Bool)
     case pong(received: Bool)
+    /// Operation `id` was charged twice with an upstream close and is never sent again.
+    case quarantined(id: String, closeCode: UInt16?)
 }
 
 /// What the I/O layer must do after an event.

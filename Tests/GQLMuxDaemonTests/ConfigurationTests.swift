@@ -1,6 +1,7 @@
 import Testing
 
 @testable import GQLMuxDaemon
+import RequestValidation
 
 @Suite struct ConfigurationTests {
     @Test func readsEveryKey() throws {

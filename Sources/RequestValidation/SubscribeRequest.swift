@@ -5,20 +5,41 @@ import NIOCore
 
 /// A validated local `subscribe` payload: its operation type, its dedup key, and the
 /// original bytes to forward upstream.
-struct SubscribeRequest {
-    var payload: ByteBuffer
-    var kind: OperationKind
+package struct SubscribeRequest {
+    package var payload: ByteBuffer
+    package var kind: OperationKind
     /// Document (printed canonically, so whitespace and comments do not matter),
     /// operationName, canonical variables and extensions.
-    var dedupKey: String
+    package var dedupKey: String
 
-    struct Invalid: Error {
-        var code: String
-        var message: String
+    package struct Invalid: Error {
+        package var code: String
+        package var message: String
     }
 
-    /// - Parameter payload: the `payload` object of a local `subscribe` line.
-    static func parse(_ payload: ByteBuffer) throws(Invalid) -> SubscribeRequest {
+    /// Bounds checked before the recursive GraphQL parser runs (`[limits] max_document_tokens`
+    /// and `max_document_depth`).
+    package struct Limits: Sendable, Equatable {
+        package var maxTokens: Int
+        package var maxDepth: Int
+        package init(maxTokens: Int = Self.defaultMaxTokens, maxDepth: Int = Self.defaultMaxDepth) {
+            self.maxTokens = maxTokens
+            self.maxDepth = maxDepth
+        }
+        /// Apollo Router's default; parsing and printing 15,000 tokens costs a few ms (see the closing note of issue 7).
+        package static let defaultMaxTokens = 15_000
+        /// A quarter of the depth the parser survives on a 512 KiB stack (measured, see
+        /// `DocumentDepthProbe`); 8 MiB loop threads leave a far larger margin.
+        package static let defaultMaxDepth = 128
+        /// Highest value the configuration accepts: half of the measured depth at which the
+        /// parser overflowed a 512 KiB stack in a debug build.
+        package static let maxAllowedDepth = 512
+    }
+
+    /// - Parameters:
+    ///   - payload: the `payload` object of a local `subscribe` line.
+    ///   - limits: document bounds checked before parsing.
+    package static func parse(_ payload: ByteBuffer, limits: Limits = Limits()) throws(Invalid) -> SubscribeRequest {
         var query: String?
         var operationName: String?
         var variables = "null"
@@ -51,6 +72,16 @@ struct SubscribeRequest {
             }
         }
         guard let query else { throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload needs a string 'query'") }
+        do {
+            _ = try DocumentBounds.check(query, maxTokens: limits.maxTokens, maxDepth: limits.maxDepth)
+        } catch {
+            switch error {
+            case .tokens(let limit):
+                throw Invalid(code: ErrorCode.limitExceeded, message: "document has more than max_document_tokens (\(limit)) tokens")
+            case .depth(let limit):
+                throw Invalid(code: ErrorCode.limitExceeded, message: "document nests deeper than max_document_depth (\(limit))")
+            }
+        }
         let document: Document
         do {
             document = try GraphQL.parse(source: query, noLocation: true)
@@ -84,7 +115,7 @@ struct SubscribeRequest {
     }
 
     /// Re-serialises JSON with sorted keys so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }` match.
-    static func canonicalJSON(_ raw: String) -> String {
+    package static func canonicalJSON(_ raw: String) -> String {
         guard let data = raw.data(using: .utf8),
             let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
             let canonical = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])
