@@ -79,7 +79,7 @@ import Testing
         #expect(delays == [1, 2, 4, 8])
     }
 
-    @Test func attemptCounterResetsOnAck() {
+    @Test func attemptCounterResetsOnlyOnceAConnectionStaysHealthy() {
         var h = Harness()
         h.start()
         for _ in 0..<3 {
@@ -87,8 +87,29 @@ import Testing
             h.advance(ms: 60_000)
         }
         h.connectAndAck()
-        let delays = h.serverClose(1006).reconnectDelays
-        #expect(delays == [1])
+        // Acked and failed at once: that was attempt 4, the backoff keeps growing.
+        #expect(h.serverClose(1006).reconnectDelays == [8])
+        h.advance(ms: 8_000)
+        h.connectAndAck()
+        h.advance(ms: 9_900)
+        #expect(h.serverClose(1006).reconnectDelays == [16])
+        h.advance(ms: 16_000)
+        h.connectAndAck()
+        h.advance(ms: 10_000)  // healthy_after (reconnect_reset_after) passed: the outage is over
+        #expect(h.serverClose(1006).reconnectDelays == [1])
+    }
+
+    @Test func anUpstreamThatAcksAndFailsAtOnceSeesTheBackoffGrowToItsCap() {
+        var h = Harness()
+        h.start()
+        var delays: [Double] = []
+        for _ in 0..<8 {
+            h.connectAndAck()
+            delays += h.serverClose(1011, "flap").reconnectDelays
+            h.advance(ms: 60_000)
+        }
+        #expect(delays == [1, 2, 4, 8, 16, 30, 30, 30])
+        #expect(h.log.connects == 9)  // the first, then one per flap
     }
 
     @Test func refusedConnectionsRetryForeverByDefault() {

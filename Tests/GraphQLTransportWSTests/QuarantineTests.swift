@@ -1,0 +1,132 @@
+import NIOCore
+import Testing
+
+@testable import GraphQLTransportWS
+
+/// Blame and quarantine on a manual clock: one bad operation costs the others at most one
+/// reconnect (a client-blaming close) or two (an ambiguous one), never a loop.
+@Suite struct QuarantineTests {
+    /// How many times `id` was sent upstream in `actions`.
+    func sends(_ id: String, in actions: [TransportAction]) -> Int {
+        actions.sentTexts.filter { $0.contains(#""type":"subscribe","id":"\#(id)""#) }.count
+    }
+
+    @Test(arguments: [UInt16(4400), 1007, 1009, 4409])
+    func aClientBlamingCloseRightAfterANewSubscribeQuarantinesItAtOnce(code: UInt16) {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let good = h.subscribe()
+        h.advance(ms: 5_000)
+        let poison = h.subscribe(.subscription, "subscription { poison }")
+        h.advance(ms: 50)
+        let closed = h.serverClose(code, "bad")
+        guard case .error(.local(let errorCode, let message, let closeCode, _)) = closed.finish(poison) else {
+            Issue.record("poison not finished: \(closed)")
+            return
+        }
+        #expect(errorCode == "UPSTREAM_CLOSED")
+        #expect(closeCode == code)
+        #expect(message.contains("quarantined"))
+        #expect(closed.events.contains(.quarantined(id: poison, closeCode: code)))
+        #expect(closed.operationStates(good) == [.reconnecting])
+        h.advance(ms: 1_000)
+        let back = h.connectAndAck()
+        #expect(sends(good, in: back) == 1)
+        h.advance(ms: 20_000)
+        #expect(sends(poison, in: h.log) == 1)  // sent once, ever
+        #expect(h.machine.state(of: good) == .active)
+    }
+
+    @Test func anAmbiguousCloseAfterANewSubscribePutsItOnProbationAndASecondQuarantinesIt() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let good = h.subscribe()
+        h.advance(ms: 5_000)
+        let suspect = h.subscribe(.subscription, "subscription { crash }")
+        h.serverClose(nil, "connection lost (1006)")
+        #expect(h.machine.state(of: suspect) != nil)  // one charge: not finished
+        h.advance(ms: 1_000)
+        let back = h.connectAndAck()
+        #expect(sends(good, in: back) == 1)
+        #expect(sends(suspect, in: back) == 0)  // held back on probation
+        let probation = h.advance(ms: 1_000)
+        #expect(sends(suspect, in: probation) == 1)  // alone
+        #expect(probation.sentTexts.count == 1)
+        let second = h.serverClose(nil, "connection lost (1006)")
+        #expect(second.finish(suspect)?.errorCode == "UPSTREAM_CLOSED")
+        #expect(h.machine.state(of: good) == .reconnecting)
+        h.advance(ms: 2_000)
+        let again = h.connectAndAck()
+        #expect(sends(good, in: again) == 1)
+        #expect(sends(suspect, in: again + h.advance(ms: 5_000)) == 0)
+    }
+
+    @Test func aServerRestartRightAfterAResubscribeBurstChargesNobody() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let ids = (0..<5).map { _ in h.subscribe() }
+        h.advance(ms: 20_000)  // healthy: nothing is on trial any more
+        for _ in 0..<4 {
+            h.serverClose(1012, "service restart")
+            h.advance(ms: 60_000)
+            let back = h.connectAndAck()
+            #expect(ids.allSatisfy { sends($0, in: back) == 1 })
+            h.advance(ms: 100)  // killed again right after the re-subscribe burst
+        }
+        #expect(ids.allSatisfy { h.machine.state(of: $0) == .active })
+    }
+
+    @Test func severalSuspectsAreEachChargedOnceAndTriedAloneAfterTheReconnect() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let a = h.subscribe(.subscription, "subscription { a }")
+        let b = h.subscribe(.subscription, "subscription { b }")
+        h.serverClose(4400, "bad")
+        #expect(h.machine.state(of: a) != nil && h.machine.state(of: b) != nil)
+        h.advance(ms: 1_000)
+        let back = h.connectAndAck()
+        #expect(sends(a, in: back) + sends(b, in: back) == 0)
+        let first = h.advance(ms: 1_000)
+        #expect(sends(a, in: first) == 1 && sends(b, in: first) == 0)
+        let second = h.advance(ms: 1_000)
+        #expect(sends(b, in: second) == 1)
+        h.advance(ms: 10_000)  // the connection stayed healthy: charges cleared
+        h.serverClose(4400, "late")
+        #expect(h.machine.state(of: a) == .reconnecting && h.machine.state(of: b) == .reconnecting)
+    }
+
+    @Test func chargesClearOnceTheConnectionStaysHealthy() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let op = h.subscribe()
+        h.serverClose(nil, "drop")  // charge 1
+        h.advance(ms: 1_000)
+        h.connectAndAck()
+        h.advance(ms: 1_000)  // sent on probation
+        h.advance(ms: 10_000)  // healthy: charge cleared
+        h.serverClose(1006, "drop")
+        h.advance(ms: 1_000)
+        #expect(sends(op, in: h.connectAndAck()) == 1)  // a clean op again: sent with the burst
+        #expect(h.machine.state(of: op) == .active)
+    }
+
+    @Test func invalidUTF8FromTheServerClosesWith1007AndReconnects() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let id = h.subscribe()
+        var frame = ByteBuffer(string: #"{"type":"next","id":"1","payload":{"data":{"s":""#)
+        frame.writeBytes([0xFF, 0xFE])
+        frame.writeString(#""}}}"#)
+        let actions = h.record(h.machine.received(generation: h.lastGeneration!, frame, now: h.now))
+        #expect(actions.closes == [1007])
+        #expect(actions.updates(id).allSatisfy { if case .next = $0 { false } else { true } })
+        #expect(actions.operationStates(id) == [.reconnecting])
+    }
+}
+
