@@ -130,6 +130,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Measures the GraphQL parser's stack and time per document (scripts/parse-probe.sh).
+        .executableTarget(
+            name: "gqlmux-parse-probe",
+            dependencies: ["RequestValidation", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "gqlmux-test-upstream",
             dependencies: ["TestUpstream"],

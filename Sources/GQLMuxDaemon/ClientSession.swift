@@ -19,6 +19,11 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     private var closing = false
     /// Lines written since the last flush, sent as one write.
     private var batch = ByteBuffer()
+    /// Buffers queued before `batch` in this turn: earlier batch parts and large upstream
+    /// payloads passed by reference, so N clients behind on one message share its bytes.
+    private var queued: [ByteBuffer] = []
+    /// Bytes NIO holds for this client, unwritten, as of the last flush or refresh.
+    private(set) var buffered = 0
     /// Set while the fan-out holds this session in its list to flush at the end of the loop turn.
     var awaitingFlush = false
 
@@ -37,14 +42,18 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     func channelInactive(context: ChannelHandlerContext) {
         dropOperations()
+        daemon.fanout.bufferedChanged(by: -buffered)
+        buffered = 0
         daemon.sessionClosed(self)
         context.fireChannelInactive()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { daemon.fanout.bufferedChanged(by: refreshBuffered()) }
         if !context.channel.isWritable, !closing {
             daemon.events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
             fail(code: LocalErrorCode.slowConsumer, "client did not read fast enough (client_buffer_bytes exceeded)", force: true)
+            daemon.fanout.scheduleTrim()
         }
         context.fireChannelWritabilityChanged()
     }
@@ -170,16 +179,40 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func writeNext(prefix: ByteBuffer, payload: ByteBuffer) -> Bool {
         guard !closing else { return false }
         batch.writeImmutableBuffer(prefix)
-        batch.writeImmutableBuffer(payload)
+        if payload.readableBytes >= Self.sharedPayloadBytes {
+            queued.append(batch)
+            queued.append(payload)
+            batch = ByteBuffer()
+        } else {
+            batch.writeImmutableBuffer(payload)
+        }
         batch.writeStaticString(LocalEncode.nextSuffix)
         return true
     }
 
-    /// Writes and flushes everything batched since the last flush.
-    func flush() {
-        guard !closing, batch.readableBytes > 0 else { return }
-        channel.writeAndFlush(batch, promise: nil)
+    /// Payloads at least this big are queued by reference instead of copied into the batch:
+    /// a copy per client would multiply memory by the number of clients behind.
+    static let sharedPayloadBytes = 1_024
+
+    /// Writes and flushes everything batched since the last flush, and returns by how much
+    /// this client's unwritten bytes changed (for the daemon's `total_buffer_bytes`).
+    @discardableResult
+    func flush() -> Int {
+        guard !closing, batch.readableBytes > 0 || !queued.isEmpty else { return 0 }
+        for part in queued where part.readableBytes > 0 { channel.write(part, promise: nil) }
+        queued.removeAll(keepingCapacity: true)
+        if batch.readableBytes > 0 { channel.write(batch, promise: nil) }
+        channel.flush()
         batch = ByteBuffer()
+        return refreshBuffered()
+    }
+
+    /// Re-reads how many bytes NIO holds unwritten for this client; returns the change.
+    @discardableResult
+    func refreshBuffered() -> Int {
+        let now = closing ? 0 : ((try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
+        defer { buffered = now }
+        return now - buffered
     }
 
     /// The upstream finished this operation; forget it without completing upstream.

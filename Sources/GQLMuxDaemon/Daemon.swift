@@ -31,6 +31,8 @@ package final class Daemon: @unchecked Sendable {
     /// Called when a reload begins (true) and ends (false): RELOADING=1 / READY=1.
     package var onReload: (@Sendable (Bool) -> Void)?
     private var statusScheduled = false
+    /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
+    private var reloadError: String?
 
     /// - Parameters:
     ///   - configuration: the parsed configuration.
@@ -52,7 +54,8 @@ package final class Daemon: @unchecked Sendable {
             observer: { event in box.daemon?.transportEvent(event) }
         )
         box.daemon = self
-        self.fanout = Fanout(transport: transport, events: events)
+        self.fanout = Fanout(transport: transport, events: events, totalBufferBytes: configuration.limits.totalBufferBytes)
+        fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
 
     // MARK: - Start and stop
@@ -152,15 +155,18 @@ package final class Daemon: @unchecked Sendable {
                 do {
                     next = try DaemonConfiguration.load(path: path)
                 } catch {
+                    self.reloadError = "\(error)"
                     self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed, configuration kept: \(error)")
                     return self.eventLoop.makeFailedFuture(error)
                 }
             }
+            self.reloadError = nil
             let upstream = next.upstream
             let limits = self.configuration.limits
             self.configuration.limits = next.limits
             self.configuration.limits.maxLineBytes = limits.maxLineBytes
             self.configuration.limits.clientBufferBytes = limits.clientBufferBytes
+            self.fanout.totalBufferBytes = self.configuration.limits.totalBufferBytes
             self.configuration.security = next.security
             self.configuration.upstream.headers = upstream.headers
             self.configuration.upstream.connectingPayload = upstream.connectingPayload
@@ -248,7 +254,7 @@ package final class Daemon: @unchecked Sendable {
         let json = """
             {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
             "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
-            "clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
+            "reloadError":\(reloadError.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
             "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}
             """
         return ByteBuffer(string: json)
@@ -256,6 +262,12 @@ package final class Daemon: @unchecked Sendable {
 
     /// The one-line status operators see (sd_notify STATUS=).
     package var statusLineOnLoop: String {
+        let line = connectionStatusLine
+        guard let reloadError else { return line }
+        return line + "; last reload failed (configuration kept): " + reloadError
+    }
+
+    private var connectionStatusLine: String {
         let state = transport.connectionStateOnLoop
         switch state {
         case .connected:

@@ -7,19 +7,27 @@ import Upstream
 /// The dedup table and reference counts: N local subscribers of one key share one upstream
 /// operation; the last one to leave completes it upstream. Lives on the daemon's loop.
 final class Fanout: @unchecked Sendable {
-    private let transport: UpstreamTransport
+    let transport: UpstreamTransport
     private var byKey: [String: UpstreamEntry] = [:]
     private var byUpstreamID: [String: UpstreamEntry] = [:]
-    private let events: DaemonEvents
+    let events: DaemonEvents
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
     private var dirty: [ClientSession] = []
     private var flushScheduled = false
     private(set) var messagesIn = 0
     private(set) var messagesOut = 0
+    /// Unwritten bytes of all clients together, as last measured (see `MemoryBudget.swift`).
+    var totalBuffered = 0
+    /// `[limits] total_buffer_bytes`.
+    var totalBufferBytes: Int
+    /// Every live session, for the memory budget's search of the client furthest behind.
+    var sessions: () -> [ClientSession] = { [] }
+    var trimScheduled = false
 
-    init(transport: UpstreamTransport, events: DaemonEvents) {
+    init(transport: UpstreamTransport, events: DaemonEvents, totalBufferBytes: Int) {
         self.transport = transport
         self.events = events
+        self.totalBufferBytes = totalBufferBytes
     }
 
     var upstreamCount: Int { byUpstreamID.count }
@@ -147,9 +155,11 @@ final class Fanout: @unchecked Sendable {
         flushScheduled = false
         let sessions = dirty
         dirty.removeAll(keepingCapacity: true)
+        var change = 0
         for session in sessions {
             session.awaitingFlush = false
-            session.flush()
+            change += session.flush()
         }
+        bufferedChanged(by: change)
     }
 }

@@ -1,0 +1,61 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import LocalProtocol
+import NIOCore
+
+/// The memory budget: `[limits] total_buffer_bytes` bounds the bytes waiting to be written to
+/// all local clients together (each is also bounded by `client_buffer_bytes`). Over the budget,
+/// the client furthest behind is cut first with `SLOW_CONSUMER`, then the next, until the total
+/// is back under it. After cuts the allocator is asked to give freed memory back to the system.
+extension Fanout {
+    /// A session's unwritten byte count changed by `delta` (flush, drain, close).
+    func bufferedChanged(by delta: Int) {
+        totalBuffered = max(0, totalBuffered + delta)
+        guard totalBuffered > totalBufferBytes else { return }
+        enforceBudget()
+    }
+
+    private func enforceBudget() {
+        // The running total is an estimate (a drain is seen at the next flush); measure exactly.
+        let live = sessions()
+        for session in live { session.refreshBuffered() }
+        totalBuffered = live.reduce(0) { $0 + $1.buffered }
+        var ordered = live.filter { $0.buffered > 0 }.sorted { $0.buffered > $1.buffered }
+        while totalBuffered > totalBufferBytes, !ordered.isEmpty {
+            let victim = ordered.removeFirst()
+            let behind = victim.buffered
+            events.emit(
+                .memoryBudget,
+                victim.fields(["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_BUFFERED_BYTES": "\(behind)"]),
+                message: "total_buffer_bytes (\(totalBufferBytes)) exceeded; disconnecting the client furthest behind (\(behind) bytes, \(victim.peerDescription))"
+            )
+            victim.fail(code: LocalErrorCode.slowConsumer, "client fell furthest behind when the daemon's total_buffer_bytes was exceeded", force: true)
+            totalBuffered -= behind
+        }
+        scheduleTrim()
+    }
+
+    /// Gives freed heap back to the system a moment after clients were cut (glibc keeps it otherwise).
+    func scheduleTrim() {
+        guard !trimScheduled else { return }
+        let loop = transport.eventLoop
+        trimScheduled = true
+        loop.scheduleTask(in: .seconds(2)) {
+            self.trimScheduled = false
+            Self.trimHeap()
+        }
+    }
+
+    /// glibc's `malloc_trim(0)`, looked up at run time (the Glibc module does not export malloc.h).
+    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
+        #if canImport(Glibc)
+        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }  // nil is RTLD_DEFAULT
+        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
+        #else
+        return nil
+        #endif
+    }()
+
+    static func trimHeap() { _ = mallocTrim?(0) }
+}
