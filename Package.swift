@@ -133,7 +133,11 @@ let package = Package(
         // Measures the GraphQL parser's stack and time per document (scripts/parse-probe.sh).
         .executableTarget(
             name: "gqlmux-parse-probe",
-            dependencies: ["RequestValidation", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "RequestValidation",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "GraphQL", package: "GraphQL"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(

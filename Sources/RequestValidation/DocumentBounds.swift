@@ -20,11 +20,19 @@ package struct DocumentBounds: Sendable, Equatable {
     /// Measures `document`, stopping early as soon as a limit is passed.
     /// - Throws: ``Exceeded`` naming the first limit passed.
     package static func check(_ document: String, maxTokens: Int, maxDepth: Int) throws(Exceeded) -> DocumentBounds {
+        var unused: [UInt8]? = nil
+        return try check(document, maxTokens: maxTokens, maxDepth: maxDepth, tokenText: &unused)
+    }
+
+    /// Like ``check(_:maxTokens:maxDepth:)``, and appends every token followed by one space to
+    /// `tokenText` when it is not nil: the document with whitespace, commas and comments
+    /// normalised away, in linear time (the dedup key; `GraphQL.print` is quadratic in depth).
+    package static func check(_ document: String, maxTokens: Int, maxDepth: Int, tokenText: inout [UInt8]?) throws(Exceeded) -> DocumentBounds {
         var result = DocumentBounds()
         var text = document
         let outcome = text.withUTF8 { bytes -> Exceeded? in
             do throws(Exceeded) {
-                try result.scan(bytes, maxTokens: maxTokens, maxDepth: maxDepth)
+                try result.scan(bytes, maxTokens: maxTokens, maxDepth: maxDepth, tokenText: &tokenText)
                 return nil
             } catch {
                 return error
@@ -34,7 +42,7 @@ package struct DocumentBounds: Sendable, Equatable {
         return result
     }
 
-    private mutating func scan(_ b: UnsafeBufferPointer<UInt8>, maxTokens: Int, maxDepth: Int) throws(Exceeded) {
+    private mutating func scan(_ b: UnsafeBufferPointer<UInt8>, maxTokens: Int, maxDepth: Int, tokenText: inout [UInt8]?) throws(Exceeded) {
         var i = 0
         var open = 0
         let n = b.count
@@ -46,6 +54,7 @@ package struct DocumentBounds: Sendable, Equatable {
         }
         while i < n {
             let c = b[i]
+            let start = i
             switch c {
             case 0x20, 0x09, 0x0A, 0x0D, 0x2C:  // whitespace and commas are ignored tokens
                 i += 1
@@ -99,6 +108,10 @@ package struct DocumentBounds: Sendable, Equatable {
             }
             tokens += 1
             if tokens > maxTokens { throw .tokens(limit: maxTokens) }
+            if tokenText != nil {
+                tokenText!.append(contentsOf: UnsafeBufferPointer(rebasing: b[start..<min(i, n)]))
+                tokenText!.append(0x20)
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GraphQL
 import NIOCore
 import RequestValidation
 
@@ -8,6 +9,7 @@ import RequestValidation
 //                                          with a STACK_KIB stack; exits 0 if it survived
 //   gqlmux-parse-probe time TOKENS         parse + print time of the worst documents of about
 //                                          TOKENS tokens (deep and wide), bounds checked first
+//   gqlmux-parse-probe phases N            parse and print timed apart (wide and nested)
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: gqlmux-parse-probe depth N STACK_KIB | time TOKENS\n".utf8))
@@ -62,7 +64,7 @@ case "time":
     let deepFields = max(0, tokens - 4 * depth - 3)
     let deep = "query " + String(repeating: "{ a ", count: depth) + "{ " + (0..<deepFields).map { "b\($0)" }.joined(separator: " ")
         + " }" + String(repeating: " }", count: depth)
-    let argFields = max(1, (tokens - 3) / 8)
+    let argFields = max(1, (tokens - 3) / 10)
     let args = "query { " + (0..<argFields).map { "f\($0)(x: 1, y: \"s\")" }.joined(separator: " ") + " }"
     for (name, query) in [("wide", wide), ("deep", deep), ("args", args)] {
         let document = payload(query)
@@ -81,6 +83,18 @@ case "time":
             worst = max(worst, ms)
         }
         print("\(name): \(document.readableBytes) bytes, parse+print best \(String(format: "%.2f", best)) ms, worst \(String(format: "%.2f", worst)) ms")
+    }
+case "phases":
+    // Parse and print timed apart, on a wide document of N fields and a nested one of N levels.
+    guard let n = Int(arguments[2]) else { exit(64) }
+    for (name, query) in [("wide", "query { " + (0..<n).map { "a\($0)" }.joined(separator: " ") + " }"), ("nested", nested(n))] {
+        var t = DispatchTime.now().uptimeNanoseconds
+        let document = try GraphQL.parse(source: query, noLocation: true)
+        let parseMs = Double(DispatchTime.now().uptimeNanoseconds - t) / 1e6
+        t = DispatchTime.now().uptimeNanoseconds
+        _ = GraphQL.print(ast: document)
+        let printMs = Double(DispatchTime.now().uptimeNanoseconds - t) / 1e6
+        print("\(name) \(n): parse \(String(format: "%.1f", parseMs)) ms, print \(String(format: "%.1f", printMs)) ms")
     }
 default:
     exit(64)
