@@ -149,9 +149,20 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS", "RequestValidation",
+                "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // Bodies of the libFuzzer targets (Fuzz/, scripts/fuzz.sh) and the corpus replay test.
+        .target(
+            name: "GQLMuxFuzz",
+            dependencies: [
+                "GraphQLTransportWS", "LocalProtocol", "RequestValidation",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

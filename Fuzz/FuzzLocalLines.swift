@@ -1,0 +1,8 @@
+import GQLMuxFuzz
+
+// libFuzzer entry point for the local socket's input path; built by scripts/fuzz.sh.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzLocalLines(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    FuzzTargets.localLines(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}

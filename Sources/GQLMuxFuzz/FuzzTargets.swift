@@ -1,0 +1,52 @@
+import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
+import NIOEmbedded
+import RequestValidation
+
+/// The bodies of the libFuzzer targets (Fuzz/*.swift, built by scripts/fuzz.sh) and of the
+/// corpus replay test. Each feeds bytes to one input path of gqlmuxd exactly as the daemon
+/// does and traps when an invariant breaks, so libFuzzer reports it as a crash.
+public enum FuzzTargets {
+    /// Local socket bytes: line framing, envelope, `subscribe` payload, document bounds, parse.
+    /// Invariant: a line accepted as JSON is valid UTF-8 (nothing else may reach the upstream).
+    public static func localLines(_ data: UnsafeRawBufferPointer) {
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish() }
+        try! channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: 4096)))
+        var buffer = channel.allocator.buffer(capacity: data.count)
+        buffer.writeBytes(data)
+        do {
+            try channel.writeInbound(buffer)
+        } catch {
+            return  // line too long: the daemon answers BAD_REQUEST and closes
+        }
+        while let line = try? channel.readInbound(as: ByteBuffer.self) {
+            localLine(line)
+        }
+    }
+
+    static func localLine(_ line: ByteBuffer) {
+        guard let envelope = try? Envelope(line) else { return }
+        precondition(line.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "accepted a line that is not UTF-8")
+        guard envelope.type == "subscribe", let payload = envelope.payload, envelope.payloadKind == .object else { return }
+        _ = try? SubscribeRequest.parse(payload, limits: SubscribeRequest.Limits(maxTokens: 2_000, maxDepth: 64))
+    }
+
+    /// One upstream text frame, given to a connected transport state machine with one
+    /// subscription. Invariant: a `next` payload forwarded to clients is valid UTF-8.
+    public static func upstreamMessage(_ data: UnsafeRawBufferPointer) {
+        var machine = TransportStateMachine(options: TransportOptions(), random: { 0.5 }, makeUUID: { "u" })
+        let now = Instant(nanoseconds: 0)
+        _ = machine.start(now: now)
+        _ = machine.connectionOpened(generation: 1, initPayload: nil, now: now)
+        _ = machine.received(generation: 1, ByteBuffer(string: #"{"type":"connection_ack"}"#), now: now)
+        _ = machine.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
+        var frame = ByteBuffer()
+        frame.writeBytes(data)
+        for action in machine.received(generation: 1, frame, now: now) {
+            guard case .operation(_, .next(let payload)) = action else { continue }
+            precondition(payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "forwarded a payload that is not UTF-8")
+        }
+    }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (Fuzz/Fuzz*.swift over Sources/GQLMuxFuzz) with coverage and
+# AddressSanitizer, and runs each for FUZZ_SECONDS (default 60) from the committed seed corpus
+# (Fuzz/corpus/...). Exits 1 on a crash, leaving the input in Fuzz/crashes/<target>/.
+# Inputs libFuzzer finds interesting go to a scratch corpus under .build-fuzz.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-60}
+scratch=.build-fuzz
+bin="$scratch/debug"
+# SwiftPM's own --sanitize fuzzer does not add coverage to library objects: pass it to swiftc.
+swift build --scratch-path "$scratch" --sanitize address -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
+    --target GQLMuxFuzz 2>&1 | grep -E "error|warning: |complete" || true
+mapfile -t objects < <(find "$bin/" -path '*.build/*.o' | sort)
+# C modules of the closure need their module maps to import the Swift modules that use them.
+maps=()
+for module in $(printf '%s\n' "${objects[@]}" | sed 's|.*/debug/||; s|\.build/.*||' | sort -u); do
+    map=$(find "$scratch"/checkouts/*/Sources/"$module" -name module.modulemap 2>/dev/null | head -1 || true)
+    [[ -z $map && -f "$bin/$module.build/module.modulemap" ]] && map="$bin/$module.build/module.modulemap"
+    [[ -n $map ]] && maps+=(-Xcc "-fmodule-map-file=$map")
+done
+status=0
+for harness in Fuzz/Fuzz*.swift; do
+    name=$(basename "$harness" .swift)
+    swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$bin/Modules" "${maps[@]}" "$harness" "${objects[@]}" \
+        -o "$bin/$name" 2>&1 | grep -v "warning" || true
+    case $name in FuzzLocalLines) seeds=Fuzz/corpus/local ;; *) seeds=Fuzz/corpus/upstream ;; esac
+    corpus="$scratch/corpus/$name"
+    mkdir -p "$corpus" "Fuzz/crashes/$name"
+    echo "== $name: ${seconds}s from $seeds"
+    "$bin/$name" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
+        -artifact_prefix="Fuzz/crashes/$name/" -print_final_stats=1 "$corpus" "$seeds" >"$scratch/$name.log" 2>&1 || true
+    grep -E "INITED|DONE|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Fatal error|Precondition failed" "$scratch/$name.log" || true
+    if compgen -G "Fuzz/crashes/$name/*-*" >/dev/null; then
+        echo "== $name: CRASH, input kept in Fuzz/crashes/$name/"
+        status=1
+    fi
+done
+exit $status
