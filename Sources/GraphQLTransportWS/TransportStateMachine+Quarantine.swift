@@ -3,11 +3,12 @@
 ///
 /// States of one operation: clean (0 charges) → charged (1) → quarantined (2: finished with
 /// `UPSTREAM_CLOSED`, never re-sent). Transitions:
-/// - A close that blames the client side (4400, 1007, 1009, 4409) charges every operation sent
-///   on that connection within `blameWindow` before it; a sole suspect is charged twice
-///   (certain). Any other close (a crash, 1006, 1011) within the window charges only the
-///   operations on trial (sent for the first time, or alone on probation), once: a server
-///   restart right after a re-subscribe burst never charges the whole table.
+/// - A close that blames the client side (4400, 1007, 1009, 4409) charges the operation(s) sent
+///   last on that connection, within `blameWindow` before it (a server closes on what it read
+///   last; a re-subscribe burst shares one instant, so all of it). A sole suspect is charged
+///   twice (certain). Any other close (a crash, 1006, 1011) within the window charges only the
+///   latest operations on trial (sent for the first time, or alone on probation), once: a
+///   server restart right after a re-subscribe burst never charges the whole table.
 /// - After a reconnect, charged operations are not re-sent with the others: each goes alone,
 ///   `blameWindow` apart, after the clean ones ("probation"), so a second close has one suspect.
 /// - A connection that stays up for `healthyAfter` clears the charges of what it carried.
@@ -20,10 +21,13 @@ extension TransportStateMachine {
             guard let op = operations[id], op.sentOn == gen, let at = op.sentAt else { return false }
             return now - at <= options.blameWindow && (strong || op.onTrial)
         }
-        guard !recent.isEmpty else { return }
-        let charge = strong && recent.count == 1 ? 2 : 1
+        // The server reacts to what it read last: blame the latest send (a re-subscribe burst
+        // shares one instant, so all of it).
+        guard let latest = recent.compactMap({ operations[$0]?.sentAt }).max() else { return }
+        let suspects = recent.filter { operations[$0]?.sentAt == latest }
+        let charge = strong && suspects.count == 1 ? 2 : 1
         let code = closeCode.map(String.init) ?? "1006"
-        for id in recent {
+        for id in suspects {
             operations[id]!.charges += charge
             guard operations[id]!.charges >= 2 else { continue }
             actions.append(.event(.quarantined(id: id, closeCode: closeCode)))

@@ -73,6 +73,7 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
             if server.options.sendAck {
                 acknowledged = true
                 sendText(#"{"type":"connection_ack"}"#)
+                if let code = server.options.closeAfterAck { close(code: code, reason: "flapping") }
             }
         case "ping":
             server.stats.pingsReceived += 1
@@ -97,6 +98,10 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
         server.stats.subscribes += 1
         if request.contains("SYNTAX_ERROR") {
             close(code: 4400, reason: "Syntax Error: Unexpected Name")
+            return
+        }
+        if request.contains("POISON_1007") {  // a request the server cannot stomach: the whole connection goes
+            close(code: 1007, reason: "Invalid frame payload data")
             return
         }
         let document = request.replacingOccurrences(of: #"\n"#, with: " ")

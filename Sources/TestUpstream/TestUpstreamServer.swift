@@ -24,6 +24,8 @@ package final class TestUpstreamServer: @unchecked Sendable {
         package var tickInterval: Duration?
         /// TLS certificate and key (PEM) to serve `wss://`.
         package var tls: (certificate: String, key: String)?
+        /// Closes every connection with this code right after its ack (a flapping upstream).
+        package var closeAfterAck: UInt16?
         package init() {}
     }
 
@@ -125,6 +127,11 @@ package final class TestUpstreamServer: @unchecked Sendable {
     /// Sends a raw text frame (e.g. malformed JSON) on every connection.
     package func sendText(_ text: String) async {
         await onLoop { for connection in self.connections.values { connection.sendText(text) } }
+    }
+
+    /// Sends a text frame with exactly these bytes (e.g. invalid UTF-8) on every connection.
+    package func sendTextBytes(_ bytes: [UInt8]) async {
+        await onLoop { for connection in self.connections.values { connection.sendFrame(.text, ByteBuffer(bytes: bytes)) } }
     }
 
     package func sendBinary(_ bytes: [UInt8]) async {
