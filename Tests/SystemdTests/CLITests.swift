@@ -73,3 +73,67 @@ import Glibc
         await server.shutdown()
     }
 }
+
+/// Issue 7, failure 4: out-of-range values refused at start (exit 1, one line naming the key),
+/// and written into the file of a RUNNING gqlmuxd followed by SIGHUP or `gqlmuxctl reload`:
+/// the daemon keeps its configuration and its streams, says why in STATUS, and never dies.
+@Suite(.serialized) struct BadConfigurationTests {
+    static let badValues = [
+        "ping_interval = 1e10", "pong_timeout = 1e300", "reconnect_interval = nan", "reconnect_interval = inf",
+        "max_message_bytes = 5000000000",
+    ]
+
+    @Test func outOfRangeValuesStopTheStartWithOneLineNamingTheKey() async throws {
+        let directory = try Paths.temporaryDirectory("gqlmux-range")
+        for value in Self.badValues {
+            try "[upstream]\nurl = \"ws://127.0.0.1:9/graphql\"\n\(value)\n[socket]\npath = \"\(directory)/s.sock\"\n"
+                .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+            let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
+            #expect(await daemon.wait() == 1, "for \(value)")
+            let key = String(value.prefix { $0 != " " })
+            #expect(daemon.stderr.contains("[upstream] \(key)") && daemon.stderr.contains("out of range"), "for \(value): \(daemon.stderr)")
+        }
+    }
+
+    @Test func aBadReloadKeepsTheRunningDaemonAndItsStreams() async throws {
+        let server = TestUpstreamServer()
+        try await server.start()
+        let directory = try Paths.temporaryDirectory("gqlmux-reload")
+        let socket = directory + "/gqlmux.sock"
+        let good = "[upstream]\nurl = \"\(server.url)\"\n[socket]\npath = \"\(socket)\"\n"
+        try good.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
+        await eventually("upstream connected") { await server.currentStats.connections == 1 }
+        let ctl = Paths.binary("gqlmuxctl")
+        let subscriber = try Child(ctl, ["subscribe", "subscription { tick }", "--count", "2", "--socket", socket])
+        await eventually("subscribed upstream") { await server.currentStats.activeSubscriptions == 1 }
+        await server.tick()
+        for (index, value) in Self.badValues.enumerated() {
+            try good.replacingOccurrences(of: "[socket]", with: "\(value)\n[socket]")
+                .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+            if index % 2 == 0 {
+                daemon.signal(SIGHUP)
+            } else {
+                let reload = try await runCommand(ctl, ["reload", "--socket", socket])
+                #expect(reload.status == 1, "for \(value)")
+                #expect(reload.output.contains("out of range"), "for \(value): \(reload.output)")
+            }
+            let key = String(value.prefix { $0 != " " })
+            await eventually("STATUS names \(key)") {
+                let status = try? await runCommand(ctl, ["status", "--json", "--socket", socket])
+                return status?.output.contains("reload") == true && status?.output.contains(key) == true
+            }
+        }
+        try good.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let reload = try await runCommand(ctl, ["reload", "--socket", socket])
+        #expect(reload.status == 0)
+        let status = try await runCommand(ctl, ["status", "--json", "--socket", socket])
+        #expect(status.output.contains(#""reloadError":null"#))
+        await eventually("resubscribed after the good reload") { await server.currentStats.activeSubscriptions == 1 }
+        await server.tick()
+        #expect(await subscriber.wait() == 0)  // both ticks arrived: the stream survived every bad reload
+        daemon.signal(SIGTERM)
+        #expect(await daemon.wait() == 0)
+        await server.shutdown()
+    }
+}
