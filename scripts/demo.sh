@@ -6,10 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/prerequisites.sh build
 echo "==> building (the first build takes a few minutes)"
-swift build --product gqlmuxd >/dev/null
-swift build --product gqlmuxctl >/dev/null
-swift build --product gqlmux-test-upstream >/dev/null
+swift build --product gqlmuxd >&2
+swift build --product gqlmuxctl >&2
+swift build --product gqlmux-test-upstream >&2
 bin=$(swift build --show-bin-path)
 
 work=$(mktemp -d /tmp/gqlmux-demo.XXXXXX)

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for config in ${CONFIGS:-debug release}; do
-    swift build -c "$config" --product gqlmux-parse-probe >/dev/null
+    swift build -c "$config" --product gqlmux-parse-probe >&2
     probe="$(swift build -c "$config" --show-bin-path)/gqlmux-parse-probe"
     for stack in 512 1024; do
         low=1 high=100000

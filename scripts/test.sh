@@ -3,6 +3,7 @@
 # run the real gqlmuxd, gqlmuxctl and test upstream binaries), then runs `swift test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/prerequisites.sh test
 scripts/setup-interop.sh
 swift build
 swift test "$@"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Checks the Debian packages gqlmux needs beyond Swift, for the README's commands and .ci/run.
+#   scripts/prerequisites.sh build   what `swift build` needs (libsystemd-dev, pkg-config)
+#   scripts/prerequisites.sh test    plus what the tests use (nspawn, socat, setpriv, openssl, venv)
+# As root it installs what is missing (apt-get); otherwise it prints the exact command and exits 1.
+set -euo pipefail
+need=(libsystemd-dev pkg-config)
+if [[ ${1:-build} == test ]]; then
+    # systemd-container: the nspawn end-to-end test; socat, util-linux (setpriv, unshare): the
+    # peer-credential and journald tests; openssl: TLS tests; python3-venv: interop servers.
+    need+=(systemd-container socat util-linux openssl python3-venv)
+fi
+missing=()
+for package in "${need[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+(( ${#missing[@]} == 0 )) && exit 0
+if (( EUID != 0 )); then
+    echo "gqlmux needs these Debian packages: ${missing[*]}" >&2
+    echo "install them with:  sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
+fi
+echo "==> installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
