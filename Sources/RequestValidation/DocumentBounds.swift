@@ -17,16 +17,11 @@ package struct DocumentBounds: Sendable, Equatable {
         case depth(limit: Int)
     }
 
-    /// Measures `document`, stopping early as soon as a limit is passed.
+    /// Measures `document`, stopping early as soon as a limit is passed, and appends every token
+    /// followed by one space to `tokenText` when it is not nil: the document with whitespace,
+    /// commas and comments normalised away, in linear time (the dedup key; `GraphQL.print` is
+    /// quadratic in depth).
     /// - Throws: ``Exceeded`` naming the first limit passed.
-    package static func check(_ document: String, maxTokens: Int, maxDepth: Int) throws(Exceeded) -> DocumentBounds {
-        var unused: [UInt8]? = nil
-        return try check(document, maxTokens: maxTokens, maxDepth: maxDepth, tokenText: &unused)
-    }
-
-    /// Like ``check(_:maxTokens:maxDepth:)``, and appends every token followed by one space to
-    /// `tokenText` when it is not nil: the document with whitespace, commas and comments
-    /// normalised away, in linear time (the dedup key; `GraphQL.print` is quadratic in depth).
     package static func check(_ document: String, maxTokens: Int, maxDepth: Int, tokenText: inout [UInt8]?) throws(Exceeded) -> DocumentBounds {
         var result = DocumentBounds()
         var text = document

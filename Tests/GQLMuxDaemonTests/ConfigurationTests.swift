@@ -142,4 +142,23 @@ import RequestValidation
         #expect(a.dedupKey != c.dedupKey)
         #expect(a.dedupKey != d.dedupKey)
     }
+
+    @Test func documentBoundsCountTokensAndNestingOutsideStringsAndComments() throws {
+        var text: [UInt8]? = []
+        let document = "query Q($v: [Int!]) { a(s: \"{{[[\", b: \"\"\"{ \\\"\"\" ((\"\"\") { b } } # {{{{\n"
+        let bounds = try DocumentBounds.check(document, maxTokens: 100, maxDepth: 10, tokenText: &text)
+        #expect(bounds.depth == 2)  // { a( ... ) { b } }: the brackets in strings and comments do not count
+        #expect(bounds.tokens == 25)  // commas and the comment are not tokens
+        #expect(String(decoding: text!, as: UTF8.self) == "query Q ( $ v : [ Int ! ] ) { a ( s : \"{{[[\" b : \"\"\"{ \\\"\"\" ((\"\"\" ) { b } } ")
+        var none: [UInt8]? = nil
+        #expect(throws: DocumentBounds.Exceeded.depth(limit: 2)) {
+            try DocumentBounds.check("{ a { b { c } } }", maxTokens: 100, maxDepth: 2, tokenText: &none)
+        }
+        #expect(throws: DocumentBounds.Exceeded.tokens(limit: 3)) {
+            try DocumentBounds.check("{ a b c }", maxTokens: 3, maxDepth: 10, tokenText: &none)
+        }
+        #expect(throws: SubscribeRequest.Invalid.self) {
+            try SubscribeRequest.parse(.init(string: #"{"query":"{ a { b } }"}"#), limits: .init(maxTokens: 100, maxDepth: 1))
+        }
+    }
 }
