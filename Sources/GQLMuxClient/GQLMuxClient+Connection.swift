@@ -29,6 +29,7 @@ extension GQLMuxClient {
     /// Stops one operation at the daemon and finishes it locally.
     func cancel(id: String) {
         guard let operation = operations.removeValue(forKey: id) else { return }
+        forgetPressure(id)
         channel?.writeAndFlush(LocalEncode.complete(id: id), promise: nil)
         // A cancelled subscription just ends; a cancelled query or mutation throws.
         operation.onFinish(operation.kind == .subscription ? nil : CancellationError())
@@ -65,6 +66,8 @@ extension GQLMuxClient {
         self.channel = channel
         everConnected = true
         reconnectAttempt = 0
+        pressuredOnConnection = fullOperations
+        updateReading()
         let hello = #"{"protocol":\#(LocalProtocol.version),"client":\#(jsonString(configuration.clientName))}"#
         channel.write(LocalEncode.message(type: "connection_init", payload: ByteBuffer(string: hello)), promise: nil)
         for (id, operation) in Self.inOrder(operations) {
@@ -94,6 +97,8 @@ extension GQLMuxClient {
     func failAll(_ error: any Error) {
         let ops = operations
         operations.removeAll()
+        fullOperations.removeAll()
+        pressuredOnConnection.removeAll()
         for (_, operation) in Self.inOrder(ops) { operation.onFinish(error) }
     }
 
@@ -105,9 +110,19 @@ extension GQLMuxClient {
             failAll(fatal)
             return
         }
+        // Dropped without a word while we held reads back: the daemon's SLOW_CONSUMER cut (its
+        // error line was queued behind what we did not read). Those subscriptions end with it.
+        let cut = connectionError == nil ? pressuredOnConnection : []
+        pressuredOnConnection = []
         let keep = configuration.reconnect && everConnected
         for (id, operation) in Self.inOrder(operations) {
-            if operation.kind == .subscription && keep {
+            if cut.contains(id) {
+                operations[id] = nil
+                forgetPressure(id)
+                operation.onFinish(
+                    GQLMuxError.slowConsumer.with(message: "gqlmuxd disconnected this client while this subscription's results were not being read fast enough")
+                )
+            } else if operation.kind == .subscription && keep {
                 operation.onState(.reconnecting)
             } else {
                 operations[id] = nil
@@ -115,6 +130,32 @@ extension GQLMuxClient {
             }
         }
         scheduleReconnect()
+    }
+
+    /// A subscription's buffer became full (true) or drained to half (false).
+    func pressure(_ full: Bool, on id: String) {
+        guard operations[id] != nil else { return }
+        if full {
+            fullOperations.insert(id)
+            if channel != nil { pressuredOnConnection.insert(id) }
+        } else {
+            fullOperations.remove(id)
+        }
+        updateReading()
+    }
+
+    func forgetPressure(_ id: String) {
+        guard fullOperations.remove(id) != nil else { return }
+        updateReading()
+    }
+
+    /// Reads the socket only while no subscription's buffer is full.
+    private func updateReading() {
+        guard let channel else { return }
+        let read = fullOperations.isEmpty
+        guard let sync = channel.syncOptions, (try? sync.getOption(.autoRead)) != read else { return }
+        try? sync.setOption(.autoRead, value: read)
+        if read { channel.read() }
     }
 
     /// Operations in the order they were made (ids are sequential numbers).
@@ -133,6 +174,7 @@ extension GQLMuxClient {
             if let state = envelope.state.flatMap(GQLMuxSubscriptionState.init(rawValue:)) { operation.onState(state) }
         case "complete":
             operations[id] = nil
+            forgetPressure(id)
             operation.onFinish(nil)
         case "error":
             let error = Self.decodeError(payload)
@@ -141,6 +183,7 @@ extension GQLMuxClient {
                 return
             }
             operations[id] = nil
+            forgetPressure(id)
             operation.onFinish(error)
         case "status", "ok":
             operations[id] = nil

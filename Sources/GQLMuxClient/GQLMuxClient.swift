@@ -25,19 +25,25 @@ public final class GQLMuxClient: @unchecked Sendable {
         public var reconnect: Bool
         public var reconnectDelay: Duration
         public var maxReconnectDelay: Duration
+        /// Results one subscription may hold un-iterated. When one is full the client stops
+        /// reading from gqlmuxd until it drains to half (see ``GQLMuxSubscription``); lines
+        /// already read (at most two socket reads, 128 KiB) are still delivered.
+        public var bufferedResults: Int
 
         public init(
             socketPath: String? = nil,
             clientName: String = ProcessInfo.processInfo.processName,
             reconnect: Bool = true,
             reconnectDelay: Duration = .milliseconds(100),
-            maxReconnectDelay: Duration = .seconds(2)
+            maxReconnectDelay: Duration = .seconds(2),
+            bufferedResults: Int = 1_024
         ) {
             self.socketPath = socketPath ?? ProcessInfo.processInfo.environment["GQLMUX_SOCKET"] ?? LocalProtocol.defaultSocketPath
             self.clientName = clientName
             self.reconnect = reconnect
             self.reconnectDelay = reconnectDelay
             self.maxReconnectDelay = maxReconnectDelay
+            self.bufferedResults = max(1, bufferedResults)
         }
     }
 
@@ -51,6 +57,11 @@ public final class GQLMuxClient: @unchecked Sendable {
     var reconnectAttempt = 0
     var operations: [String: ClientOperation] = [:]
     var nextID = 0
+    /// Subscriptions whose buffer is full: while any is, the socket is not read.
+    var fullOperations: Set<String> = []
+    /// Subscriptions that were full at some time on the current connection: if the daemon
+    /// drops it without a word, they are the slow consumers it cut.
+    var pressuredOnConnection: Set<String> = []
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -78,20 +89,27 @@ public final class GQLMuxClient: @unchecked Sendable {
 
     /// Subscribes with a ready `payload` object (`{"query":…,"variables":…}`) as JSON text.
     public func subscribe(requestJSON: String, onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil) -> GQLMuxSubscription {
-        let (stream, continuation) = AsyncThrowingStream<GQLMuxResult, any Error>.makeStream()
         let stateBox = NIOLockedValueBox(GQLMuxSubscriptionState.pending)
         let idBox = NIOLockedValueBox<String?>(nil)
+        let buffer = ResultBuffer(capacity: configuration.bufferedResults) { full in
+            let apply = {
+                guard let id = idBox.withLockedValue({ $0 }) else { return }
+                self.pressure(full, on: id)
+            }
+            // Full is told from the loop while it reads: stop reading before the next read.
+            if self.eventLoop.inEventLoop { apply() } else { self.eventLoop.execute(apply) }
+        }
         let operation = ClientOperation(
             kind: .subscription,
             payload: requestJSON,
-            onNext: { continuation.yield($0) },
+            onNext: { buffer.push($0) },
             onState: { state in
                 stateBox.withLockedValue { $0 = state }
                 onStateChange?(state)
             },
             onFinish: { error in
                 stateBox.withLockedValue { $0 = .finished }
-                continuation.finish(throwing: error)
+                buffer.finish(error)
             }
         )
         eventLoop.execute { idBox.withLockedValue { $0 = self.start(operation) } }
@@ -101,8 +119,7 @@ public final class GQLMuxClient: @unchecked Sendable {
                 self.cancel(id: id)
             }
         }
-        continuation.onTermination = { _ in cancel() }
-        return GQLMuxSubscription(stream: stream, stateBox: stateBox, onCancel: cancel)
+        return GQLMuxSubscription(buffer: buffer, stateBox: stateBox, onCancel: cancel)
     }
 
     /// Runs a query and returns its one result.
@@ -174,9 +191,9 @@ public final class GQLMuxClient: @unchecked Sendable {
     }
 
     private func failedSubscription(_ error: any Error) -> GQLMuxSubscription {
-        let (stream, continuation) = AsyncThrowingStream<GQLMuxResult, any Error>.makeStream()
-        continuation.finish(throwing: error)
-        return GQLMuxSubscription(stream: stream, stateBox: NIOLockedValueBox(.finished), onCancel: {})
+        let buffer = ResultBuffer(capacity: 1) { _ in }
+        buffer.finish(error)
+        return GQLMuxSubscription(buffer: buffer, stateBox: NIOLockedValueBox(.finished), onCancel: {})
     }
 
     static func requestJSON(query: String, variables: [String: any Sendable]?, operationName: String?) throws -> String {

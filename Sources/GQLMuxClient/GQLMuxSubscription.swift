@@ -1,31 +1,52 @@
 import NIOConcurrencyHelpers
 
 /// A live subscription: iterate it for results; `state` tells whether events may have been
-/// missed (`reconnecting`) or flow (`active`). Cancelling the iterating task, or ``cancel()``,
-/// completes it at the daemon.
+/// missed (`reconnecting`) or flow (`active`). Cancelling the iterating task, ``cancel()``, or
+/// dropping both the subscription and its iterator completes it at the daemon.
+///
+/// Results wait in a bounded buffer (``GQLMuxClient/Configuration/bufferedResults``). While it
+/// is full the client stops reading from gqlmuxd, so a slow app never grows in memory; if it
+/// stays behind for longer than the daemon's `client_buffer_bytes` allows, the daemon cuts the
+/// connection and iteration throws ``GQLMuxError/slowConsumer``.
 public final class GQLMuxSubscription: AsyncSequence, Sendable {
     public typealias Element = GQLMuxResult
-    public typealias AsyncIterator = AsyncThrowingStream<GQLMuxResult, any Error>.Iterator
 
-    private let stream: AsyncThrowingStream<GQLMuxResult, any Error>
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        /// Held so the subscription lives as long as anyone iterates it.
+        let subscription: GQLMuxSubscription
+
+        public mutating func next() async throws -> GQLMuxResult? {
+            try await subscription.buffer.next(onCancel: subscription.onCancel)
+        }
+    }
+
+    let buffer: ResultBuffer
     private let stateBox: NIOLockedValueBox<GQLMuxSubscriptionState>
     private let onCancel: @Sendable () -> Void
 
     init(
-        stream: AsyncThrowingStream<GQLMuxResult, any Error>,
+        buffer: ResultBuffer,
         stateBox: NIOLockedValueBox<GQLMuxSubscriptionState>,
         onCancel: @escaping @Sendable () -> Void
     ) {
-        self.stream = stream
+        self.buffer = buffer
         self.stateBox = stateBox
         self.onCancel = onCancel
     }
 
+    deinit { onCancel() }
+
     /// The latest lifecycle state.
     public var state: GQLMuxSubscriptionState { stateBox.withLockedValue { $0 } }
 
-    public func makeAsyncIterator() -> AsyncIterator { stream.makeAsyncIterator() }
+    /// Results received and not yet iterated (at most about ``GQLMuxClient/Configuration/bufferedResults``).
+    public var bufferedCount: Int { buffer.count }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscription: self) }
 
     /// Stops the subscription; iteration ends normally.
-    public func cancel() { onCancel() }
+    public func cancel() {
+        buffer.cancel()
+        onCancel()
+    }
 }
