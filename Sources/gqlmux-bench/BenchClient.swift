@@ -16,10 +16,10 @@ final class BenchClient: ChannelInboundHandler, @unchecked Sendable {
     init(recordTicks: Bool = false) { self.recordTicks = recordTicks }
 
     /// Connects, retrying while the daemon's accept backlog is full (EAGAIN).
-    static func connect(_ path: String, group: any EventLoopGroup, recordTicks: Bool = false) async throws -> BenchClient {
+    static func connect(_ path: String, group: any EventLoopGroup, recordTicks: Bool = false, autoRead: Bool = true) async throws -> BenchClient {
         for attempt in 0..<200 {
             do {
-                return try await connectOnce(path, group: group, recordTicks: recordTicks)
+                return try await connectOnce(path, group: group, recordTicks: recordTicks, autoRead: autoRead)
             } catch let error as IOError where error.errnoCode == EAGAIN && attempt < 199 {
                 try await Task.sleep(for: .milliseconds(10))
             }
@@ -27,9 +27,10 @@ final class BenchClient: ChannelInboundHandler, @unchecked Sendable {
         throw IOError(errnoCode: EAGAIN, reason: "connect")
     }
 
-    private static func connectOnce(_ path: String, group: any EventLoopGroup, recordTicks: Bool) async throws -> BenchClient {
+    private static func connectOnce(_ path: String, group: any EventLoopGroup, recordTicks: Bool, autoRead: Bool) async throws -> BenchClient {
         let client = BenchClient(recordTicks: recordTicks)
         client.channel = try await ClientBootstrap(group: group)
+            .channelOption(.autoRead, value: autoRead)
             .channelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 1 << 20))
             .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) } }
             .connect(unixDomainSocketPath: path).get()

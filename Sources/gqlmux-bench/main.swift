@@ -12,10 +12,14 @@ import Upstream
 
 let arguments = CommandLine.arguments
 guard arguments.count > 1 else {
-    print("usage: gqlmux-bench PATH_TO_GQLMUXD")
+    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS]]")
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
+if arguments.count > 2, arguments[2] == "stalled" {
+    try await runStalledClients(gqlmuxdPath: gqlmuxdPath, clients: arguments.count > 3 ? Int(arguments[3]) ?? 200 : 200)
+    exit(0)
+}
 let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 let upstream = TestUpstreamServer()
 try await upstream.start()
