@@ -170,7 +170,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func send(_ line: ByteBuffer, flush: Bool = true) {
         guard !closing else { return }
         batch.writeImmutableBuffer(line)
-        if flush { self.flush() }
+        if flush { daemon.fanout.bufferedChanged(by: self.flush()) }
     }
 
     /// Hot path: prefix + the upstream payload bytes (forwarded, never re-encoded) + suffix,
@@ -194,20 +194,30 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// a copy per client would multiply memory by the number of clients behind.
     static let sharedPayloadBytes = 1_024
 
-    /// Writes and flushes everything batched since the last flush, and returns by how much
-    /// this client's unwritten bytes changed (for the daemon's `total_buffer_bytes`).
+    /// Writes and flushes everything batched since the last flush, and returns the bytes handed
+    /// to NIO. They count as unwritten (`buffered`) until the next exact measurement: an upper
+    /// bound that costs nothing on the hot path (the memory budget measures exactly when the
+    /// estimate passes it, and a drain is measured when the channel turns writable again).
     @discardableResult
     func flush() -> Int {
         guard !closing, batch.readableBytes > 0 || !queued.isEmpty else { return 0 }
-        for part in queued where part.readableBytes > 0 { channel.write(part, promise: nil) }
+        var written = 0
+        for part in queued where part.readableBytes > 0 {
+            written += part.readableBytes
+            channel.write(part, promise: nil)
+        }
         queued.removeAll(keepingCapacity: true)
-        if batch.readableBytes > 0 { channel.write(batch, promise: nil) }
+        if batch.readableBytes > 0 {
+            written += batch.readableBytes
+            channel.write(batch, promise: nil)
+        }
         channel.flush()
         batch = ByteBuffer()
-        return refreshBuffered()
+        buffered += written
+        return written
     }
 
-    /// Re-reads how many bytes NIO holds unwritten for this client; returns the change.
+    /// Measures how many bytes NIO holds unwritten for this client; returns the change.
     @discardableResult
     func refreshBuffered() -> Int {
         let now = closing ? 0 : ((try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)

@@ -12,24 +12,10 @@ func runStalledClients(gqlmuxdPath: String, clients count: Int) async throws {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let upstream = TestUpstreamServer()
     try await upstream.start()
-    let directory = NSTemporaryDirectory() + "gqlmux-stalled-" + UUID().uuidString.prefix(8)
-    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let socketPath = directory + "/gqlmux.sock"
-    try "[upstream]\nurl = \"\(upstream.url)\"\n[socket]\npath = \"\(socketPath)\"\n"
-        .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
-    let daemon = Process()
-    daemon.executableURL = URL(fileURLWithPath: gqlmuxdPath)
-    daemon.arguments = ["--config", directory + "/gqlmuxd.toml"]
-    daemon.standardError = FileHandle.nullDevice
-    try daemon.run()
-    defer {
-        daemon.terminate()
-        daemon.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: directory)
-    }
-    while !FileManager.default.fileExists(atPath: socketPath) { try await Task.sleep(for: .milliseconds(20)) }
-    try await Task.sleep(for: .milliseconds(300))
-    let pid = daemon.processIdentifier
+    let daemon = try await BenchDaemon(path: gqlmuxdPath, upstreamURL: upstream.url)
+    defer { daemon.stop() }
+    let socketPath = daemon.socketPath
+    let pid = daemon.pid
     print("stalled clients: \(count) clients never read one stream of 4 KB payloads; 1 client reads it (default limits)")
     print("  gqlmuxd RSS at start:                   \(rssKiB(pid) / 1024) MiB")
     let reader = try await BenchClient.connect(socketPath, group: group)

@@ -23,32 +23,16 @@ if arguments.count > 2, arguments[2] == "stalled" {
 let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 let upstream = TestUpstreamServer()
 try await upstream.start()
-let directory = NSTemporaryDirectory() + "gqlmux-bench-" + UUID().uuidString.prefix(8)
-try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-let socketPath = directory + "/gqlmux.sock"
-try """
-[upstream]
-url = "\(upstream.url)"
-reconnect_interval = 0
-[socket]
-path = "\(socketPath)"
-[limits]
-max_operations_per_client = 20000
-client_buffer_bytes = 67108864
-""".write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
-
-let daemon = Process()
-daemon.executableURL = URL(fileURLWithPath: gqlmuxdPath)
-daemon.arguments = ["--config", directory + "/gqlmuxd.toml"]
-daemon.standardError = FileHandle.nullDevice
-try daemon.run()
-defer {
-    daemon.terminate()
-    daemon.waitUntilExit()
-    try? FileManager.default.removeItem(atPath: directory)
-}
-while !FileManager.default.fileExists(atPath: socketPath) { try await Task.sleep(for: .milliseconds(20)) }
-try await Task.sleep(for: .milliseconds(300))
+// Reconnect at once (the re-subscribe report), and room for the fan-out bursts.
+let bench = try await BenchDaemon(
+    path: gqlmuxdPath,
+    upstreamURL: upstream.url,
+    upstreamConfig: "reconnect_interval = 0",
+    extraConfig: "[limits]\nmax_operations_per_client = 20000\nclient_buffer_bytes = 67108864"
+)
+let daemon = bench.process
+let socketPath = bench.socketPath
+defer { bench.stop() }
 
 func rssKiB(_ pid: Int32) -> Int {
     let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
