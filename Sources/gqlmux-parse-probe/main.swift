@@ -82,7 +82,7 @@ case "time":
             best = min(best, ms)
             worst = max(worst, ms)
         }
-        print("\(name): \(document.readableBytes) bytes, parse+print best \(String(format: "%.2f", best)) ms, worst \(String(format: "%.2f", worst)) ms")
+        print("\(name): \(document.readableBytes) bytes, check+parse+key best \(String(format: "%.2f", best)) ms, worst \(String(format: "%.2f", worst)) ms")
     }
 case "phases":
     // Parse and print timed apart, on a wide document of N fields and a nested one of N levels.
