@@ -128,18 +128,11 @@ extension TransportStateMachine {
         setPhase(.connected(connected), .connected, into: &actions)
         if options.healthyAfter <= .zero { markHealthy(generation: gen) }
         actions.append(.event(markConnected()))
-        var onProbation = false
-        for id in sortedIDs() where operations[id]?.sentOn == nil && operations[id]?.state != .paused {
-            if operations[id]!.charges > 0 {
-                onProbation = true
-                continue
-            }
+        let held = Set(probation.joined())
+        for id in sortedIDs() where operations[id]?.sentOn == nil && operations[id]?.state != .paused && !held.contains(id) {
             send(id, generation: gen, now: now, into: &actions)
         }
-        if onProbation, case .connected(var c) = phase {
-            c.probationAt = now + options.blameWindow
-            phase = .connected(c)
-        }
+        startNextTrial(now: now, into: &actions)
         scheduleIdleCloseIfUnused(now: now, into: &actions)
     }
 

@@ -23,9 +23,10 @@ package struct TransportStateMachine {
         var nextPing: Instant?
         var pongDeadline: Instant?
         var idleCloseAt: Instant?
-        /// When this connection counts as healthy: the attempt counter and blame charges clear.
+        /// When this connection counts as healthy: the attempt counter resets, trials end.
         var healthyAt: Instant?
-        /// When the next operation on probation (charged once) may be sent, alone.
+        /// The probation group sent on this connection, and when it has passed its trial.
+        var trial: [String]?
         var probationAt: Instant?
     }
 
@@ -38,10 +39,9 @@ package struct TransportStateMachine {
         var sentOn: Int?
         /// When it was last sent, for blame.
         var sentAt: Instant?
-        /// Sent for the first time, or alone on probation: a close soon after may be its fault.
+        /// Sent for the first time or in a probation trial: a close soon after may be its fault
+        /// (see `TransportStateMachine+Quarantine.swift`).
         var onTrial = true
-        /// Upstream closes charged to it (see `Quarantine.swift`); two and it is never re-sent.
-        var charges = 0
     }
 
     package let options: TransportOptions
@@ -58,6 +58,8 @@ package struct TransportStateMachine {
     private var failures = 0
     private var everConnected = false
     var started = false
+    /// Charged operations in groups, tried one group at a time after each ack (see `Quarantine.swift`).
+    var probation: [[String]] = []
     /// Completed reconnects, for the `status` verb.
     package private(set) var reconnects = 0
 
@@ -231,9 +233,7 @@ package struct TransportStateMachine {
                 markHealthy(generation: c.generation)
             }
             if let at = c.probationAt, now >= at {
-                c.probationAt = nil
-                phase = .connected(c)
-                sendNextOnProbation(now: now, into: &actions)
+                trialPassed(now: now, into: &actions)
                 guard case .connected(let updated) = phase else { return actions }
                 c = updated
             }
