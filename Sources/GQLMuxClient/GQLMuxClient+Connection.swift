@@ -185,7 +185,7 @@ extension GQLMuxClient {
             operations[id] = nil
             forgetPressure(id)
             operation.onFinish(error)
-        case "status", "ok":
+        case "status", "ok", "metrics":
             operations[id] = nil
             operation.onNext(GQLMuxResult(json: payload ?? "{}"))
             operation.onFinish(nil)

@@ -92,7 +92,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         let stateBox = NIOLockedValueBox(GQLMuxSubscriptionState.pending)
         let idBox = NIOLockedValueBox<String?>(nil)
         let buffer = ResultBuffer(capacity: configuration.bufferedResults) { full in
-            let apply = {
+            let apply: @Sendable () -> Void = {
                 guard let id = idBox.withLockedValue({ $0 }) else { return }
                 self.pressure(full, on: id)
             }
@@ -160,6 +160,16 @@ public final class GQLMuxClient: @unchecked Sendable {
 
     /// The daemon's `status` payload as JSON text.
     public func status() async throws -> String { try await admin("status") }
+
+    /// The daemon's metrics in the Prometheus text exposition format (the `metrics` verb;
+    /// the same text `[metrics] listen` serves at `GET /metrics`).
+    public func metrics() async throws -> String {
+        let payload = try await admin("metrics")
+        guard let text = try? JSONSerialization.jsonObject(with: Data(payload.utf8), options: [.fragmentsAllowed]) as? String else {
+            throw GQLMuxError(code: ErrorCode.badRequest, message: "the daemon's metrics answer is not a JSON string")
+        }
+        return text
+    }
 
     /// Admin verbs (root, the daemon's user, or `[security] admin_uids/admin_gids`).
     public func pause() async throws { _ = try await admin("pause") }

@@ -103,6 +103,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             break
         case "status":
             send(LocalEncode.message(type: "status", id: envelope.id, payload: daemon.statusPayload()))
+        case "metrics":
+            send(LocalEncode.message(type: "metrics", id: envelope.id, payload: daemon.metricsPayload()))
         case "pause", "resume", "reload":
             admin(envelope.type, id: envelope.id)
         default:
@@ -114,7 +116,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     private func subscribe(id: String, payload: ByteBuffer) {
         guard operations[id] == nil else {
-            send(LocalEncode.error(id: id, code: LocalErrorCode.duplicateID, message: "operation id '\(id)' is already in use"))
+            sendError(id: id, code: LocalErrorCode.duplicateID, message: "operation id '\(id)' is already in use")
             return
         }
         guard operations.count < daemon.configuration.limits.maxOperationsPerClient else {
@@ -122,12 +124,10 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
                 .limitExceeded, fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
                 message: "max_operations_per_client reached (\(peerDescription))"
             )
-            send(
-                LocalEncode.error(
-                    id: id,
-                    code: LocalErrorCode.limitExceeded,
-                    message: "max_operations_per_client (\(daemon.configuration.limits.maxOperationsPerClient)) reached"
-                )
+            sendError(
+                id: id,
+                code: LocalErrorCode.limitExceeded,
+                message: "max_operations_per_client (\(daemon.configuration.limits.maxOperationsPerClient)) reached"
             )
             return
         }
@@ -135,7 +135,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         do {
             request = try SubscribeRequest.parse(payload, limits: daemon.configuration.limits.document)
         } catch {
-            send(LocalEncode.error(id: id, code: error.code, message: error.message))
+            sendError(id: id, code: error.code, message: error.message)
             return
         }
         operations[id] = daemon.fanout.subscribe(request, session: self, localID: id)
@@ -144,7 +144,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     private func admin(_ verb: String, id: String?) {
         guard daemon.isAdmin(credentials) else {
-            send(LocalEncode.error(id: id, code: LocalErrorCode.forbidden, message: "'\(verb)' is an admin verb; this peer is not an admin"))
+            sendError(id: id, code: LocalErrorCode.forbidden, message: "'\(verb)' is an admin verb; this peer is not an admin")
             return
         }
         switch verb {
@@ -158,13 +158,20 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             daemon.reload().whenComplete { result in
                 switch result {
                 case .success: self.send(LocalEncode.ok(id: id))
-                case .failure(let error): self.send(LocalEncode.error(id: id, code: LocalErrorCode.badRequest, message: "reload failed: \(error)"))
+                case .failure(let error): self.sendError(id: id, code: LocalErrorCode.badRequest, message: "reload failed: \(error)")
                 }
             }
         }
     }
 
     // MARK: - Writing
+
+    /// An `error` for one operation (or for the line when `id` is nil), counted by code.
+    func sendError(id: String?, code: String, message: String, flush: Bool = true) {
+        guard !closing else { return }
+        daemon.metrics.errorSent(code: code)
+        send(LocalEncode.error(id: id, code: code, message: message), flush: flush)
+    }
 
     /// Writes one line; flushes unless the caller batches.
     func send(_ line: ByteBuffer, flush: Bool = true) {
@@ -240,6 +247,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func fail(code: String, _ message: String, force: Bool = false) {
         guard !closing else { return }
         dropOperations()
+        daemon.metrics.errorSent(code: code)
+        if code == LocalErrorCode.slowConsumer { daemon.metrics.slowConsumerCut() }
         let line = LocalEncode.error(id: nil, code: code, message: message)
         if !force { flush() }
         closing = true
@@ -257,7 +266,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func shutDown() {
         guard !closing else { return }
         for id in operations.keys.sorted() {
-            send(LocalEncode.error(id: id, code: LocalErrorCode.shuttingDown, message: "gqlmuxd is shutting down"), flush: false)
+            sendError(id: id, code: LocalErrorCode.shuttingDown, message: "gqlmuxd is shutting down", flush: false)
         }
         operations.removeAll()
         fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")

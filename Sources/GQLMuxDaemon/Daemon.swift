@@ -22,6 +22,9 @@ package final class Daemon: @unchecked Sendable {
     private(set) var fanout: Fanout!
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
+    private var metricsChannel: (any Channel)?
+    /// Prometheus metrics (`metrics` verb, `[metrics] listen`).
+    let metrics = DaemonMetrics()
     private var stopping = false
     /// Whether this process created the socket file (an adopted one belongs to systemd).
     private var ownsSocketFile = true
@@ -54,7 +57,7 @@ package final class Daemon: @unchecked Sendable {
             observer: { event in box.daemon?.transportEvent(event) }
         )
         box.daemon = self
-        self.fanout = Fanout(transport: transport, events: events, totalBufferBytes: configuration.limits.totalBufferBytes)
+        self.fanout = Fanout(transport: transport, events: events, metrics: metrics, totalBufferBytes: configuration.limits.totalBufferBytes)
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
 
@@ -82,6 +85,14 @@ package final class Daemon: @unchecked Sendable {
             serverChannel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
             guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
                 throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        if let listen = configuration.metricsListen {
+            do {
+                metricsChannel = try await MetricsHTTPServer.bind(listen, on: eventLoop) { [unowned self] in self.metricsText() }
+            } catch {
+                try? await serverChannel?.close()
+                throw DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
             }
         }
         events.emit(
@@ -123,6 +134,7 @@ package final class Daemon: @unchecked Sendable {
         guard alreadyStopping == false else { return }
         events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
         try? await serverChannel?.close()
+        try? await metricsChannel?.close()
         let closes: [EventLoopFuture<Void>] = (try? await eventLoop.submit {
             let sessions = Array(self.sessions.values)
             for session in sessions { session.shutDown() }
@@ -260,6 +272,27 @@ package final class Daemon: @unchecked Sendable {
         return ByteBuffer(string: json)
     }
 
+    /// The Prometheus text exposition (DESIGN.md section 8). On the loop.
+    func metricsText() -> [UInt8] {
+        metrics.render(
+            .init(
+                clients: sessions.count,
+                localSubscriptions: localOperationCount,
+                upstreamSubscriptions: fanout.upstreamCount,
+                upstreamState: transport.connectionStateOnLoop.name,
+                messagesIn: fanout.messagesIn,
+                deliveries: fanout.messagesOut
+            )
+        )
+    }
+
+    /// The `metrics` verb's payload: the exposition as one JSON string.
+    func metricsPayload() -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeJSONString(String(decoding: metricsText(), as: UTF8.self))
+        return buffer
+    }
+
     /// The one-line status operators see (sd_notify STATUS=).
     package var statusLineOnLoop: String {
         let line = connectionStatusLine
@@ -308,6 +341,7 @@ package final class Daemon: @unchecked Sendable {
             case .connecting(let attempt):
                 events.emit(.connecting, ["GQLMUX_URL": url, "GQLMUX_ATTEMPT": "\(attempt)"], message: "connecting to \(url) (attempt \(attempt))")
             case .reconnecting(let attempt, let delay, let cause):
+                metrics.reconnectScheduled(cause: cause)
                 events.emit(
                     .reconnecting,
                     ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": String(format: "%.3f", delay.seconds), "GQLMUX_CAUSE": cause],
@@ -324,8 +358,10 @@ package final class Daemon: @unchecked Sendable {
         case .connected:
             events.emit(.connected, ["GQLMUX_URL": url], message: "connected to \(url)")
         case .reconnected:
+            metrics.reconnected(at: .now)
             events.emit(.reconnected, ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)"], message: "reconnected to \(url)")
         case .disconnected(let code, let reason):
+            metrics.connectionLost(at: .now)
             var fields = ["GQLMUX_REASON": reason]
             if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
             events.emit(.disconnected, fields, message: "disconnected: \(reason)")

@@ -49,7 +49,7 @@ extension DaemonConfiguration {
             throw ConfigurationError("\(source): \(error)")
         }
         let reader = TableReader(table: root, section: "")
-        try reader.allowOnly(["upstream", "socket", "limits", "security", "log"])
+        try reader.allowOnly(["upstream", "socket", "limits", "security", "log", "metrics"])
         guard let upstreamTable = try reader.table("upstream") else {
             throw ConfigurationError("[upstream] url: required")
         }
@@ -87,6 +87,16 @@ extension DaemonConfiguration {
             configuration.security.allowedGIDs = try security.ids("allowed_gids") ?? []
             configuration.security.adminUIDs = try security.ids("admin_uids") ?? []
             configuration.security.adminGIDs = try security.ids("admin_gids") ?? []
+        }
+        if let metrics = try reader.table("metrics") {
+            try metrics.allowOnly(["listen"])
+            if let listen = try metrics.string("listen"), !listen.isEmpty {
+                do {
+                    configuration.metricsListen = try MetricsListenAddress(listen)
+                } catch {
+                    throw ConfigurationError("[metrics] listen: \(error)")
+                }
+            }
         }
         if let log = try reader.table("log") {
             try log.allowOnly(["level", "target"])

@@ -37,8 +37,31 @@ package struct DaemonConfiguration: Sendable {
     package var security = Security()
     package var logLevel = "info"
     package var logTarget = LogTarget.auto
+    /// `[metrics] listen`: where `GET /metrics` is served; nil (the default) serves none.
+    package var metricsListen: MetricsListenAddress?
 
     package init(upstream: UpstreamConfiguration) {
         self.upstream = upstream
     }
+}
+
+/// `[metrics] listen = "HOST:PORT"`: a numeric IPv4 address, `[IPv6]`, or `localhost`, and a port.
+package struct MetricsListenAddress: Sendable, Equatable, CustomStringConvertible {
+    package var host: String
+    package var port: Int
+
+    package init(_ text: String) throws(ConfigurationError) {
+        guard let colon = text.lastIndex(of: ":") else {
+            throw ConfigurationError("'\(text)' is not HOST:PORT (for example \"127.0.0.1:9464\")")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
+            throw ConfigurationError("'\(text)' is not HOST:PORT with a port from 1 to 65535")
+        }
+        self.host = host
+        self.port = port
+    }
+
+    package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

@@ -11,6 +11,7 @@ final class Fanout: @unchecked Sendable {
     private var byKey: [String: UpstreamEntry] = [:]
     private var byUpstreamID: [String: UpstreamEntry] = [:]
     let events: DaemonEvents
+    let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
     private var dirty: [ClientSession] = []
     private var flushScheduled = false
@@ -24,9 +25,10 @@ final class Fanout: @unchecked Sendable {
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
 
-    init(transport: UpstreamTransport, events: DaemonEvents, totalBufferBytes: Int) {
+    init(transport: UpstreamTransport, events: DaemonEvents, metrics: DaemonMetrics, totalBufferBytes: Int) {
         self.transport = transport
         self.events = events
+        self.metrics = metrics
         self.totalBufferBytes = totalBufferBytes
     }
 
@@ -112,6 +114,7 @@ final class Fanout: @unchecked Sendable {
             if case .error(let error) = finish {
                 var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID]
                 if case .local(let code, _, _, _) = error { fields["GQLMUX_ERROR_CODE"] = code }
+                metrics.errorSent(code: fields["GQLMUX_ERROR_CODE"] ?? "upstream", count: subscribers.count)
                 events.emit(
                     .operationError, fields,
                     message: "upstream operation \(entry.upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")

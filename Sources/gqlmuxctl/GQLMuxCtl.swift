@@ -32,13 +32,15 @@ enum Entry {
 struct GQLMuxCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gqlmuxctl",
-        abstract: "Talk to gqlmuxd: subscribe, query, status, pause, resume, reload.",
+        abstract: "Talk to gqlmuxd: subscribe, query, status, metrics, pause, resume, reload.",
         discussion: """
             Exit codes: 0 success; 1 the operation failed (GraphQL or daemon error); 64 usage error; \
-            69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids).
+            69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids). \
+            With --json every line on stdout is one JSON object, and an error is printed on stderr as \
+            {"error":{"code":…,"message":…}}.
             """,
         version: LocalProtocol.release,
-        subcommands: [Status.self, Subscribe.self, Query.self, Pause.self, Resume.self, Reload.self]
+        subcommands: [Status.self, Subscribe.self, Query.self, Metrics.self, Pause.self, Resume.self, Reload.self]
     )
 }
 
@@ -73,9 +75,23 @@ struct Request: ParsableArguments {
     }
 }
 
-/// Prints an error to stderr and exits with the matching code.
-func fail(_ error: any Error) -> ExitCode {
-    FileHandle.standardError.write(Data("gqlmuxctl: \(error)\n".utf8))
+struct Output: ParsableArguments {
+    @Flag(name: .long, help: "Machine-readable output: one JSON object per line; errors as JSON on stderr.")
+    var json = false
+}
+
+/// Prints an error to stderr (as text, or as `{"error":{…}}` with `--json`) and exits with the matching code.
+func fail(_ error: any Error, json: Bool) -> ExitCode {
+    if json {
+        var object: [String: Any] = ["message": "\(error)"]
+        if let error = error as? GQLMuxError {
+            object = ["code": error.code, "message": error.message]
+            if let closeCode = error.closeCode { object["closeCode"] = closeCode }
+        }
+        FileHandle.standardError.write(Data((jsonLine(["error": object]) + "\n").utf8))
+    } else {
+        FileHandle.standardError.write(Data("gqlmuxctl: \(error)\n".utf8))
+    }
     guard let error = error as? GQLMuxError else { return ExitCode(ExitStatus.operationFailed) }
     switch error {
     case .daemonUnavailable: return ExitCode(ExitStatus.unavailable)
@@ -88,16 +104,21 @@ func printLine(_ text: String) {
     FileHandle.standardOutput.write(Data((text + "\n").utf8))
 }
 
+/// One compact JSON object, keys sorted (stable for scripts and tests).
+func jsonLine(_ object: [String: Any]) -> String {
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
+    return String(decoding: data, as: UTF8.self)
+}
+
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the daemon's state.")
     @OptionGroup var connection: Connection
-    @Flag(name: .long, help: "Print the raw status JSON.")
-    var json = false
+    @OptionGroup var output: Output
 
     func run() async throws {
-        try await withClient(connection.client()) { client in
+        try await withClient(connection.client(), json: output.json) { client in
             let status = try await client.status()
-            printLine(json ? status : Self.human(status))
+            printLine(output.json ? status : Self.human(status))
         }
     }
 
@@ -122,17 +143,26 @@ struct Subscribe: AsyncParsableCommand {
     )
     @OptionGroup var connection: Connection
     @OptionGroup var request: Request
+    @OptionGroup var output: Output
     @Option(name: .long, help: "Stop after this many results.")
     var count: Int?
+    @Flag(name: .long, help: "Also print lifecycle states on stdout, as {\"state\":\"active\"} lines between the results.")
+    var states = false
 
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
     }
 
     func run() async throws {
-        try await withClient(connection.client(reconnect: true)) { client in
+        let states = self.states
+        let json = output.json
+        try await withClient(connection.client(reconnect: true), json: json) { client in
             let subscription = client.subscribe(requestJSON: request.json) { state in
-                FileHandle.standardError.write(Data("state: \(state.rawValue)\n".utf8))
+                if states {
+                    printLine(jsonLine(["state": state.rawValue]))
+                } else if !json {
+                    FileHandle.standardError.write(Data("state: \(state.rawValue)\n".utf8))
+                }
             }
             var received = 0
             for try await result in subscription {
@@ -148,9 +178,10 @@ struct Query: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run a query or a mutation; print its result.")
     @OptionGroup var connection: Connection
     @OptionGroup var request: Request
+    @OptionGroup var output: Output
 
     func run() async throws {
-        try await withClient(connection.client()) { client in
+        try await withClient(connection.client(), json: output.json) { client in
             let result = try await client.single(requestJSON: request.json)
             printLine(result.json)
             if let errors = result.object?["errors"] as? [Any], !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }
@@ -161,24 +192,57 @@ struct Query: AsyncParsableCommand {
 struct Pause: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Close the upstream and hold every subscription (admin).")
     @OptionGroup var connection: Connection
-    func run() async throws { try await withClient(connection.client()) { try await $0.pause() } }
+    @OptionGroup var output: Output
+    func run() async throws {
+        try await withClient(connection.client(), json: output.json) { try await $0.pause() }
+        if output.json { printLine(jsonLine(["ok": true])) }
+    }
 }
 
 struct Resume: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Reconnect the upstream after pause or failure (admin).")
     @OptionGroup var connection: Connection
-    func run() async throws { try await withClient(connection.client()) { try await $0.resume() } }
+    @OptionGroup var output: Output
+    func run() async throws {
+        try await withClient(connection.client(), json: output.json) { try await $0.resume() }
+        if output.json { printLine(jsonLine(["ok": true])) }
+    }
 }
 
 struct Reload: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Re-read the configuration and credentials (admin).")
     @OptionGroup var connection: Connection
-    func run() async throws { try await withClient(connection.client()) { try await $0.reload() } }
+    @OptionGroup var output: Output
+    func run() async throws {
+        try await withClient(connection.client(), json: output.json) { try await $0.reload() }
+        if output.json { printLine(jsonLine(["ok": true])) }
+    }
+}
+
+struct Metrics: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the daemon's metrics (Prometheus text format; --json: one sample per line)."
+    )
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+
+    func run() async throws {
+        try await withClient(connection.client(), json: output.json) { client in
+            let text = try await client.metrics()
+            guard output.json else {
+                FileHandle.standardOutput.write(Data(text.utf8))
+                return
+            }
+            for sample in PrometheusSample.parse(text) {
+                printLine(jsonLine(["name": sample.name, "labels": sample.labels, "value": sample.value]))
+            }
+        }
+    }
 }
 
 /// Runs `body` with `client`, closes the client whatever happens, and turns an error into
 /// its exit code (an `ExitCode` thrown by `body` passes through as it is).
-func withClient(_ client: GQLMuxClient, _ body: (GQLMuxClient) async throws -> Void) async throws {
+func withClient(_ client: GQLMuxClient, json: Bool = false, _ body: (GQLMuxClient) async throws -> Void) async throws {
     do {
         try await body(client)
         await client.close()
@@ -187,6 +251,6 @@ func withClient(_ client: GQLMuxClient, _ body: (GQLMuxClient) async throws -> V
         throw exit
     } catch {
         await client.close()
-        throw fail(error)
+        throw fail(error, json: json)
     }
 }

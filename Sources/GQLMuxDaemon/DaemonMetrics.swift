@@ -1,0 +1,147 @@
+import Prometheus
+
+/// The daemon's metrics (DESIGN.md section 8) in a registry of its own, so that several daemons
+/// in one process (the tests) never mix their series.
+///
+/// Rare events (reconnects, errors, slow-consumer cuts) move their counters when they happen.
+/// What the hot path already counts (messages in, deliveries out) and the gauges are brought
+/// up to date when the text is rendered, so a delivery costs no atomic operation. Lives on the
+/// daemon's event loop, like the daemon.
+final class DaemonMetrics {
+    /// What the daemon knows at render time.
+    struct Snapshot {
+        var clients: Int
+        var localSubscriptions: Int
+        var upstreamSubscriptions: Int
+        var upstreamState: String
+        var messagesIn: Int
+        var deliveries: Int
+    }
+
+    /// Every state name `ConnectionState.name` can take: each gets a series, 0 or 1.
+    static let connectionStates = ["idle", "connecting", "connected", "reconnecting", "paused", "failed", "stopped"]
+
+    /// The contract's local error codes, pre-registered at 0 so rates work from the start;
+    /// `upstream` counts GraphQL `error` messages passed through from the server.
+    static let errorCodes = [
+        "BAD_REQUEST", "INVALID_DOCUMENT", "DUPLICATE_ID", "LIMIT_EXCEEDED", "FORBIDDEN", "CONNECTION_LOST",
+        "UPSTREAM_CLOSED", "SLOW_CONSUMER", "SHUTTING_DOWN", "upstream",
+    ]
+
+    let registry = PrometheusCollectorRegistry()
+    private let localSubscriptions: Gauge
+    private let upstreamSubscriptions: Gauge
+    private let clients: Gauge
+    private let connections: [String: Gauge]
+    private let messagesReceived: Counter
+    private let deliveries: Counter
+    private let slowConsumers: Counter
+    private let reconnectDuration: DurationHistogram
+    private var exportedIn = 0
+    private var exportedDeliveries = 0
+    /// When the acknowledged connection was lost, until the next ack.
+    private var lostAt: ContinuousClock.Instant?
+
+    init() {
+        let subscriptionsHelp = "Live subscriptions: local (one per client operation) and upstream (after dedup)"
+        localSubscriptions = registry.makeGauge(descriptor: Self.describe("gqlmux_subscriptions", subscriptionsHelp), labels: [("side", "local")])
+        upstreamSubscriptions = registry.makeGauge(descriptor: Self.describe("gqlmux_subscriptions", subscriptionsHelp), labels: [("side", "upstream")])
+        clients = registry.makeGauge(descriptor: Self.describe("gqlmux_clients", "Connected local clients"))
+        var connections: [String: Gauge] = [:]
+        for state in Self.connectionStates {
+            connections[state] = registry.makeGauge(descriptor: Self.describe("gqlmux_upstream_connections", "Upstream WebSocket connections by state"), labels: [("state", state)])
+        }
+        self.connections = connections
+        messagesReceived = registry.makeCounter(descriptor: Self.describe("gqlmux_messages_received_total", "Subscription results (next) received from the upstream"))
+        deliveries = registry.makeCounter(descriptor: Self.describe("gqlmux_deliveries_total", "Subscription results written to local clients"))
+        slowConsumers = registry.makeCounter(descriptor: Self.describe("gqlmux_slow_consumer_disconnects_total", "Local clients cut for falling behind (client_buffer_bytes or total_buffer_bytes)"))
+        reconnectDuration = registry.makeDurationHistogram(descriptor: Self.describe("gqlmux_reconnect_duration_seconds", "Time from losing the upstream connection to the next connection_ack"),
+            buckets: [.milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300)])
+        for code in Self.errorCodes { _ = errorCounter(code) }
+    }
+
+    private func errorCounter(_ code: String) -> Counter {
+        registry.makeCounter(descriptor: Self.describe("gqlmux_errors_total", "error messages sent to local clients, by code (upstream: GraphQL errors passed through)"), labels: [("code", code)])
+    }
+
+    // MARK: - Events
+
+    /// An `error` line was sent to `count` local operations or clients.
+    func errorSent(code: String, count: Int = 1) {
+        // Codes come from the daemon and the transport (a closed set); anything else is folded
+        // so a label never grows without bound.
+        let label = Self.errorCodes.contains(code) ? code : "other"
+        errorCounter(label).increment(by: Int64(count))
+    }
+
+    func slowConsumerCut() { slowConsumers.increment() }
+
+    /// A reconnect was scheduled for `cause` (the transport's words, see `ReconnectCause`).
+    func reconnectScheduled(cause: String) {
+        let classified = ReconnectCause(cause)
+        registry.makeCounter(descriptor: Self.describe("gqlmux_reconnects_total", "Reconnects scheduled, by cause and close code (none: no WebSocket was open)"), labels: [("cause", classified.cause), ("close_code", classified.closeCode)]).increment()
+    }
+
+    func connectionLost(at now: ContinuousClock.Instant) {
+        if lostAt == nil { lostAt = now }
+    }
+
+    func reconnected(at now: ContinuousClock.Instant) {
+        guard let lostAt else { return }
+        reconnectDuration.record(now - lostAt)
+        self.lostAt = nil
+    }
+
+    // MARK: - Rendering
+
+    /// The Prometheus text exposition (format 0.0.4) of everything, as of `snapshot`.
+    func render(_ snapshot: Snapshot) -> [UInt8] {
+        clients.set(Int64(snapshot.clients))
+        localSubscriptions.set(Int64(snapshot.localSubscriptions))
+        upstreamSubscriptions.set(Int64(snapshot.upstreamSubscriptions))
+        for (state, gauge) in connections { gauge.set(Int64(state == snapshot.upstreamState ? 1 : 0)) }
+        messagesReceived.increment(by: Int64(snapshot.messagesIn - exportedIn))
+        exportedIn = snapshot.messagesIn
+        deliveries.increment(by: Int64(snapshot.deliveries - exportedDeliveries))
+        exportedDeliveries = snapshot.deliveries
+        return registry.emitToBuffer()
+    }
+
+    private static func describe(_ name: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+
+    /// `Content-Type` of the exposition.
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+}
+
+/// A transport's reconnect cause in two bounded labels: what happened, and the close code.
+struct ReconnectCause: Equatable {
+    var cause: String
+    var closeCode: String
+
+    init(cause: String, closeCode: String) {
+        self.cause = cause
+        self.closeCode = closeCode
+    }
+
+    /// Reads the cause texts of `TransportStateMachine` ("upstream closed 1012 …", "peer
+    /// silent …", "connect timeout …", "no connection_ack …", "protocol violation: …"); any
+    /// other text is a network failure (refused, reset, DNS, TLS), with no close frame.
+    init(_ text: String) {
+        if text.hasPrefix("upstream closed ") {
+            let code = text.dropFirst("upstream closed ".count).prefix { $0.isNumber }
+            self.init(cause: "closed", closeCode: code.isEmpty ? "none" : String(code))
+        } else if text.hasPrefix("peer silent") {
+            self.init(cause: "dead_peer", closeCode: "none")
+        } else if text.hasPrefix("connect timeout") {
+            self.init(cause: "connect_timeout", closeCode: "none")
+        } else if text.hasPrefix("no connection_ack") {
+            self.init(cause: "ack_timeout", closeCode: "none")
+        } else if text.hasPrefix("protocol violation") {
+            self.init(cause: "protocol_violation", closeCode: "none")
+        } else {
+            self.init(cause: "network", closeCode: "none")
+        }
+    }
+}

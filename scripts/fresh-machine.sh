@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Proves the README's two commands work on a FRESH Debian 12 machine: a debootstrap root file
+# system with only Swift's documented prerequisites, /opt/swift and the Swift package mirror
+# bind-mounted read-only, the project cloned into it from this repository's HEAD, and
+# `scripts/demo.sh` (DEMO_COUNT mode) then `scripts/test.sh` run inside systemd-nspawn as a
+# newcomer would run them (root, nothing else installed).
+#
+#   scripts/fresh-machine.sh [demo|test|all]     (default: all; needs root)
+#
+# The pristine root file system is cached in $GQLMUX_FRESH_CACHE (default
+# /var/cache/gqlmux/fresh-bookworm) and never changed: every run works in a throw-away copy
+# (nspawn --ephemeral), so packages installed by the project's scripts are never kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+(( EUID == 0 )) || { echo "fresh-machine.sh needs root (debootstrap, systemd-nspawn)" >&2; exit 1; }
+
+cache=${GQLMUX_FRESH_CACHE:-/var/cache/gqlmux/fresh-bookworm}
+# swift.org's list of prerequisites for Debian 12 (binutils-gold is in binutils there), and nothing more
+# (ca-certificates and python3: what a Debian 12 install has anyway).
+swift_prerequisites=binutils,libicu-dev,libcurl4-openssl-dev,libedit-dev,libsqlite3-dev,libncurses-dev,libpython3-dev,libxml2-dev,pkg-config,uuid-dev,tzdata,git,gcc,libstdc++-12-dev,ca-certificates,python3
+
+host_tools=(debootstrap systemd-container)
+for package in "${host_tools[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >&2 \
+            || { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >&2; }
+    fi
+done
+
+if [[ ! -f $cache/.gqlmux-pristine ]]; then
+    echo "==> debootstrap bookworm into $cache (once; cached)" >&2
+    rm -rf "$cache.partial"
+    mkdir -p "$(dirname "$cache")"
+    mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    debootstrap --variant=minbase --include="$swift_prerequisites" bookworm "$cache.partial" \
+        "${mirror:-http://deb.debian.org/debian}" >"$cache.log" 2>&1 \
+        || { tail -20 "$cache.log" >&2; exit 1; }
+    # The same apt sources as this machine (security updates included), so apt-get works inside.
+    cp /etc/apt/sources.list.d/debian.sources "$cache.partial/etc/apt/sources.list.d/" 2>/dev/null || true
+    rm -f "$cache.partial/etc/apt/sources.list"
+    # This workplace's machine set-up that a new machine has too: the package mirror's git
+    # rewrite and pip's configuration (not the project's packages).
+    cp /etc/gitconfig "$cache.partial/etc/gitconfig"
+    [[ -f /etc/pip.conf ]] && cp /etc/pip.conf "$cache.partial/etc/pip.conf"
+    mkdir -p "$cache.partial/opt/swift" "$cache.partial/opt/swift-packages" "$cache.partial/opt/wheels"
+    touch "$cache.partial/.gqlmux-pristine"
+    mv "$cache.partial" "$cache"
+fi
+
+# The project as committed (a newcomer's clone), not this work tree's uncommitted files.
+work=$(mktemp -d /tmp/gqlmux-fresh.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+git clone -q --no-hardlinks "$PWD" "$work/gqlmux"
+
+swift_bin=$(dirname "$(command -v swift)")
+swift_root=$(dirname "$(dirname "$swift_bin")")
+commands=()
+case $what in
+    demo) commands=('DEMO_COUNT=3 scripts/demo.sh') ;;
+    test) commands=('scripts/test.sh') ;;
+    all) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh') ;;
+    *) echo "usage: scripts/fresh-machine.sh [demo|test|all]" >&2; exit 64 ;;
+esac
+script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+script+="; cd /root/gqlmux"
+for command in "${commands[@]}"; do
+    script+="; echo '==> fresh Debian 12: $command'; $command"
+done
+
+extra=()
+[[ -d /opt/wheels ]] && extra+=(--bind-ro=/opt/wheels)
+env_args=()
+for variable in PIP_CERT PIP_FIND_LINKS PIP_DEFAULT_TIMEOUT PIP_DISABLE_PIP_VERSION_CHECK; do
+    [[ -n ${!variable:-} ]] && env_args+=(--setenv="$variable=${!variable}")
+done
+echo "==> systemd-nspawn --ephemeral on a copy of $cache" >&2
+# --ephemeral: a snapshot that is thrown away; the cache stays pristine. The host's network
+# (Debian's packages and PyPI); /sys/fs/cgroup writable for the tests' own nested nspawn.
+systemd-nspawn --quiet --register=no --keep-unit --ephemeral -D "$cache" \
+    --capability=all --resolv-conf=copy-host \
+    --bind-ro="$swift_root:$swift_root" --bind-ro=/opt/swift-packages \
+    --bind="$work/gqlmux:/root/gqlmux" "${extra[@]}" "${env_args[@]}" \
+    --setenv=CI="${CI:-}" --setenv=HOME=/root \
+    /bin/bash -c "$script"
+echo "==> fresh machine: both README commands passed" >&2
