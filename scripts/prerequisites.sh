@@ -7,8 +7,9 @@ set -euo pipefail
 need=(libsystemd-dev pkg-config)
 if [[ ${1:-build} == test ]]; then
     # systemd-container: the nspawn end-to-end test; socat, util-linux (setpriv, unshare): the
-    # peer-credential and journald tests; openssl: TLS tests; python3-venv: interop servers.
-    need+=(systemd-container socat util-linux openssl python3-venv)
+    # peer-credential and journald tests; openssl: TLS tests; python3-venv: interop servers
+    # and the Python client; prometheus: its promtool checks the metrics, its server scrapes them.
+    need+=(systemd-container socat util-linux openssl python3-venv prometheus)
 fi
 missing=()
 for package in "${need[@]}"; do

@@ -25,6 +25,8 @@ package final class Daemon: @unchecked Sendable {
     private var metricsChannel: (any Channel)?
     /// Prometheus metrics (`metrics` verb, `[metrics] listen`).
     let metrics = DaemonMetrics()
+    /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
+    private var metricsAddress: String?
     private var stopping = false
     /// Whether this process created the socket file (an adopted one belongs to systemd).
     private var ownsSocketFile = true
@@ -65,6 +67,32 @@ package final class Daemon: @unchecked Sendable {
 
     /// Binds the socket (replacing a stale file) or adopts `listeningFD`, then starts the upstream.
     package func start(listeningFD: CInt? = nil) async throws {
+        // Metrics first: its address is set before any client can ask `status` for it.
+        if let listen = configuration.metricsListen {
+            do {
+                let channel = try await MetricsHTTPServer.bind(listen, on: eventLoop) { [unowned self] in self.metricsText() }
+                metricsChannel = channel
+                var bound = listen
+                bound.port = channel.localAddress?.port ?? listen.port
+                metricsAddress = bound.description
+            } catch {
+                throw DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
+            }
+        }
+        do {
+            try await bindLocalSocket(listeningFD: listeningFD)
+        } catch {
+            try? await metricsChannel?.close()
+            throw error
+        }
+        var fields = ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes"]
+        if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
+        events.emit(.started, fields, message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)" + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? ""))
+        transport.start()
+        statusChanged()
+    }
+
+    private func bindLocalSocket(listeningFD: CInt?) async throws {
         let limits = configuration.limits
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 1024)
@@ -87,20 +115,6 @@ package final class Daemon: @unchecked Sendable {
                 throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
             }
         }
-        if let listen = configuration.metricsListen {
-            do {
-                metricsChannel = try await MetricsHTTPServer.bind(listen, on: eventLoop) { [unowned self] in self.metricsText() }
-            } catch {
-                try? await serverChannel?.close()
-                throw DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
-            }
-        }
-        events.emit(
-            .started,
-            ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes"],
-                    message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)")
-        transport.start()
-        statusChanged()
     }
 
     /// Refuses to steal the socket of a live daemon; creates the directory if missing.
@@ -266,7 +280,7 @@ package final class Daemon: @unchecked Sendable {
         let json = """
             {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
             "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
-            "reloadError":\(reloadError.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
+            "reloadError":\(reloadError.map(jsonString) ?? "null"),"metrics":\(metricsAddress.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
             "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}
             """
         return ByteBuffer(string: json)

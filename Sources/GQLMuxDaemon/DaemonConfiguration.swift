@@ -56,8 +56,8 @@ package struct MetricsListenAddress: Sendable, Equatable, CustomStringConvertibl
         }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else {
-            throw ConfigurationError("'\(text)' is not HOST:PORT with a port from 1 to 65535")
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ConfigurationError("'\(text)' is not HOST:PORT with a port from 0 (any free port) to 65535")
         }
         self.host = host
         self.port = port

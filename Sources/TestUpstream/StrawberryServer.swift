@@ -55,7 +55,7 @@ package final class StrawberryServer: @unchecked Sendable {
         self.process = nil
     }
 
-    static func freePort() throws -> Int {
+    package static func freePort() throws -> Int {
         let group = MultiThreadedEventLoopGroup.singleton
         let channel = try ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
         let port = channel.localAddress!.port!

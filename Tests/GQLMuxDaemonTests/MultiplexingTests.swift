@@ -135,7 +135,7 @@ import Testing
                 fast.lines(containing: #""type":"next""#).count == batch * perBatch
             }
         }
-        await eventually("slow client disconnected") { await rig.log.count(.slowConsumer) == 1 }
+        await eventually("slow client disconnected") { rig.log.count(.slowConsumer) == 1 }
         #expect(await rig.server.currentStats.activeSubscriptions == 1)
         _ = try? await slow.channel.setOption(.autoRead, value: true).get()
         slow.channel.read()

@@ -109,3 +109,35 @@ func runCommand(_ executable: String, _ arguments: [String], seconds: Double = 3
     let status = await child.wait(seconds: seconds)
     return (status, child.stdout + child.stderr)
 }
+
+/// A plain HTTP/1.0 GET to 127.0.0.1:`port` (the daemon's metrics endpoint, Prometheus's API):
+/// the status code and the body. Bounded by a 5 s receive timeout; nil when nothing answers.
+func httpGet(port: Int, _ path: String) -> (status: Int, body: String)? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 5, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { return nil }
+    let request = Array("GET \(path) HTTP/1.0\r\nHost: 127.0.0.1:\(port)\r\n\r\n".utf8)
+    guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, 0) }) == request.count else { return nil }
+    var response: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n <= 0 { break }
+        response.append(contentsOf: chunk[0..<n])
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    guard let headEnd = text.range(of: "\r\n\r\n"), let statusText = text.split(separator: " ").dropFirst().first,
+        let status = Int(statusText)
+    else { return nil }
+    return (status, String(text[headEnd.upperBound...]))
+}
