@@ -287,7 +287,7 @@ package final class Daemon: @unchecked Sendable {
     }
 
     /// The Prometheus text exposition (DESIGN.md section 8). On the loop.
-    func metricsText() -> [UInt8] {
+    package func metricsText() -> [UInt8] {
         metrics.render(
             .init(
                 clients: sessions.count,

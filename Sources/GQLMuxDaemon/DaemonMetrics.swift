@@ -116,11 +116,11 @@ final class DaemonMetrics {
 }
 
 /// A transport's reconnect cause in two bounded labels: what happened, and the close code.
-struct ReconnectCause: Equatable {
-    var cause: String
-    var closeCode: String
+package struct ReconnectCause: Equatable {
+    package var cause: String
+    package var closeCode: String
 
-    init(cause: String, closeCode: String) {
+    package init(cause: String, closeCode: String) {
         self.cause = cause
         self.closeCode = closeCode
     }
@@ -128,7 +128,7 @@ struct ReconnectCause: Equatable {
     /// Reads the cause texts of `TransportStateMachine` ("upstream closed 1012 …", "peer
     /// silent …", "connect timeout …", "no connection_ack …", "protocol violation: …"); any
     /// other text is a network failure (refused, reset, DNS, TLS), with no close frame.
-    init(_ text: String) {
+    package init(_ text: String) {
         if text.hasPrefix("upstream closed ") {
             let code = text.dropFirst("upstream closed ".count).prefix { $0.isNumber }
             self.init(cause: "closed", closeCode: code.isEmpty ? "none" : String(code))

@@ -41,7 +41,7 @@ import Testing
         c.send(#"{"type":"reload","id":"r"}"#)
         await eventually("reload refused") { !c.lines(containing: #""id":"r""#).isEmpty }
         #expect(c.lines(containing: #""id":"r""#).first?.contains("[upstream] url") == true)
-        #expect(await rig.log.count(.reloadFailed) == 1)
+        #expect(rig.log.count(.reloadFailed) == 1)
         await rig.server.tick()
         await eventually("still ticking") { !c.lines(containing: #""tick":1"#).isEmpty }
         await rig.tearDown()
