@@ -1,0 +1,24 @@
+import Foundation
+import Testing
+
+/// Issue 10: the README's first command shows the point (three apps, one upstream, a restart
+/// survived, a query) and its non-interactive mode checks that it did.
+@Suite struct DemoTests {
+    @Test func theDemoShowsThreeAppsSurvivingAnUpstreamRestart() async throws {
+        let demo = try Child(
+            "/bin/bash", [Paths.root + "/scripts/demo.sh"],
+            environment: ["DEMO_COUNT": "2", "GQLMUX_BIN_DIR": Paths.binDir]
+        )
+        let status = await demo.wait(seconds: 90)
+        let output = demo.stdout + demo.stderr
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("subscriptions: 3 local, 1 upstream"), "\(output)")
+        for app in 1...3 {
+            let lines = output.split(separator: "\n").filter { $0.contains("app\(app) |") }.map { String($0) }
+            let reconnecting = try #require(lines.firstIndex { $0.hasSuffix("state: reconnecting") }, "app\(app): \(lines)")
+            let activeAgain = try #require(lines[reconnecting...].firstIndex { $0.hasSuffix("state: active") }, "app\(app): \(lines)")
+            #expect(lines[activeAgain...].filter { $0.contains(#""tick""#) }.count >= 2, "app\(app): \(lines)")
+        }
+        #expect(output.contains(#"{"data":{"hello":"world"}}"#))
+    }
+}
