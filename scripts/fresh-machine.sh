@@ -70,6 +70,9 @@ done
 
 extra=()
 [[ -d /opt/wheels ]] && extra+=(--bind-ro=/opt/wheels)
+# This workplace reaches PyPI through a TLS proxy whose CA the machines trust: the same trust
+# store, read-only (it changes between sessions, so it is not part of the cached root).
+[[ -f /etc/ssl/certs/ca-certificates.crt ]] && extra+=(--bind-ro=/etc/ssl/certs/ca-certificates.crt)
 env_args=()
 for variable in PIP_CERT PIP_FIND_LINKS PIP_DEFAULT_TIMEOUT PIP_DISABLE_PIP_VERSION_CHECK; do
     [[ -n ${!variable:-} ]] && env_args+=(--setenv="$variable=${!variable}")

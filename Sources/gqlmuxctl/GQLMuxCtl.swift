@@ -37,7 +37,7 @@ struct GQLMuxCtl: AsyncParsableCommand {
             Exit codes: 0 success; 1 the operation failed (GraphQL or daemon error); 64 usage error; \
             69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids). \
             With --json every line on stdout is one JSON object, and an error is printed on stderr as \
-            {"error":{"code":…,"message":…}}.
+            {"error":{"code":"...","message":"..."}}.
             """,
         version: LocalProtocol.release,
         subcommands: [Status.self, Subscribe.self, Query.self, Metrics.self, Pause.self, Resume.self, Reload.self]
