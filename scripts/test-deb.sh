@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The Debian package's test: builds it (scripts/build-deb.sh), runs lintian (no error and no
+# warning allowed), then boots this machine's / in systemd-nspawn (a throw-away overlay,
+# private network) where it runs `apt-get install ./gqlmux_*.deb`, points the installed
+# configuration at a test upstream, starts gqlmuxd.socket, streams a subscription through the
+# installed socket, and purges the package, checking that nothing of it is left.
+#   scripts/test-deb.sh [DEB]      (default: build one into .build/deb)      needs root
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+(( EUID == 0 )) || { echo "test-deb.sh needs root (systemd-nspawn)" >&2; exit 1; }
+scripts/prerequisites.sh test
+for package in lintian dpkg-dev; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$package" >&2
+done
+
+deb=${1:-}
+if [[ -z $deb ]]; then
+    scripts/build-deb.sh .build/deb
+    deb=$(ls -t .build/deb/gqlmux_*_amd64.deb | head -1)
+fi
+deb=$(readlink -f "$deb")
+echo "==> dpkg-deb -c $(basename "$deb")"
+dpkg-deb -c "$deb" | awk '{ printf "    %s %10s %s\n", $1, $3, $6 }'
+
+echo "==> lintian $(basename "$deb")"
+# lintian warns when run as root; that line is not about the package.
+lintian_out=$(lintian --fail-on error,warning "$deb" 2>&1) && lintian_rc=0 || lintian_rc=$?
+lintian_out=$(grep -v 'running with root privileges' <<<"$lintian_out" || true)
+echo "${lintian_out:-    (no tags)}"
+passed=0
+failed=0
+check() {  # check DESCRIPTION COMMAND...
+    if "${@:2}"; then echo "    ok   $1"; passed=$((passed + 1)); else echo "    FAIL $1"; failed=$((failed + 1)); fi
+}
+check "lintian reports no error and no warning" test "$lintian_rc" = 0
+
+# The test upstream the installed daemon talks to (not part of the package).
+swift build --product gqlmux-test-upstream >/dev/null
+bin=$(swift build --show-bin-path)
+
+work=$(mktemp -d /tmp/gqlmux-deb-test.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/units/multi-user.target.wants" "$work/out" "$work/in"
+cp "$deb" "$work/in/"
+cat >"$work/units/gqlmux-test-upstream.service" <<UNIT
+[Unit]
+Description=gqlmux test upstream for the package test
+[Service]
+ExecStart=/opt/gqlmux-test/bin/gqlmux-test-upstream 18081 100
+UNIT
+cat >"$work/units/gqlmux-deb-test.service" <<UNIT
+[Unit]
+Description=gqlmux package test
+After=multi-user.target
+[Service]
+Type=oneshot
+ExecStart=/bin/bash /gqlmux-in/inside.sh
+UNIT
+ln -s ../gqlmux-deb-test.service "$work/units/multi-user.target.wants/gqlmux-deb-test.service"
+cat >"$work/in/inside.sh" <<'INSIDE'
+#!/bin/bash
+# Inside the container, as root under systemd: install, use, purge. Results go to /gqlmux-out.
+out=/gqlmux-out
+exec >"$out/log.txt" 2>&1
+set -x
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y --no-install-recommends /gqlmux-in/gqlmux_*.deb; echo $? >"$out/install.rc"
+dpkg -s gqlmux | sed -n 's/^Status: //p' >"$out/status-installed.txt"
+getent passwd gqlmux >"$out/user.txt"
+stat -c '%a %U:%G' /etc/gqlmux/gqlmuxd.toml >"$out/config-mode.txt"
+stat -c '%a %U:%G' /etc/gqlmux/token.json >"$out/token-mode.txt"
+systemctl is-enabled gqlmuxd.socket >"$out/socket-enabled.txt" 2>&1
+man -w gqlmuxd gqlmuxctl >"$out/man.txt" 2>&1
+# The admin's edit: point the installed configuration at the test upstream.
+sed -i 's#^url = .*#url = "ws://127.0.0.1:18081/graphql"#' /etc/gqlmux/gqlmuxd.toml
+systemctl start gqlmux-test-upstream.service
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/18081) 2>/dev/null && break; sleep 0.1; done
+systemctl restart gqlmuxd.socket
+timeout 30 gqlmuxctl subscribe 'subscription { tick }' --count 3 >"$out/subscription.txt" 2>"$out/subscription.err"
+echo $? >"$out/subscription.rc"
+systemctl is-active gqlmuxd.service >"$out/service-active.txt"
+gqlmuxctl status >"$out/status.txt" 2>&1
+journalctl -u gqlmuxd.service -x --no-pager >"$out/journal.txt" 2>&1
+apt-get purge -y gqlmux; echo $? >"$out/purge.rc"
+dpkg -s gqlmux >/dev/null 2>&1; echo $? >"$out/dpkg-s-after.rc"
+for path in /usr/sbin/gqlmuxd /usr/bin/gqlmuxctl /lib/systemd/system/gqlmuxd.service /lib/systemd/system/gqlmuxd.socket \
+    /etc/gqlmux /usr/lib/systemd/catalog/gqlmuxd.catalog /usr/share/man/man8/gqlmuxd.8.gz; do
+    [ -e "$path" ] && echo "$path" >>"$out/left-behind.txt"
+done
+touch "$out/left-behind.txt"
+systemctl is-active gqlmuxd.socket >"$out/socket-after.txt" 2>&1
+echo done >"$out/done"
+systemctl poweroff --no-block
+INSIDE
+
+echo "==> systemd-nspawn: apt-get install, start gqlmuxd.socket, subscribe, purge"
+# --volatile=overlay: the host's / with a throw-away writable layer (dpkg writes to /usr).
+timeout 240 systemd-nspawn --quiet --register=no --keep-unit -D / --volatile=overlay --private-network \
+    --bind-ro=/opt/swift --bind-ro="$bin":/opt/gqlmux-test/bin \
+    --bind="$work/units":/run/systemd/system --bind-ro="$work/in":/gqlmux-in --bind="$work/out":/gqlmux-out \
+    -b systemd.mask=systemd-firstboot.service >"$work/nspawn.log" 2>&1 || echo "nspawn exit $?" >>"$work/nspawn.log"
+
+o=$work/out
+read_file() { cat "$o/$1" 2>/dev/null || true; }
+if [[ $(read_file done) != done ]]; then
+    echo "the container did not finish; nspawn log:" >&2
+    tail -40 "$work/nspawn.log" >&2
+    tail -40 "$o/log.txt" >&2 2>/dev/null || true
+    exit 1
+fi
+check "apt-get install ./$(basename "$deb")" test "$(read_file install.rc)" = 0
+check "dpkg says installed" test "$(read_file status-installed.txt)" = "install ok installed"
+check "sysusers made the user gqlmux" grep -q '^gqlmux:' "$o/user.txt"
+check "/etc/gqlmux/gqlmuxd.toml is 640 root:gqlmux" test "$(read_file config-mode.txt)" = "640 root:gqlmux"
+check "tmpfiles made /etc/gqlmux/token.json 600" test "$(read_file token-mode.txt)" = "600 root:root"
+check "gqlmuxd.socket is enabled" test "$(read_file socket-enabled.txt)" = enabled
+check "man pages gqlmuxd(8) and gqlmuxctl(1)" grep -q 'man8/gqlmuxd.8.gz' "$o/man.txt"
+check "a subscription streams through /run/gqlmux/gqlmux.sock" test "$(read_file subscription.rc)" = 0 -a "$(grep -c '"tick"' "$o/subscription.txt")" = 3
+check "gqlmuxd.service was started by its socket" test "$(read_file service-active.txt)" = active
+check "journalctl -x explains events with the catalog" grep -q "Subject: gqlmuxd started" "$o/journal.txt"
+check "apt-get purge gqlmux" test "$(read_file purge.rc)" = 0
+check "dpkg no longer knows gqlmux" test "$(read_file dpkg-s-after.rc)" != 0
+check "nothing of the package is left" test ! -s "$o/left-behind.txt"
+echo "    subscription: $(tr '\n' ' ' <"$o/subscription.txt")"
+if ((failed > 0)); then
+    echo "--- inside log" >&2
+    tail -60 "$o/log.txt" >&2
+    echo "--- left behind: $(read_file left-behind.txt)" >&2
+fi
+echo "package test: $passed passed, $failed failed"
+((failed == 0))
