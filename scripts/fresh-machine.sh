@@ -6,6 +6,7 @@
 # newcomer would run them (root, nothing else installed).
 #
 #   scripts/fresh-machine.sh [demo|test|all]     (default: all; needs root)
+#   scripts/fresh-machine.sh root                 only make sure the cached root exists; print its path
 #
 # The pristine root file system is cached in $GQLMUX_FRESH_CACHE (default
 # /var/cache/gqlmux/fresh-bookworm) and never changed: every run works in a throw-away copy
@@ -46,6 +47,11 @@ if [[ ! -f $cache/.gqlmux-pristine ]]; then
     mkdir -p "$cache.partial/opt/swift" "$cache.partial/opt/swift-packages" "$cache.partial/opt/wheels"
     touch "$cache.partial/.gqlmux-pristine"
     mv "$cache.partial" "$cache"
+fi
+
+if [[ $what == root ]]; then
+    echo "$cache"
+    exit 0
 fi
 
 # The project as committed (a newcomer's clone), not this work tree's uncommitted files.

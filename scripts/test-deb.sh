@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The Debian package's test: builds it (scripts/build-deb.sh), runs lintian (no error and no
-# warning allowed), then boots this machine's / in systemd-nspawn (a throw-away overlay,
-# private network) where it runs `apt-get install ./gqlmux_*.deb`, points the installed
+# warning allowed), then boots a clean Debian 12 with systemd in systemd-nspawn (a throw-away
+# copy, private network) where it runs `apt-get install ./gqlmux_*.deb`, points the installed
 # configuration at a test upstream, starts gqlmuxd.socket, streams a subscription through the
 # installed socket, and purges the package, checking that nothing of it is left.
+# The clean Debian 12 is scripts/fresh-machine.sh's cached debootstrap root plus systemd,
+# cached beside it (never with gqlmux installed).
 #   scripts/test-deb.sh [DEB]      (default: build one into .build/deb)      needs root
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +41,19 @@ check "lintian reports no error and no warning" test "$lintian_rc" = 0
 # The test upstream the installed daemon talks to (not part of the package).
 swift build --product gqlmux-test-upstream >/dev/null
 bin=$(swift build --show-bin-path)
+
+pristine=$(scripts/fresh-machine.sh root)
+system=${pristine%-bookworm}-systemd-bookworm
+if [[ ! -f $system/.gqlmux-pristine ]]; then
+    echo "==> a clean Debian 12 with systemd: $system (once; cached)"
+    rm -rf "$system.partial"
+    cp -a "$pristine" "$system.partial"
+    systemd-nspawn --quiet --register=no --keep-unit -D "$system.partial" --resolv-conf=copy-host \
+        --bind-ro=/etc/ssl/certs/ca-certificates.crt \
+        /bin/sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus man-db' \
+        >"$system.log" 2>&1 || { tail -20 "$system.log" >&2; exit 1; }
+    mv "$system.partial" "$system"
+fi
 
 work=$(mktemp -d /tmp/gqlmux-deb-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -96,8 +111,8 @@ systemctl poweroff --no-block
 INSIDE
 
 echo "==> systemd-nspawn: apt-get install, start gqlmuxd.socket, subscribe, purge"
-# --volatile=overlay: the host's / with a throw-away writable layer (dpkg writes to /usr).
-timeout 240 systemd-nspawn --quiet --register=no --keep-unit -D / --volatile=overlay --private-network \
+# --ephemeral: a throw-away copy of the clean system, so each run starts without gqlmux.
+timeout 240 systemd-nspawn --quiet --register=no --keep-unit -D "$system" --ephemeral --private-network \
     --bind-ro=/opt/swift --bind-ro="$bin":/opt/gqlmux-test/bin \
     --bind="$work/units":/run/systemd/system --bind-ro="$work/in":/gqlmux-in --bind="$work/out":/gqlmux-out \
     -b systemd.mask=systemd-firstboot.service >"$work/nspawn.log" 2>&1 || echo "nspawn exit $?" >>"$work/nspawn.log"
