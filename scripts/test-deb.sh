@@ -144,5 +144,5 @@ if ((failed > 0)); then
     tail -60 "$o/log.txt" >&2
     echo "--- left behind: $(read_file left-behind.txt)" >&2
 fi
-echo "package test: $passed passed, $failed failed"
+echo "deb: $passed passed, $failed failed"
 ((failed == 0))
