@@ -55,6 +55,68 @@ import Glibc
         await server.shutdown()
     }
 
+    /// Issue 10: `--json` on every verb that prints, and `subscribe --states`.
+    @Test func jsonOnEveryVerbAndStatesOnStdout() async throws {
+        let server = TestUpstreamServer()
+        try await server.start()
+        await server.setOptions { $0.tickInterval = nil }
+        let directory = try Paths.temporaryDirectory("gqlmux-cli-json")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = directory + "/gqlmux.sock"
+        try "[upstream]\nurl = \"\(server.url)\"\n[socket]\npath = \"\(socket)\"\n"
+            .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
+        defer { daemon.signal(SIGKILL) }
+        await eventually("socket") { FileManager.default.fileExists(atPath: socket) }
+        let ctl = Paths.binary("gqlmuxctl")
+
+        // Every stdout line parses as one JSON object; errors are JSON on stderr.
+        func objects(_ text: String) -> [[String: Any]] {
+            text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        let query = try Child(ctl, ["query", "{ hello }", "--json", "--socket", socket])
+        #expect(await query.wait() == 0)
+        #expect(objects(query.stdout).count == 1 && query.stdout.contains(#""hello":"world""#))
+
+        let invalid = try Child(ctl, ["query", "{ hello ", "--json", "--socket", socket])
+        #expect(await invalid.wait() == 1)
+        let error = try #require(objects(invalid.stderr).first?["error"] as? [String: Any], "stderr: \(invalid.stderr)")
+        #expect(error["code"] as? String == "INVALID_DOCUMENT")
+        #expect((error["message"] as? String)?.isEmpty == false)
+
+        let unreachable = try Child(ctl, ["status", "--json", "--socket", directory + "/none.sock"])
+        #expect(await unreachable.wait() == 69)
+        #expect((objects(unreachable.stderr).first?["error"] as? [String: Any])?["code"] as? String == "DAEMON_UNAVAILABLE")
+
+        for verb in ["pause", "resume", "reload"] {
+            let admin = try Child(ctl, [verb, "--json", "--socket", socket])
+            #expect(await admin.wait() == 0, "\(verb): \(admin.stderr)")
+            #expect(admin.stdout == #"{"ok":true}"# + "\n", "\(verb)")
+        }
+
+        let metrics = try Child(ctl, ["metrics", "--json", "--socket", socket])
+        #expect(await metrics.wait() == 0)
+        let samples = objects(metrics.stdout)
+        #expect(samples.count == metrics.stdout.split(separator: "\n").count, "every line is JSON")
+        #expect(samples.contains { $0["name"] as? String == "gqlmux_clients" && $0["value"] as? Int == 1 })
+
+        // --states: lifecycle states as JSON lines on stdout between the results.
+        let subscribe = try Child(ctl, ["subscribe", "subscription { tick }", "--count", "2", "--states", "--json", "--socket", socket])
+        await eventually("subscribed upstream") { await server.currentStats.activeSubscriptions == 1 }
+        _ = await server.tick()
+        _ = await server.tick()
+        #expect(await subscribe.wait() == 0)
+        let lines = objects(subscribe.stdout)
+        #expect(lines.count == subscribe.stdout.split(separator: "\n").count, "every line is JSON: \(subscribe.stdout)")
+        #expect(lines.first?["state"] as? String == "active", "\(subscribe.stdout)")
+        #expect(lines.filter { $0["data"] != nil }.count == 2)
+        #expect(subscribe.stderr.isEmpty, "--json keeps stderr for errors: \(subscribe.stderr)")
+
+        daemon.signal(SIGTERM)
+        #expect(await daemon.wait() == 0)
+        await server.shutdown()
+    }
+
     @Test func daemonAndCLIFindTheSocketThroughGQLMUX_SOCKET() async throws {
         let server = TestUpstreamServer()
         try await server.start()
