@@ -60,14 +60,10 @@ import Glibc
         let server = TestUpstreamServer()
         try await server.start()
         await server.setOptions { $0.tickInterval = nil }
-        let directory = try Paths.temporaryDirectory("gqlmux-cli-json")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let socket = directory + "/gqlmux.sock"
-        try "[upstream]\nurl = \"\(server.url)\"\n[socket]\npath = \"\(socket)\"\n"
-            .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
-        let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
-        defer { daemon.signal(SIGKILL) }
-        await eventually("socket") { FileManager.default.fileExists(atPath: socket) }
+        let daemon = try await DaemonProcess.start(upstream: server.url, prefix: "gqlmux-cli-json")
+        defer { daemon.child.signal(SIGKILL) }
+        let socket = daemon.socket
+        let directory = daemon.directory
         let ctl = Paths.binary("gqlmuxctl")
 
         // Every stdout line parses as one JSON object; errors are JSON on stderr.
@@ -112,8 +108,7 @@ import Glibc
         #expect(lines.filter { $0["data"] != nil }.count == 2)
         #expect(subscribe.stderr.isEmpty, "--json keeps stderr for errors: \(subscribe.stderr)")
 
-        daemon.signal(SIGTERM)
-        #expect(await daemon.wait() == 0)
+        #expect(await daemon.stop() == 0)
         await server.shutdown()
     }
 

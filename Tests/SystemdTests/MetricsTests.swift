@@ -16,20 +16,10 @@ import Glibc
         let server = TestUpstreamServer()
         try await server.start()
         await server.setOptions { $0.tickInterval = nil }
-        let directory = try Paths.temporaryDirectory("gqlmux-metrics")
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let socket = directory + "/gqlmux.sock"
-        try """
-            [upstream]
-            url = "\(server.url)"
-            [socket]
-            path = "\(socket)"
-            [metrics]
-            listen = "127.0.0.1:0"
-            """.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
-        let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
-        defer { daemon.signal(SIGKILL) }
-        await eventually("socket") { FileManager.default.fileExists(atPath: socket) }
+        let daemon = try await DaemonProcess.start(upstream: server.url, extraConfig: "[metrics]\nlisten = \"127.0.0.1:0\"", prefix: "gqlmux-metrics")
+        defer { daemon.child.signal(SIGKILL) }
+        let socket = daemon.socket
+        let directory = daemon.directory
         let ctl = Paths.binary("gqlmuxctl")
 
         // The port the daemon chose ("127.0.0.1:0") is in `status`.
@@ -46,6 +36,11 @@ import Glibc
         ]
         defer { for subscriber in subscribers { subscriber.signal(SIGKILL) } }
         await eventually("2 upstream subscriptions") { await server.currentStats.activeSubscriptions == 2 }
+        // The identical subscriber joins without an upstream change: wait for the daemon to count it.
+        await eventually("3 local subscriptions") {
+            let status = try? await runCommand(ctl, ["status", "--json", "--socket", socket])
+            return status?.output.contains(#""subscriptions":{"local":3,"upstream":2}"#) == true
+        }
         for _ in 0..<5 { _ = await server.tick() }
         await eventually("5 results each") {
             subscribers.allSatisfy { $0.stdout.split(separator: "\n").count == 5 }
@@ -54,9 +49,14 @@ import Glibc
         let invalid = try await runCommand(ctl, ["query", "{ hello ", "--socket", socket])
         #expect(invalid.status == 1)
 
-        let scraped = try #require(httpGet(port: port, "/metrics"))
-        #expect(scraped.status == 200)
-        let text = scraped.body
+        // The status and query clients above leave asynchronously: scrape once they are gone.
+        var scraped: (status: Int, body: String)?
+        await eventually("3 clients in the scrape") {
+            scraped = httpGet(port: port, "/metrics")
+            return scraped.map { sample($0.body, "gqlmux_clients") == 3 } ?? false
+        }
+        #expect(scraped?.status == 200)
+        let text = try #require(scraped?.body)
         #expect(sample(text, #"gqlmux_subscriptions{side="local"}"#) == 3)
         #expect(sample(text, #"gqlmux_subscriptions{side="upstream"}"#) == 2)
         #expect(sample(text, "gqlmux_clients") == 3)
@@ -110,8 +110,7 @@ import Glibc
         prometheus.signal(SIGTERM)
         _ = await prometheus.wait()
 
-        daemon.signal(SIGTERM)
-        #expect(await daemon.wait() == 0)
+        #expect(await daemon.stop() == 0)
         await server.shutdown()
     }
 

@@ -141,3 +141,29 @@ func httpGet(port: Int, _ path: String) -> (status: Int, body: String)? {
     else { return nil }
     return (status, String(text[headEnd.upperBound...]))
 }
+
+/// A real gqlmuxd process on a socket in a fresh temporary directory, configured with
+/// `[upstream] url` and `[socket] path` plus `extraConfig` (TOML appended as is).
+struct DaemonProcess {
+    let directory: String
+    let child: Child
+    var socket: String { directory + "/gqlmux.sock" }
+
+    static func start(upstream url: String, extraConfig: String = "", prefix: String = "gqlmux-daemon") async throws -> DaemonProcess {
+        let directory = try Paths.temporaryDirectory(prefix)
+        try "[upstream]\nurl = \"\(url)\"\n[socket]\npath = \"\(directory)/gqlmux.sock\"\n\(extraConfig)\n"
+            .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
+        let child = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
+        let daemon = DaemonProcess(directory: directory, child: child)
+        await eventually("gqlmuxd's socket") { FileManager.default.fileExists(atPath: daemon.socket) }
+        return daemon
+    }
+
+    /// SIGTERM, and the exit status; the directory is removed.
+    func stop() async -> Int32 {
+        child.signal(SIGTERM)
+        let status = await child.wait()
+        try? FileManager.default.removeItem(atPath: directory)
+        return status
+    }
+}
