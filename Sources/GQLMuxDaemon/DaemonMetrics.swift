@@ -3,6 +3,11 @@ import Prometheus
 /// The daemon's metrics (DESIGN.md section 8) in a registry of its own, so that several daemons
 /// in one process (the tests) never mix their series.
 ///
+/// swift-prometheus's registry is used directly rather than through swift-metrics' API: that API
+/// carries no help text, `promtool check metrics` fails an exposition without `# HELP` (exit 3,
+/// "no help text"), and the registry stops the process when one family is made both with and
+/// without help. The registry still writes the text; nothing here formats it by hand.
+///
 /// Rare events (reconnects, errors, slow-consumer cuts) move their counters when they happen.
 /// What the hot path already counts (messages in, deliveries out) and the gauges are brought
 /// up to date when the text is rendered, so a delivery costs no atomic operation. Lives on the
