@@ -9,8 +9,11 @@ package enum ClientMessage: Sendable, Equatable {
     case complete(id: String)
     case ping(payload: ByteBuffer?)
     case pong(payload: ByteBuffer?)
+    /// graphql-ws only: the goodbye before the close (see ``WireProtocol/encode(_:)``).
+    case connectionTerminate
 
-    /// Encodes the message into one text frame's bytes.
+    /// Encodes the message into one graphql-transport-ws text frame's bytes (for the legacy
+    /// protocol, see ``WireProtocol/encode(_:)``).
     package func encode() -> ByteBuffer {
         var out = ByteBuffer()
         switch self {
@@ -19,6 +22,7 @@ package enum ClientMessage: Sendable, Equatable {
         case .complete(let id): out.writeEnvelope(type: "complete", id: id)
         case .ping(let payload): out.writeEnvelope(type: "ping", payload: payload)
         case .pong(let payload): out.writeEnvelope(type: "pong", payload: payload)
+        case .connectionTerminate: out.writeEnvelope(type: "connection_terminate")
         }
         return out
     }

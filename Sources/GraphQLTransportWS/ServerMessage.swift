@@ -11,6 +11,10 @@ package enum ServerMessage: Sendable, Equatable {
     case complete(id: String)
     case ping(payload: ByteBuffer?)
     case pong(payload: ByteBuffer?)
+    /// graphql-ws only: the server's keep-alive (`ka`).
+    case keepAlive
+    /// graphql-ws only: the server refused `connection_init` (its payload, if any, says why).
+    case connectionError(payload: ByteBuffer?)
 }
 
 /// The server broke the protocol; the client answers by closing with 4400.
@@ -31,48 +35,56 @@ extension ServerMessage {
     /// - Throws: ``ProtocolViolation`` for invalid JSON, a missing or mistyped field, or an
     ///   unknown or client-only message type.
     package static func parse(_ frame: ByteBuffer) throws(ProtocolViolation) -> ServerMessage {
-        let envelope: Envelope
-        do {
-            envelope = try Envelope(frame)
-        } catch {
-            throw ProtocolViolation("invalid message: \(error)", closeCode: error.isEncodingError ? 1007 : 4400)
-        }
-        func id() throws(ProtocolViolation) -> String {
-            guard let id = envelope.id, !id.isEmpty else {
-                throw ProtocolViolation("'\(envelope.type)' message without a non-empty string 'id'")
-            }
-            return id
-        }
-        func optionalObjectPayload() throws(ProtocolViolation) -> ByteBuffer? {
-            switch envelope.payloadKind {
-            case nil, .null: return nil
-            case .object: return envelope.payload
-            default: throw ProtocolViolation("'\(envelope.type)' payload must be an object")
-            }
-        }
+        let envelope = try Envelope.parsing(frame)
         switch envelope.type {
         case "connection_ack":
-            return .connectionAck(payload: try optionalObjectPayload())
+            return .connectionAck(payload: try envelope.optionalObjectPayload())
         case "next":
-            let id = try id()
+            let id = try envelope.requiredID()
             guard envelope.payloadKind == .object, let body = envelope.payload else {
                 throw ProtocolViolation("'next' payload must be an object")
             }
             return .next(id: id, payload: body)
         case "error":
-            let id = try id()
+            let id = try envelope.requiredID()
             guard envelope.payloadKind == .array, let body = envelope.payload else {
                 throw ProtocolViolation("'error' payload must be an array of errors")
             }
             return .error(id: id, payload: body)
         case "complete":
-            return .complete(id: try id())
+            return .complete(id: try envelope.requiredID())
         case "ping":
-            return .ping(payload: try optionalObjectPayload())
+            return .ping(payload: try envelope.optionalObjectPayload())
         case "pong":
-            return .pong(payload: try optionalObjectPayload())
+            return .pong(payload: try envelope.optionalObjectPayload())
         default:
             throw ProtocolViolation("unexpected message type '\(envelope.type)'")
+        }
+    }
+}
+
+extension Envelope {
+    /// Scans a server message; a scan error is a ``ProtocolViolation`` (1007 for bad UTF-8).
+    static func parsing(_ frame: ByteBuffer) throws(ProtocolViolation) -> Envelope {
+        do {
+            return try Envelope(frame)
+        } catch {
+            throw ProtocolViolation("invalid message: \(error)", closeCode: error.isEncodingError ? 1007 : 4400)
+        }
+    }
+
+    func requiredID() throws(ProtocolViolation) -> String {
+        guard let id, !id.isEmpty else {
+            throw ProtocolViolation("'\(type)' message without a non-empty string 'id'")
+        }
+        return id
+    }
+
+    func optionalObjectPayload() throws(ProtocolViolation) -> ByteBuffer? {
+        switch payloadKind {
+        case nil, .null: return nil
+        case .object: return payload
+        default: throw ProtocolViolation("'\(type)' payload must be an object")
         }
     }
 }

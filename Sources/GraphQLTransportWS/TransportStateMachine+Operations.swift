@@ -38,7 +38,7 @@ extension TransportStateMachine {
         guard let op = operations[id] else { return [] }
         var actions: [TransportAction] = []
         if case .connected(let c) = phase, op.sentOn == c.generation {
-            actions.append(.send(generation: c.generation, ClientMessage.complete(id: id).encode()))
+            append(.complete(id: id), generation: c.generation, into: &actions)
         }
         finish(id, .cancelled, into: &actions)
         scheduleIdleCloseIfUnused(now: now, into: &actions)
@@ -108,10 +108,13 @@ extension TransportStateMachine {
         for id in operations.keys { operations[id]?.sentOn = nil }
     }
 
-    /// A fatal close code: every operation ends with `UPSTREAM_CLOSED`, no reconnection.
-    mutating func failAll(closeCode: UInt16, reason: String, into actions: inout [TransportAction]) {
+    /// A fatal close code (or a graphql-ws `connection_error`, `closeCode` nil): every operation
+    /// ends with `UPSTREAM_CLOSED`, no reconnection until a resume, reload or new subscribe.
+    mutating func failAll(closeCode: UInt16?, reason: String, into actions: inout [TransportAction]) {
         actions.append(.event(.disconnected(closeCode: closeCode, reason: reason)))
-        let message = "upstream closed the connection with \(closeCode)" + (reason.isEmpty ? "" : ": \(reason)")
+        let message =
+            closeCode.map { "upstream closed the connection with \($0)" + (reason.isEmpty ? "" : ": \(reason)") }
+            ?? "upstream refused the connection: \(reason)"
         for id in sortedIDs() {
             finish(id, .error(.local(code: ErrorCode.upstreamClosed, message: message, closeCode: closeCode, closeReason: reason)), into: &actions)
         }
@@ -122,7 +125,7 @@ extension TransportStateMachine {
     /// once the connection has stayed up for `healthyAfter` (an upstream that acks and fails at
     /// once must see the backoff grow). Operations charged with a close wait on probation.
     mutating func acknowledged(generation gen: Int, now: Instant, into actions: inout [TransportAction]) {
-        let nextPing = options.pingInterval > .zero ? now + options.pingInterval : nil
+        let nextPing = options.pingInterval > .zero && wire.hasClientPing ? now + options.pingInterval : nil
         var connected = Connected(generation: gen, nextPing: nextPing)
         if options.healthyAfter > .zero { connected.healthyAt = now + options.healthyAfter }
         setPhase(.connected(connected), .connected, into: &actions)
@@ -142,7 +145,7 @@ extension TransportStateMachine {
         switch phase {
         case .connected(var c):
             if options.lazyCloseTimeout <= .zero {
-                actions.append(.close(generation: c.generation, code: 1000, reason: "idle"))
+                closeConnected(generation: c.generation, code: 1000, reason: "idle", into: &actions)
                 setPhase(.idle, .idle, into: &actions)
             } else if c.idleCloseAt == nil {
                 c.idleCloseAt = now + options.lazyCloseTimeout
@@ -156,18 +159,30 @@ extension TransportStateMachine {
         }
     }
 
+    /// Sends `message` on connection `gen` in its protocol; a message the protocol lacks is skipped.
+    func append(_ message: ClientMessage, generation gen: Int, into actions: inout [TransportAction]) {
+        guard let frame = wire.encode(message) else { return }
+        actions.append(.send(generation: gen, frame))
+    }
+
+    /// Closes an acknowledged connection; a graphql-ws one says `connection_terminate` first.
+    func closeConnected(generation gen: Int, code: UInt16, reason: String, into actions: inout [TransportAction]) {
+        if code == 1000 { append(.connectionTerminate, generation: gen, into: &actions) }
+        actions.append(.close(generation: gen, code: code, reason: reason))
+    }
+
     mutating func closeCurrent(code: UInt16, reason: String, into actions: inout [TransportAction]) {
         switch phase {
         case .connecting(let gen, _): actions.append(.abort(generation: gen))
         case .awaitingAck(let gen, _): actions.append(.close(generation: gen, code: code, reason: reason))
-        case .connected(let c): actions.append(.close(generation: c.generation, code: code, reason: reason))
+        case .connected(let c): closeConnected(generation: c.generation, code: code, reason: reason, into: &actions)
         default: break
         }
     }
 
     mutating func send(_ id: String, generation gen: Int, now: Instant, onTrial: Bool? = nil, into actions: inout [TransportAction]) {
         guard let op = operations[id] else { return }
-        actions.append(.send(generation: gen, ClientMessage.subscribe(id: id, payload: op.payload).encode()))
+        append(.subscribe(id: id, payload: op.payload), generation: gen, into: &actions)
         operations[id]?.sentOn = gen
         operations[id]?.sentAt = now
         operations[id]?.onTrial = onTrial ?? (op.sentAt == nil)

@@ -28,6 +28,8 @@ package struct TransportStateMachine {
         /// The probation group sent on this connection, and when it has passed its trial.
         var trial: [String]?
         var probationAt: Instant?
+        /// graphql-ws: the server has sent a `ka`, so silence now means a dead peer.
+        var keepAliveSeen = false
     }
 
     struct Operation {
@@ -50,6 +52,8 @@ package struct TransportStateMachine {
 
     var phase: Phase = .idle
     package internal(set) var connectionState: ConnectionState = .idle
+    /// The protocol of the current (or last) connection, as the server selected it.
+    package internal(set) var wire: WireProtocol = .transportWS
     var operations: [String: Operation] = [:]
     var generation = 0
     private var nextSequence = 0
@@ -191,7 +195,7 @@ package struct TransportStateMachine {
         var actions: [TransportAction] = []
         if case .connected(let c) = phase {
             for id in sortedIDs() where operations[id]?.sentOn == c.generation {
-                actions.append(.send(generation: c.generation, ClientMessage.complete(id: id).encode()))
+                append(.complete(id: id), generation: c.generation, into: &actions)
             }
         }
         closeCurrent(code: 1000, reason: "shutting down", into: &actions)
@@ -219,11 +223,15 @@ package struct TransportStateMachine {
         case .connected(var c):
             if let deadline = c.pongDeadline, now >= deadline {
                 actions.append(.abort(generation: c.generation))
-                dropped(closeCode: nil, cause: "peer silent for \(options.pongTimeout.seconds)s after ping", now: now, into: &actions)
+                let cause =
+                    wire.hasClientPing
+                    ? "peer silent for \(options.pongTimeout.seconds)s after ping"
+                    : "peer silent for \((options.pingInterval + options.pongTimeout).seconds)s after its last keep-alive"
+                dropped(closeCode: nil, cause: cause, now: now, into: &actions)
                 return actions
             }
             if let at = c.idleCloseAt, now >= at {
-                actions.append(.close(generation: c.generation, code: 1000, reason: "idle"))
+                closeConnected(generation: c.generation, code: 1000, reason: "idle", into: &actions)
                 setPhase(.idle, .idle, into: &actions)
                 return actions
             }
@@ -238,7 +246,7 @@ package struct TransportStateMachine {
                 c = updated
             }
             if let at = c.nextPing, now >= at {
-                actions.append(.send(generation: c.generation, ClientMessage.ping(payload: nil).encode()))
+                append(.ping(payload: nil), generation: c.generation, into: &actions)
                 actions.append(.event(.ping(received: false)))
                 if c.pongDeadline == nil { c.pongDeadline = now + options.pongTimeout }
                 c.nextPing = now + options.pingInterval
@@ -253,16 +261,24 @@ package struct TransportStateMachine {
     // MARK: - Connection events
 
     /// The WebSocket upgrade of connection `generation` succeeded.
-    /// - Parameter initPayload: the connecting payload read for this connect, if any.
-    package mutating func connectionOpened(generation gen: Int, initPayload: ByteBuffer?, now: Instant) -> [TransportAction] {
+    /// - Parameters:
+    ///   - initPayload: the connecting payload read for this connect, if any.
+    ///   - protocol: the subprotocol the server selected; this connection speaks it.
+    package mutating func connectionOpened(
+        generation gen: Int,
+        initPayload: ByteBuffer?,
+        protocol selected: WireProtocol = .transportWS,
+        now: Instant
+    ) -> [TransportAction] {
         guard case .connecting(gen, _) = phase else { return [] }
         let attempt = currentAttempt
+        wire = selected
         phase = .awaitingAck(generation: gen, deadline: now + options.ackTimeout)
         connectionState = .awaitingAck(attempt: attempt)
-        return [
-            .send(generation: gen, ClientMessage.connectionInit(payload: initPayload).encode()),
-            .event(.stateChanged(connectionState)),
-        ]
+        var actions: [TransportAction] = []
+        append(.connectionInit(payload: initPayload), generation: gen, into: &actions)
+        actions.append(.event(.stateChanged(connectionState)))
+        return actions
     }
 
     /// Connection `generation` could not be opened (refused, DNS, TLS, upgrade refused,
@@ -302,15 +318,23 @@ package struct TransportStateMachine {
     /// A non-text frame arrived (WebSocket ping or pong): the peer is alive.
     package mutating func activity(generation gen: Int, now: Instant) {
         guard case .connected(var c) = phase, c.generation == gen else { return }
-        c.pongDeadline = nil
+        c.pongDeadline = silenceDeadline(c, now: now)
         phase = .connected(c)
+    }
+
+    /// After any inbound frame: graphql-transport-ws waits for the next ping's answer (none
+    /// pending); graphql-ws, once the server has shown it sends `ka`, expects another frame
+    /// within `ping_interval` (the keep-alive interval) plus `pong_timeout`.
+    func silenceDeadline(_ c: Connected, now: Instant) -> Instant? {
+        guard !wire.hasClientPing, c.keepAliveSeen, options.pingInterval > .zero else { return nil }
+        return now + options.pingInterval + options.pongTimeout
     }
 
     /// A text message arrived on connection `generation`.
     package mutating func received(generation gen: Int, _ frame: ByteBuffer, now: Instant) -> [TransportAction] {
         let message: ServerMessage
         do {
-            message = try ServerMessage.parse(frame)
+            message = try wire.parse(frame)
         } catch {
             return protocolViolation(generation: gen, error.reason, closeCode: error.closeCode, now: now)
         }
@@ -351,15 +375,22 @@ package struct TransportStateMachine {
                 answerPing(payload, generation: gen, into: &actions)
             case .pong:
                 actions.append(.event(.pong(received: true)))
+            case .keepAlive:
+                break
+            case .connectionError(let payload):
+                refused(generation: gen, payload, into: &actions)
             default:
                 return protocolViolation(generation: gen, "message before connection_ack", now: now)
             }
         case .connected(var c) where c.generation == gen:
-            c.pongDeadline = nil
+            if case .keepAlive = message { c.keepAliveSeen = true }
+            c.pongDeadline = silenceDeadline(c, now: now)
             phase = .connected(c)
             switch message {
-            case .connectionAck:
+            case .connectionAck, .keepAlive:
                 break
+            case .connectionError(let payload):
+                refused(generation: gen, payload, into: &actions)
             case .next(let id, let payload):
                 if operations[id]?.sentOn == gen { actions.append(.operation(id: id, .next(payload))) }
             case .error(let id, let payload):
@@ -383,6 +414,27 @@ package struct TransportStateMachine {
     /// echoing its payload.
     private func answerPing(_ payload: ByteBuffer?, generation gen: Int, into actions: inout [TransportAction]) {
         actions.append(.event(.ping(received: true)))
-        actions.append(.send(generation: gen, ClientMessage.pong(payload: payload).encode()))
+        append(.pong(payload: payload), generation: gen, into: &actions)
+    }
+
+    /// graphql-ws `connection_error`: the server refused `connection_init` (a bad token, as a
+    /// 4403 close is in the modern protocol). Fatal: state `failed` until resume or reload.
+    private mutating func refused(generation gen: Int, _ payload: ByteBuffer?, into actions: inout [TransportAction]) {
+        actions.append(.close(generation: gen, code: 1000, reason: "connection_error"))
+        failAll(closeCode: nil, reason: "connection_error: " + Self.errorMessage(payload), into: &actions)
+    }
+
+    /// The `message` of a `connection_error` payload (an object, or a string), else the raw text.
+    static func errorMessage(_ payload: ByteBuffer?) -> String {
+        guard let payload else { return "no reason given" }
+        let text = payload.withUnsafeReadableBytes { bytes -> String? in
+            if let members = try? JSONScanner.scanObject(bytes),
+                let message = members.first(where: { $0.key == "message" && $0.kind == .string })
+            {
+                return JSONScanner.decodeString(bytes, message.range)
+            }
+            return nil
+        }
+        return String((text ?? String(buffer: payload)).prefix(200))
     }
 }

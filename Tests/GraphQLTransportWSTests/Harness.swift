@@ -53,9 +53,9 @@ struct Harness {
 
     /// Completes the upgrade and the ack of the pending connect.
     @discardableResult
-    mutating func connectAndAck(initPayload: ByteBuffer? = nil) -> [TransportAction] {
+    mutating func connectAndAck(initPayload: ByteBuffer? = nil, protocol wire: WireProtocol = .transportWS) -> [TransportAction] {
         let gen = lastGeneration!
-        var actions = record(machine.connectionOpened(generation: gen, initPayload: initPayload, now: now))
+        var actions = record(machine.connectionOpened(generation: gen, initPayload: initPayload, protocol: wire, now: now))
         actions += receive(#"{"type":"connection_ack"}"#)
         return actions
     }

@@ -1,0 +1,95 @@
+import NIOCore
+
+/// The two GraphQL-over-WebSocket protocols the transport speaks. The state machine works in
+/// one vocabulary (``ClientMessage``, ``ServerMessage``); only the words on the wire differ:
+///
+/// | meaning | graphql-transport-ws | graphql-ws (subscriptions-transport-ws) |
+/// |---|---|---|
+/// | run an operation | `subscribe` | `start` |
+/// | a result | `next` | `data` |
+/// | stop one (client) | `complete` | `stop` |
+/// | liveness | client `ping` → `pong` | server `ka` (keep-alive), no client ping |
+/// | init refused | close 4403 | `connection_error`, then a close |
+/// | goodbye | close 1000 | `connection_terminate`, then close 1000 |
+package enum WireProtocol: String, Sendable, Equatable, CaseIterable {
+    case transportWS = "graphql-transport-ws"
+    /// The legacy protocol of subscriptions-transport-ws (Apollo Server 2/3, Hasura, …).
+    case legacyWS = "graphql-ws"
+
+    /// The `Sec-WebSocket-Protocol` value.
+    package var subprotocol: String { rawValue }
+
+    /// Whether the client sends `ping`s (the legacy protocol relies on the server's `ka`).
+    package var hasClientPing: Bool { self == .transportWS }
+
+    /// The message's text frame in this protocol, or nil when it has no equivalent here
+    /// (`ping`/`pong` in the legacy protocol, `connection_terminate` in the modern one).
+    package func encode(_ message: ClientMessage) -> ByteBuffer? {
+        switch self {
+        case .transportWS:
+            if case .connectionTerminate = message { return nil }
+            return message.encode()
+        case .legacyWS:
+            var out = ByteBuffer()
+            switch message {
+            case .connectionInit(let payload): out.writeEnvelope(type: "connection_init", payload: payload)
+            case .subscribe(let id, let payload): out.writeEnvelope(type: "start", id: id, payload: payload)
+            case .complete(let id): out.writeEnvelope(type: "stop", id: id)
+            case .connectionTerminate: out.writeEnvelope(type: "connection_terminate")
+            case .ping, .pong: return nil
+            }
+            return out
+        }
+    }
+
+    /// Parses one text frame of this protocol into the shared vocabulary.
+    /// - Throws: ``ProtocolViolation`` for invalid JSON, a missing or mistyped field, or an
+    ///   unknown or client-only message type.
+    package func parse(_ frame: ByteBuffer) throws(ProtocolViolation) -> ServerMessage {
+        switch self {
+        case .transportWS: return try ServerMessage.parse(frame)
+        case .legacyWS: return try ServerMessage.parseLegacy(frame)
+        }
+    }
+}
+
+extension ServerMessage {
+    /// Parses one text frame of the legacy graphql-ws protocol.
+    static func parseLegacy(_ frame: ByteBuffer) throws(ProtocolViolation) -> ServerMessage {
+        let envelope = try Envelope.parsing(frame)
+        switch envelope.type {
+        case "connection_ack":
+            return .connectionAck(payload: try envelope.optionalObjectPayload())
+        case "ka":
+            return .keepAlive
+        case "connection_error":
+            return .connectionError(payload: envelope.payload)
+        case "data":
+            let id = try envelope.requiredID()
+            guard envelope.payloadKind == .object, let body = envelope.payload else {
+                throw ProtocolViolation("'data' payload must be an object")
+            }
+            return .next(id: id, payload: body)
+        case "error":
+            // subscriptions-transport-ws sends one error object; the local protocol (and the
+            // modern one) carry an array of errors, so one object is wrapped.
+            let id = try envelope.requiredID()
+            switch (envelope.payloadKind, envelope.payload) {
+            case (.array, let body?):
+                return .error(id: id, payload: body)
+            case (.object, let body?):
+                var wrapped = ByteBuffer()
+                wrapped.writeStaticString("[")
+                wrapped.writeImmutableBuffer(body)
+                wrapped.writeStaticString("]")
+                return .error(id: id, payload: wrapped)
+            default:
+                throw ProtocolViolation("'error' payload must be an error object or an array of errors")
+            }
+        case "complete":
+            return .complete(id: try envelope.requiredID())
+        default:
+            throw ProtocolViolation("unexpected graphql-ws message type '\(envelope.type)'")
+        }
+    }
+}

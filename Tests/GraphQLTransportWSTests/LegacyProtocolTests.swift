@@ -1,0 +1,140 @@
+import NIOCore
+import Testing
+
+@testable import GraphQLTransportWS
+
+/// The legacy graphql-ws protocol (subscriptions-transport-ws) on the same state machine, on a
+/// manual clock: its words on the wire, `ka` as the liveness signal, `connection_error` as a
+/// refusal. Reconnect, re-subscribe, never-replay and close-code rules are the shared ones.
+@Suite struct LegacyProtocolTests {
+    @Test func itsWordsOnTheWire() {
+        var h = Harness()
+        h.start()
+        let id = h.subscribe()
+        let sent = h.connectAndAck(initPayload: ByteBuffer(string: #"{"token":"t"}"#), protocol: .legacyWS).sentTexts
+        #expect(sent == [#"{"type":"connection_init","payload":{"token":"t"}}"#, #"{"type":"start","id":"1","payload":{"query":"subscription { tick }"}}"#])
+        h.receive(#"{"type":"ka"}"#)
+        let data = h.receive(#"{"type":"data","id":"1","payload":{"data":{"tick":1}}}"#)
+        #expect(data.updates(id) == [.next(ByteBuffer(string: #"{"data":{"tick":1}}"#))])
+        #expect(h.record(h.machine.complete(id: id, now: h.now)).sentTexts == [#"{"type":"stop","id":"1"}"#])
+    }
+
+    @Test func aSingleErrorObjectReachesClientsAsAnArrayOfErrors() {
+        var h = Harness()
+        h.start()
+        let id = h.subscribe()
+        h.connectAndAck(protocol: .legacyWS)
+        let error = h.receive(#"{"type":"error","id":"1","payload":{"message":"queries are not allowed"}}"#)
+        #expect(error.finish(id) == .error(.upstream(ByteBuffer(string: #"[{"message":"queries are not allowed"}]"#))))
+        let other = h.subscribe()
+        h.receive(#"{"type":"complete","id":"2"}"#)
+        #expect(h.log.finish(other) == .completed)
+    }
+
+    @Test func noClientPingAndNoDeadlineBeforeTheFirstKeepAlive() {
+        var h = Harness { $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10) }
+        h.start()
+        h.subscribe()
+        h.connectAndAck(protocol: .legacyWS)
+        #expect(h.machine.nextDeadline == nil || h.machine.nextDeadline! > h.now + .seconds(10))  // healthyAt only
+        h.advance(ms: 600_000)
+        #expect(!h.log.sentTexts.contains { $0.contains("ping") })
+        #expect(h.machine.connectionState == .connected, "a server that never sends ka is not declared dead")
+    }
+
+    @Test func silenceAfterKeepAlivesIsADeadPeer() {
+        var h = Harness { $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10) }
+        h.start()
+        let id = h.subscribe()
+        h.connectAndAck(protocol: .legacyWS)
+        h.receive(#"{"type":"ka"}"#)
+        h.advance(ms: 25_000)
+        h.receive(#"{"type":"ka"}"#)  // every frame moves the deadline
+        h.advance(ms: 29_000)
+        #expect(h.machine.connectionState == .connected)
+        let dead = h.advance(ms: 1_000)
+        #expect(dead.aborts == 1)
+        guard case .reconnecting(_, _, let cause) = h.machine.connectionState else {
+            Issue.record("expected reconnecting, got \(h.machine.connectionState)")
+            return
+        }
+        #expect(cause.hasPrefix("peer silent for 30.0s after its last keep-alive"))
+        #expect(h.machine.state(of: id) == .reconnecting)
+        // The retry re-sends the subscription with `start`; the new connection needs a new ka.
+        h.advance(ms: 10_000)
+        let again = h.connectAndAck(protocol: .legacyWS).sentTexts
+        #expect(again.last == #"{"type":"start","id":"1","payload":{"query":"subscription { tick }"}}"#)
+    }
+
+    @Test func connectionErrorIsARefusalThatStopsReconnecting() {
+        var h = Harness()
+        h.start()
+        let id = h.subscribe()
+        h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, now: h.now))
+        let refused = h.receive(#"{"type":"connection_error","payload":{"message":"Invalid token"}}"#)
+        #expect(refused.closes == [1000])
+        #expect(h.machine.connectionState == .failed(closeCode: nil, reason: "connection_error: Invalid token"))
+        guard case .error(.local(let code, let message, _, _)) = refused.finish(id) else {
+            Issue.record("expected a local error")
+            return
+        }
+        #expect(code == ErrorCode.upstreamClosed)
+        #expect(message.contains("Invalid token"))
+        // The server's close that follows changes nothing, and no retry comes (no hot loop).
+        h.serverClose(1011, "")
+        #expect(h.advance(ms: 3_600_000).connects == 0)
+        #expect(h.record(h.machine.resume(now: h.now)).connects == 1)
+    }
+
+    @Test func queriesInFlightAreNeverReplayed() {
+        var h = Harness()
+        h.start()
+        let query = h.subscribe(.query, "{ hello }")
+        let mutation = h.subscribe(.mutation, "mutation { increment }")
+        h.connectAndAck(protocol: .legacyWS)
+        h.serverClose(nil, "connection reset")
+        #expect(h.log.finish(query)?.code == ErrorCode.connectionLost)
+        #expect(h.log.finish(mutation)?.code == ErrorCode.connectionLost)
+        h.advance(ms: 60_000)
+        let again = h.connectAndAck(protocol: .legacyWS).sentTexts
+        #expect(!again.contains { $0.contains("increment") || $0.contains("hello") })
+    }
+
+    @Test func shutdownStopsEveryOperationAndSaysGoodbye() {
+        var h = Harness()
+        h.start()
+        h.subscribe()
+        h.subscribe(.subscription, "subscription { other }")
+        h.connectAndAck(protocol: .legacyWS)
+        let bye = h.record(h.machine.shutdown(now: h.now))
+        #expect(bye.sentTexts == [#"{"type":"stop","id":"1"}"#, #"{"type":"stop","id":"2"}"#, #"{"type":"connection_terminate"}"#])
+        #expect(bye.closes == [1000])
+    }
+
+    @Test func modernMessagesAreViolationsOnALegacyConnection() {
+        var h = Harness()
+        h.start()
+        h.subscribe()
+        h.connectAndAck(protocol: .legacyWS)
+        let violation = h.receive(#"{"type":"next","id":"1","payload":{"data":{}}}"#)
+        #expect(violation.closes == [4400])
+    }
+
+    @Test func theModernProtocolIsUnchanged() {
+        var h = Harness { $0.pingInterval = .seconds(1) }
+        h.start()
+        h.subscribe()
+        let sent = h.connectAndAck().sentTexts
+        #expect(sent.last?.hasPrefix(#"{"type":"subscribe""#) == true)
+        #expect(h.advance(ms: 1_000).sentTexts == [#"{"type":"ping"}"#])
+        #expect(WireProtocol.transportWS.encode(.connectionTerminate) == nil)
+        #expect(WireProtocol.legacyWS.encode(.ping(payload: nil)) == nil)
+    }
+}
+
+extension OperationFinish {
+    var code: String? {
+        if case .error(let error) = self { return error.code }
+        return nil
+    }
+}
