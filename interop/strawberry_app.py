@@ -1,15 +1,19 @@
 """A strawberry-graphql server for gqlmux's interop tests (served by uvicorn).
 
 Auth: connection_init must carry {"token": "secret"}; anything else is rejected
-(strawberry closes 4403 Forbidden).
+(graphql-transport-ws: strawberry closes 4403 Forbidden; graphql-ws: connection_error).
+
+GQLMUX_INTEROP_PROTOCOLS picks the WebSocket protocols: "modern" (graphql-transport-ws, the
+default), "legacy" (graphql-ws only, with `ka` keep-alives every 0.5 s), or "both".
 """
 import asyncio
+import os
 from typing import AsyncGenerator
 
 import strawberry
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
 
 counter = 0
 
@@ -50,4 +54,9 @@ class App(GraphQL):
 
 
 schema = strawberry.Schema(query=Query, mutation=Mutation, subscription=Subscription)
-app = App(schema, subscription_protocols=[GRAPHQL_TRANSPORT_WS_PROTOCOL])
+PROTOCOLS = {
+    "modern": [GRAPHQL_TRANSPORT_WS_PROTOCOL],
+    "legacy": [GRAPHQL_WS_PROTOCOL],
+    "both": [GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL],
+}[os.environ.get("GQLMUX_INTEROP_PROTOCOLS", "modern")]
+app = App(schema, subscription_protocols=PROTOCOLS, keep_alive=GRAPHQL_WS_PROTOCOL in PROTOCOLS, keep_alive_interval=0.5)

@@ -203,6 +203,7 @@ package final class Daemon: @unchecked Sendable {
                 current.clientName = upstream.clientName
                 current.clientVersion = upstream.clientVersion
                 current.tls = upstream.tls
+                current.protocols = upstream.protocols
                 current.reconnectIfConnected = upstream.reconnectIfConnected
             }.map {
                 self.configuration.upstream.url = upstream.url
@@ -279,6 +280,7 @@ package final class Daemon: @unchecked Sendable {
         let local = localOperationCount
         let json = """
             {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
+            "protocol":"\(transport.protocolOnLoop.rawValue)",\
             "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
             "reloadError":\(reloadError.map(jsonString) ?? "null"),"metrics":\(metricsAddress.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
             "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}
@@ -370,10 +372,15 @@ package final class Daemon: @unchecked Sendable {
             }
             statusChanged()
         case .connected:
-            events.emit(.connected, ["GQLMUX_URL": url], message: "connected to \(url)")
+            let wire = transport.protocolOnLoop.rawValue
+            events.emit(.connected, ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": wire], message: "connected to \(url) (\(wire))")
         case .reconnected:
             metrics.reconnected(at: .now)
-            events.emit(.reconnected, ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)"], message: "reconnected to \(url)")
+            let wire = transport.protocolOnLoop.rawValue
+            events.emit(
+                .reconnected, ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)", "GQLMUX_PROTOCOL": wire],
+                message: "reconnected to \(url) (\(wire))"
+            )
         case .disconnected(let code, let reason):
             metrics.connectionLost(at: .now)
             var fields = ["GQLMUX_REASON": reason]

@@ -123,6 +123,7 @@ extension DaemonConfiguration {
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
+            "protocol",
         ])
         guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
         let url: UpstreamURL
@@ -152,6 +153,15 @@ extension DaemonConfiguration {
         }
         c.clientName = try t.string("client_name")
         c.clientVersion = try t.string("client_version")
+        if let name = try t.string("protocol") {
+            switch name {
+            case "auto": c.protocols = [.transportWS, .legacyWS]
+            case WireProtocol.transportWS.rawValue: c.protocols = [.transportWS]
+            case WireProtocol.legacyWS.rawValue: c.protocols = [.legacyWS]
+            default:
+                throw ConfigurationError("[upstream] protocol: '\(name)' is not one of auto, graphql-transport-ws, graphql-ws")
+            }
+        }
         if let style = try t.string("operation_ids") {
             guard let value = OperationIDStyle(rawValue: style) else {
                 throw ConfigurationError("[upstream] operation_ids: '\(style)' is not \"sequential\" or \"uuid\"")

@@ -24,8 +24,12 @@ package final class StrawberryServer: @unchecked Sendable {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     }
 
-    package init(python: String) throws {
+    /// `GQLMUX_INTEROP_PROTOCOLS` of interop/strawberry_app.py: "modern", "legacy" or "both".
+    private let protocols: String
+
+    package init(python: String, protocols: String = "modern") throws {
         self.python = python
+        self.protocols = protocols
         self.port = try Self.freePort()
     }
 
@@ -36,6 +40,9 @@ package final class StrawberryServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = ["-m", "uvicorn", "interop.strawberry_app:app", "--host", "127.0.0.1", "--port", "\(port)", "--log-level", "warning"]
         process.currentDirectoryURL = URL(fileURLWithPath: Self.root)
+        var environment = ProcessInfo.processInfo.environment
+        environment["GQLMUX_INTEROP_PROTOCOLS"] = protocols
+        process.environment = environment
         try process.run()
         self.process = process
         let deadline = ContinuousClock.now + .seconds(20)

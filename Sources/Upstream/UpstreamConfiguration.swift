@@ -31,6 +31,9 @@ package struct UpstreamConfiguration: Sendable {
     package var maxMessageBytes: Int
     package var reconnectIfConnected: Bool
     package var transport: TransportOptions
+    /// Subprotocols offered, in order of preference (`[upstream] protocol`; `auto` offers both,
+    /// modern first); each connection speaks the one the server selects.
+    package var protocols: [WireProtocol] = [.transportWS, .legacyWS]
 
     package init(
         url: UpstreamURL,

@@ -130,6 +130,12 @@ package final class UpstreamTransport: @unchecked Sendable {
         return machine.connectionState
     }
 
+    /// The subprotocol of the current (or last) connection, as the server selected it.
+    package var protocolOnLoop: WireProtocol {
+        eventLoop.preconditionInEventLoop()
+        return machine.wire
+    }
+
     // MARK: - Events from connections (on the loop)
 
     func frameReceived(generation: Int, _ frame: ByteBuffer) {
@@ -212,13 +218,15 @@ package final class UpstreamTransport: @unchecked Sendable {
         ).whenComplete { result in
             let wanted = self.pendingConnects.remove(generation) != nil
             switch result {
-            case .success(let channel):
+            case .success(let opened):
                 guard wanted else {
-                    channel.close(promise: nil)
+                    opened.channel.close(promise: nil)
                     return
                 }
-                self.channels[generation] = channel
-                self.perform(self.machine.connectionOpened(generation: generation, initPayload: payload, now: Self.now))
+                self.channels[generation] = opened.channel
+                self.perform(
+                    self.machine.connectionOpened(generation: generation, initPayload: payload, protocol: opened.wire, now: Self.now)
+                )
             case .failure(let error):
                 guard wanted else { return }
                 self.perform(self.machine.connectionFailed(generation: generation, cause: describe(error), now: Self.now))

@@ -1,16 +1,33 @@
+import Foundation
+import GraphQLTransportWS
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
 
-/// Opens one WebSocket connection: TCP, optional TLS, HTTP upgrade with the
-/// `graphql-transport-ws` subprotocol. The returned future succeeds once frames can flow.
+/// Opens one WebSocket connection: TCP, optional TLS, HTTP upgrade offering the configured
+/// subprotocols (`[upstream] protocol`), modern first. The returned future succeeds once frames
+/// can flow, with the subprotocol the server selected.
 enum WebSocketConnector {
-    static let subprotocol = "graphql-transport-ws"
-
     struct UpgradeFailure: Error, CustomStringConvertible {
         var description: String
+    }
+
+    struct Opened {
+        var channel: any Channel
+        var wire: WireProtocol
+    }
+
+    /// The `Sec-WebSocket-Protocol` request value: the offered protocols in order of preference.
+    static func offer(_ protocols: [WireProtocol]) -> String {
+        protocols.map(\.subprotocol).joined(separator: ", ")
+    }
+
+    /// The protocol the server selected, if it is one we offered.
+    static func selected(_ header: String?, offered: [WireProtocol]) -> WireProtocol? {
+        guard let header = header?.trimmingCharacters(in: .whitespaces) else { return nil }
+        return offered.first { $0.subprotocol == header }
     }
 
     /// - Parameters:
@@ -20,9 +37,10 @@ enum WebSocketConnector {
         sslContext: NIOSSLContext?,
         on eventLoop: any EventLoop,
         frameHandler: @escaping @Sendable () -> any ChannelHandler
-    ) -> EventLoopFuture<any Channel> {
+    ) -> EventLoopFuture<Opened> {
         let url = configuration.url
-        let upgraded = eventLoop.makePromise(of: (any Channel).self)
+        let offered = configuration.protocols
+        let upgraded = eventLoop.makePromise(of: Opened.self)
         let maxBytes = configuration.maxMessageBytes
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.transport.connectTimeout.nanoseconds))
@@ -39,12 +57,11 @@ enum WebSocketConnector {
                         maxFrameSize: maxBytes,
                         automaticErrorHandling: false,
                         upgradePipelineHandler: { channel, response in
-                            let selected = response.headers["Sec-WebSocket-Protocol"].first?
-                                .trimmingCharacters(in: .whitespaces)
-                            guard selected == subprotocol else {
+                            let header = response.headers["Sec-WebSocket-Protocol"].first
+                            guard let wire = selected(header, offered: offered) else {
                                 let failure = UpgradeFailure(
-                                    description: "server did not select subprotocol \(subprotocol)"
-                                        + (selected.map { " (it chose '\($0)')" } ?? "")
+                                    description: "server did not select a subprotocol we offered (\(offer(offered)))"
+                                        + (header.map { "; it chose '\($0)'" } ?? "")
                                 )
                                 upgraded.fail(failure)
                                 return channel.close()
@@ -59,7 +76,7 @@ enum WebSocketConnector {
                                     )
                                 )
                                 try sync.addHandler(frameHandler())
-                                upgraded.succeed(channel)
+                                upgraded.succeed(Opened(channel: channel, wire: wire))
                             }
                         }
                     )
@@ -102,9 +119,9 @@ private final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChann
     typealias OutboundOut = HTTPClientRequestPart
 
     private let configuration: UpstreamConfiguration
-    private let promise: EventLoopPromise<any Channel>
+    private let promise: EventLoopPromise<WebSocketConnector.Opened>
 
-    init(configuration: UpstreamConfiguration, promise: EventLoopPromise<any Channel>) {
+    init(configuration: UpstreamConfiguration, promise: EventLoopPromise<WebSocketConnector.Opened>) {
         self.configuration = configuration
         self.promise = promise
     }
@@ -112,7 +129,7 @@ private final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChann
     func channelActive(context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: configuration.url.hostHeader)
-        headers.add(name: "Sec-WebSocket-Protocol", value: WebSocketConnector.subprotocol)
+        headers.add(name: "Sec-WebSocket-Protocol", value: WebSocketConnector.offer(configuration.protocols))
         for (name, value) in configuration.upgradeHeaders { headers.add(name: name, value: value) }
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: configuration.url.target, headers: headers)

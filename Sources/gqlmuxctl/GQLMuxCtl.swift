@@ -128,7 +128,7 @@ struct Status: AsyncParsableCommand {
         let subs = s["subscriptions"] as? [String: Any] ?? [:]
         let messages = s["messages"] as? [String: Any] ?? [:]
         return """
-            upstream:      \(upstream["url"] ?? "?") — \(upstream["detail"] ?? upstream["state"] ?? "?")
+            upstream:      \(upstream["url"] ?? "?") — \(upstream["detail"] ?? upstream["state"] ?? "?") (\(upstream["protocol"] ?? "?"))
             reconnects:    \(upstream["reconnects"] ?? 0)
             clients:       \(s["clients"] ?? 0)
             subscriptions: \(subs["local"] ?? 0) local, \(subs["upstream"] ?? 0) upstream
