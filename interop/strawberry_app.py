@@ -24,6 +24,11 @@ class Query:
     def hello(self) -> str:
         return "world"
 
+    @strawberry.field
+    def count(self) -> int:
+        """How many times increment has run (a mutation must run exactly once)."""
+        return counter
+
 
 @strawberry.type
 class Mutation:

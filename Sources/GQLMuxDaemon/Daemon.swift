@@ -60,6 +60,9 @@ package final class Daemon: @unchecked Sendable {
         )
         box.daemon = self
         self.fanout = Fanout(transport: transport, events: events, metrics: metrics, totalBufferBytes: configuration.limits.totalBufferBytes)
+        if let http = configuration.upstream.httpOperations {
+            fanout.http = try HTTPOperations(configuration: http, eventLoop: eventLoop)
+        }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
 
@@ -150,6 +153,7 @@ package final class Daemon: @unchecked Sendable {
         try? await serverChannel?.close()
         try? await metricsChannel?.close()
         let closes: [EventLoopFuture<Void>] = (try? await eventLoop.submit {
+            self.fanout.http?.shutdownOnLoop()
             let sessions = Array(self.sessions.values)
             for session in sessions { session.shutDown() }
             return sessions.map { $0.channel.closeFuture }
@@ -196,6 +200,13 @@ package final class Daemon: @unchecked Sendable {
             self.configuration.security = next.security
             self.configuration.upstream.headers = upstream.headers
             self.configuration.upstream.connectingPayload = upstream.connectingPayload
+            do {
+                try self.applyHTTP(upstream)
+            } catch {
+                self.reloadError = "[upstream] http_url: \(error)"
+                self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed for http_url: \(error)")
+                return self.eventLoop.makeFailedFuture(error)
+            }
             return self.transport.update { current in
                 current.url = upstream.url
                 current.headers = upstream.headers
@@ -215,6 +226,23 @@ package final class Daemon: @unchecked Sendable {
             self.statusChanged()
         }
         return done
+    }
+
+    /// `[upstream] http_url` after a reload: new requests use the new settings; unset stops
+    /// using HTTP (requests in flight finish).
+    private func applyHTTP(_ upstream: UpstreamConfiguration) throws {
+        guard let settings = upstream.httpOperations else {
+            fanout.http = nil
+            configuration.upstream.httpURL = nil
+            return
+        }
+        if let http = fanout.http {
+            try http.updateOnLoop(settings)
+        } else {
+            fanout.http = try HTTPOperations(configuration: settings, eventLoop: eventLoop)
+        }
+        configuration.upstream.httpURL = upstream.httpURL
+        configuration.upstream.httpTimeout = upstream.httpTimeout
     }
 
     /// Admin verbs: root, the daemon's own uid, or `admin_uids` / `admin_gids`.
@@ -280,7 +308,7 @@ package final class Daemon: @unchecked Sendable {
         let local = localOperationCount
         let json = """
             {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
-            "protocol":"\(transport.protocolOnLoop.rawValue)",\
+            "protocol":"\(transport.protocolOnLoop.rawValue)","httpURL":\(configuration.upstream.httpURL.map { jsonString($0.description) } ?? "null"),\
             "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
             "reloadError":\(reloadError.map(jsonString) ?? "null"),"metrics":\(metricsAddress.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
             "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}

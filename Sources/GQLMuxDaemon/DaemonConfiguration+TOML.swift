@@ -123,7 +123,7 @@ extension DaemonConfiguration {
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
-            "protocol",
+            "protocol", "http_url", "http_timeout",
         ])
         guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
         let url: UpstreamURL
@@ -185,6 +185,14 @@ extension DaemonConfiguration {
         if let v = try t.seconds("pong_timeout", in: R.timeout) { c.transport.pongTimeout = v }
         if let v = try t.int("max_message_bytes", in: R.maxMessageBytes) { c.maxMessageBytes = v }
         if let v = try t.bool("reconnect_if_connected") { c.reconnectIfConnected = v }
+        if let text = try t.string("http_url"), !text.isEmpty {
+            do {
+                c.httpURL = try HTTPURL(text)
+            } catch {
+                throw ConfigurationError("[upstream] http_url: \(error)")
+            }
+        }
+        if let v = try t.seconds("http_timeout", in: R.timeout) { c.httpTimeout = v }
         if let tls = try t.table("tls") {
             try tls.allowOnly(["ca_file", "insecure_skip_verify"])
             c.tls.caFile = try tls.string("ca_file")

@@ -8,6 +8,8 @@ import Upstream
 /// operation; the last one to leave completes it upstream. Lives on the daemon's loop.
 final class Fanout: @unchecked Sendable {
     let transport: UpstreamTransport
+    /// Queries and mutations go here when `[upstream] http_url` is set.
+    var http: HTTPOperations?
     private var byKey: [String: UpstreamEntry] = [:]
     private var byUpstreamID: [String: UpstreamEntry] = [:]
     let events: DaemonEvents
@@ -50,9 +52,15 @@ final class Fanout: @unchecked Sendable {
         let entry = UpstreamEntry(dedupKey: request.kind == .subscription ? request.dedupKey : nil, kind: request.kind)
         entry.subscribers.append(subscriber)
         if let key = entry.dedupKey { byKey[key] = entry }
-        entry.upstreamID = transport.subscribeOnLoop(kind: request.kind, payload: request.payload) { [weak self, weak entry] update in
+        let handler: OperationHandler = { [weak self, weak entry] update in
             guard let self, let entry else { return }
             self.deliver(update, to: entry)
+        }
+        if request.kind != .subscription, let http {
+            entry.overHTTP = true
+            entry.upstreamID = http.sendOnLoop(payload: request.payload, handler: handler)
+        } else {
+            entry.upstreamID = transport.subscribeOnLoop(kind: request.kind, payload: request.payload, handler: handler)
         }
         // The transport may have finished it at once (shutting down): register only a live one.
         if entry.subscribers.isEmpty {
@@ -73,7 +81,11 @@ final class Fanout: @unchecked Sendable {
         entry.remove(session: session, localID: localID)
         guard entry.subscribers.isEmpty, byUpstreamID[entry.upstreamID] === entry else { return }
         forget(entry)
-        transport.completeOnLoop(id: entry.upstreamID)
+        if entry.overHTTP {
+            http?.cancelOnLoop(id: entry.upstreamID)
+        } else {
+            transport.completeOnLoop(id: entry.upstreamID)
+        }
         events.emit(
             .completed,
             ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "last subscriber left"],

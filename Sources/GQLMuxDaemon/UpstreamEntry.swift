@@ -16,6 +16,8 @@ final class UpstreamEntry: @unchecked Sendable {
     var upstreamID = ""
     var subscribers: [Subscriber] = []
     var state: OperationState = .pending
+    /// Sent over HTTP (`[upstream] http_url`) rather than the WebSocket.
+    var overHTTP = false
 
     init(dedupKey: String?, kind: OperationKind) {
         self.dedupKey = dedupKey

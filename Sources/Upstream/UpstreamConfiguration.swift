@@ -34,6 +34,17 @@ package struct UpstreamConfiguration: Sendable {
     /// Subprotocols offered, in order of preference (`[upstream] protocol`; `auto` offers both,
     /// modern first); each connection speaks the one the server selects.
     package var protocols: [WireProtocol] = [.transportWS, .legacyWS]
+    /// `[upstream] http_url`: queries and mutations go there as HTTP POST instead of the socket.
+    package var httpURL: HTTPURL?
+    /// `[upstream] http_timeout`: connect plus answer of one HTTP request.
+    package var httpTimeout: Duration = .seconds(30)
+
+    /// The HTTP side's settings: the same headers (client awareness included), TLS and size limit.
+    package var httpOperations: HTTPOperations.Configuration? {
+        httpURL.map {
+            HTTPOperations.Configuration(url: $0, headers: upgradeHeaders, tls: tls, timeout: httpTimeout, maxResponseBytes: maxMessageBytes)
+        }
+    }
 
     package init(
         url: UpstreamURL,

@@ -59,7 +59,7 @@ import Testing
         #expect(status.contains(#""subscriptions":{"local":2,"upstream":1}"#), "\(status)")
 
         // strawberry's legacy handler runs subscriptions only: its error reaches the client as
-        // an array of errors (queries need http_url there).
+        // an array of errors (queries need http_url there, below).
         clients[0].subscribe(id: "q", "{ hello }")
         await eventually("the query's error") { !clients[0].lines(containing: #""type":"error","id":"q""#).isEmpty }
         #expect(clients[0].lines(containing: #""id":"q""#).last?.contains(#""payload":[{"#) == true)
@@ -91,5 +91,49 @@ import Testing
         let status = await rig.status(client)
         #expect(status.contains(#""state":"failed""#), "\(status)")
         await rig.tearDown()
+    }
+
+    @Test func withHTTPURLQueriesAndMutationsWorkWhileTheSocketIsPausedAndAMutationRunsOnce() async throws {
+        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
+        let strawberry = try StrawberryServer(python: python, protocols: "legacy")
+        try await strawberry.start()
+        defer { strawberry.kill() }
+        let httpURL = strawberry.url.replacingOccurrences(of: "ws://", with: "http://")
+        let rig = try await Rig(strawberry, upstream: "connecting_payload = { token = \"secret\" }\nhttp_url = \"\(httpURL)\"")
+        await eventually("connected", within: 15) { rig.log.count(.connected) == 1 }
+        let client = try await LineClient.connect(rig.socket, group: rig.group)
+        client.subscribe(id: "q", "{ hello }")
+        await eventually("the query answered over HTTP") {
+            client.lines.contains(#"{"type":"next","id":"q","payload":{"data":{"hello":"world"}}}"#)
+                && client.lines.contains(#"{"type":"complete","id":"q"}"#)
+        }
+        let status = await rig.status(client)
+        #expect(status.contains(#""httpURL":"\#(httpURL)""#), "\(status)")
+
+        // Pause the WebSocket: queries and mutations still go over HTTP.
+        client.send(#"{"type":"pause","id":"p"}"#)
+        await eventually("paused") { client.lines.contains(#"{"type":"ok","id":"p"}"#) }
+        #expect(await rig.status(client).contains(#""state":"paused""#))
+        client.subscribe(id: "before", "{ count }")
+        await eventually("count read") { !client.lines(containing: #""id":"before","payload""#).isEmpty }
+        let before = try #require(Self.number(client.lines(containing: #""id":"before","payload""#).first, "count"))
+        client.subscribe(id: "m", "mutation { increment }")
+        await eventually("the mutation answered") { !client.lines(containing: #""id":"m","payload""#).isEmpty }
+        #expect(Self.number(client.lines(containing: #""id":"m","payload""#).first, "increment") == before + 1)
+        client.subscribe(id: "after", "{ count }")
+        await eventually("count read again") { !client.lines(containing: #""id":"after","payload""#).isEmpty }
+        #expect(Self.number(client.lines(containing: #""id":"after","payload""#).first, "count") == before + 1, "the server ran it once")
+
+        // A GraphQL error over HTTP is the result's errors, as over the socket.
+        client.subscribe(id: "bad", "{ nope }")
+        await eventually("the error result") { !client.lines(containing: #""id":"bad""#).isEmpty }
+        #expect(client.lines(containing: #""id":"bad""#).first?.contains(#""errors":"#) == true)
+        await rig.tearDown()
+    }
+
+    /// `"name":N` in a `next` line's data.
+    static func number(_ line: String?, _ name: String) -> Int? {
+        guard let line, let range = line.range(of: "\"\(name)\":") else { return nil }
+        return Int(line[range.upperBound...].prefix { $0.isNumber })
     }
 }

@@ -1,0 +1,260 @@
+import GraphQLTransportWS
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// Queries and mutations over HTTP POST (`[upstream] http_url`, GraphQL over HTTP), as Apollo's
+/// `SplitNetworkTransport` sends them: they work while the WebSocket is reconnecting, paused or
+/// failed. Each request is sent once on a connection of its own and never retried, so a
+/// mutation runs exactly once or fails with `CONNECTION_LOST`.
+///
+/// A hand-written HTTP/1.1 client on NIOHTTP1 (already built for the WebSocket upgrade) rather
+/// than async-http-client, which would add 2.5–4.5 minutes to a cold 2-core build for one POST.
+/// Confined to ``eventLoop`` like the transport; the `OnLoop` methods must be called there.
+package final class HTTPOperations: @unchecked Sendable {
+    package struct Configuration: Sendable {
+        package var url: HTTPURL
+        package var headers: [(name: String, value: String)]
+        package var tls: UpstreamConfiguration.TLS
+        package var timeout: Duration
+        package var maxResponseBytes: Int
+
+        package init(
+            url: HTTPURL,
+            headers: [(name: String, value: String)] = [],
+            tls: UpstreamConfiguration.TLS = .init(),
+            timeout: Duration = .seconds(30),
+            maxResponseBytes: Int = 16 << 20
+        ) {
+            self.url = url
+            self.headers = headers
+            self.tls = tls
+            self.timeout = timeout
+            self.maxResponseBytes = maxResponseBytes
+        }
+    }
+
+    package let eventLoop: any EventLoop
+    private var configuration: Configuration
+    private var sslContext: NIOSSLContext?
+    /// Requests not yet answered: their promise, and their connection once it is open.
+    private var pending: [String: (promise: EventLoopPromise<HTTPResponse>, channel: (any Channel)?)] = [:]
+    private var nextID = 0
+
+    package init(configuration: Configuration, eventLoop: any EventLoop) throws {
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+        self.sslContext = try Self.makeSSLContext(configuration)
+    }
+
+    static func makeSSLContext(_ configuration: Configuration) throws -> NIOSSLContext? {
+        guard configuration.url.secure else { return nil }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile = configuration.tls.caFile {
+            tls.additionalTrustRoots = [.file(caFile)]
+            _ = try NIOSSLCertificate.fromPEMFile(caFile)
+        }
+        if configuration.tls.insecureSkipVerify { tls.certificateVerification = .none }
+        return try NIOSSLContext(configuration: tls)
+    }
+
+    /// Applies a reloaded configuration to the requests that start from now on.
+    package func updateOnLoop(_ configuration: Configuration) throws {
+        eventLoop.preconditionInEventLoop()
+        sslContext = try Self.makeSSLContext(configuration)
+        self.configuration = configuration
+    }
+
+    /// POSTs `payload` (the request object: query, variables, operationName, extensions) and
+    /// tells `handler` the result (`next`, then `completed`) or the failure. Returns the id.
+    package func sendOnLoop(payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+        eventLoop.preconditionInEventLoop()
+        nextID += 1
+        let id = "http-\(nextID)"
+        let configuration = self.configuration
+        let done = eventLoop.makePromise(of: HTTPResponse.self)
+        pending[id] = (done, nil)
+        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeout.nanoseconds)) {
+            done.fail(HTTPFailure("no answer from \(configuration.url) within \(configuration.timeout.seconds)s"))
+        }
+        let url = configuration.url
+        let sslContext = self.sslContext
+        ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(configuration.timeout.nanoseconds))
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if url.secure, let sslContext {
+                        let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
+                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+                    }
+                    try sync.addHTTPClientHandlers()
+                    try sync.addHandler(ResponseCollector(promise: done, limit: configuration.maxResponseBytes))
+                }
+            }
+            .connect(host: url.host, port: url.port)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    guard self.pending[id] != nil else {  // answered (timeout) or cancelled meanwhile
+                        channel.close(promise: nil)
+                        return
+                    }
+                    self.pending[id]?.channel = channel
+                    Self.write(payload, configuration: configuration, to: channel)
+                case .failure(let error):
+                    done.fail(error)
+                }
+            }
+        done.futureResult.whenComplete { result in
+            timeout.cancel()
+            self.pending.removeValue(forKey: id)?.channel?.close(promise: nil)
+            switch result {
+            case .success(let response):
+                for update in Self.updates(for: response, url: url) { handler(update) }
+            case .failure(let error):
+                let message = "\(url): \(describe(error)); the operation was not retried"
+                handler(.finished(.error(.local(code: ErrorCode.connectionLost, message: message))))
+            }
+        }
+        return id
+    }
+
+    /// The client no longer wants `id`: its connection is closed (a mutation already sent may
+    /// still run on the server; it is never sent again).
+    package func cancelOnLoop(id: String) {
+        eventLoop.preconditionInEventLoop()
+        guard let request = pending.removeValue(forKey: id) else { return }
+        request.channel?.close(promise: nil)
+        request.promise.fail(HTTPFailure("cancelled"))
+    }
+
+    /// Ends every request in flight (daemon stop).
+    package func shutdownOnLoop() {
+        eventLoop.preconditionInEventLoop()
+        for id in Array(pending.keys) { cancelOnLoop(id: id) }
+    }
+
+    private static func write(_ payload: ByteBuffer, configuration: Configuration, to channel: any Channel) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: configuration.url.hostHeader)
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Accept", value: "application/graphql-response+json, application/json")
+        headers.add(name: "Content-Length", value: "\(payload.readableBytes)")
+        headers.add(name: "Connection", value: "close")
+        for (name, value) in configuration.headers { headers.add(name: name, value: value) }
+        let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: configuration.url.target, headers: headers)
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(payload)), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+    }
+
+    /// A JSON object body is the ExecutionResult, whatever the status (GraphQL over HTTP puts
+    /// request errors in one with a 4xx); anything else becomes an error naming the status.
+    static func updates(for response: HTTPResponse, url: HTTPURL) -> [OperationUpdate] {
+        let isObject = response.body.withUnsafeReadableBytes { (try? JSONScanner.scanObject($0)) != nil }
+        if isObject {
+            return [.next(response.body), .finished(.completed)]
+        }
+        var payload = ByteBuffer()
+        payload.writeStaticString(#"[{"message":"#)
+        payload.writeJSONString("HTTP \(response.status.code) \(response.status.reasonPhrase) from \(url) (not a GraphQL response)")
+        payload.writeString(#","extensions":{"code":"UPSTREAM_HTTP_ERROR","status":\#(response.status.code)}}]"#)
+        return [.finished(.error(.upstream(payload)))]
+    }
+}
+
+struct HTTPResponse {
+    var status: HTTPResponseStatus
+    var body: ByteBuffer
+}
+
+struct HTTPFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Collects one response, bounded by `limit` bytes of body.
+private final class ResponseCollector: ChannelInboundHandler {
+    typealias InboundIn = HTTPClientResponsePart
+
+    private let promise: EventLoopPromise<HTTPResponse>
+    private let limit: Int
+    private var status: HTTPResponseStatus?
+    private var body = ByteBuffer()
+
+    init(promise: EventLoopPromise<HTTPResponse>, limit: Int) {
+        self.promise = promise
+        self.limit = limit
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            status = head.status
+        case .body(var part):
+            guard body.readableBytes + part.readableBytes <= limit else {
+                promise.fail(HTTPFailure("response larger than max_message_bytes (\(limit))"))
+                context.close(promise: nil)
+                return
+            }
+            body.writeBuffer(&part)
+        case .end:
+            guard let status else { return }
+            promise.succeed(HTTPResponse(status: status, body: body))
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(HTTPFailure("connection closed before a complete response"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.close(promise: nil)
+    }
+}
+
+/// A parsed `http://` or `https://` endpoint (`[upstream] http_url`).
+package struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
+    package var secure: Bool
+    package var host: String
+    package var port: Int
+    package var target: String
+
+    /// Parses `http[s]://host[:port][/path][?query]` with the WebSocket URL's rules.
+    package init(_ string: String) throws(UpstreamURLError) {
+        let scheme: (from: String, to: String)
+        if string.hasPrefix("http://") {
+            scheme = ("http://", "ws://")
+        } else if string.hasPrefix("https://") {
+            scheme = ("https://", "wss://")
+        } else {
+            throw UpstreamURLError("'\(string)' must start with http:// or https://")
+        }
+        let parsed: UpstreamURL
+        do {
+            parsed = try UpstreamURL(scheme.to + string.dropFirst(scheme.from.count))
+        } catch {
+            throw UpstreamURLError(error.description.replacingOccurrences(of: scheme.to, with: scheme.from))
+        }
+        secure = parsed.secure
+        host = parsed.host
+        port = parsed.port
+        target = parsed.target
+    }
+
+    var hostHeader: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return port == (secure ? 443 : 80) ? shownHost : "\(shownHost):\(port)"
+    }
+
+    package var description: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return (secure ? "https://" : "http://") + shownHost + (port == (secure ? 443 : 80) ? "" : ":\(port)") + target
+    }
+}
