@@ -138,7 +138,20 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             sendError(id: id, code: error.code, message: error.message)
             return
         }
-        operations[id] = daemon.fanout.subscribe(request, session: self, localID: id)
+        do {
+            operations[id] = try daemon.fanout.subscribe(request, session: self, localID: id)
+        } catch {
+            let limits = daemon.configuration.connections
+            daemon.events.emit(
+                .limitExceeded, fields(["GQLMUX_LIMIT": "max_connections"]),
+                message: "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
+            )
+            sendError(
+                id: id, code: LocalErrorCode.limitExceeded,
+                message: "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
+            )
+            return
+        }
         daemon.statusChanged()
     }
 

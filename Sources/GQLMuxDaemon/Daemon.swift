@@ -18,7 +18,8 @@ package final class Daemon: @unchecked Sendable {
     package let events: DaemonEvents
     private(set) var configuration: DaemonConfiguration
     private let configPath: String?
-    let transport: UpstreamTransport
+    /// The upstream connections (one unless `max_operations_per_connection` is reached).
+    let pool: ConnectionPool
     private(set) var fanout: Fanout!
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
@@ -53,13 +54,14 @@ package final class Daemon: @unchecked Sendable {
         self.eventLoop = eventLoop
         self.events = events
         let box = WeakDaemonBox()
-        self.transport = try UpstreamTransport(
+        self.pool = try ConnectionPool(
             configuration: configuration.upstream,
+            limits: configuration.connections,
             eventLoop: eventLoop,
-            observer: { event in box.daemon?.transportEvent(event) }
+            observer: { connection, event in box.daemon?.transportEvent(event, connection: connection) }
         )
         box.daemon = self
-        self.fanout = Fanout(transport: transport, events: events, metrics: metrics, totalBufferBytes: configuration.limits.totalBufferBytes)
+        self.fanout = Fanout(pool: pool, events: events, metrics: metrics, totalBufferBytes: configuration.limits.totalBufferBytes)
         if let http = configuration.upstream.httpOperations {
             fanout.http = try HTTPOperations(configuration: http, eventLoop: eventLoop)
         }
@@ -91,7 +93,7 @@ package final class Daemon: @unchecked Sendable {
         var fields = ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes"]
         if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
         events.emit(.started, fields, message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)" + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? ""))
-        transport.start()
+        eventLoop.execute { self.pool.start() }
         statusChanged()
     }
 
@@ -159,19 +161,19 @@ package final class Daemon: @unchecked Sendable {
             return sessions.map { $0.channel.closeFuture }
         }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
-        try? await transport.shutdown().get()
+        try? await eventLoop.flatSubmit { self.pool.shutdown() }.get()
         if ownsSocketFile { unlink(configuration.socketPath) }
     }
 
     // MARK: - Admin
 
     func pause() {
-        transport.pause()
+        pool.pause()
         events.emit(.paused, [:], message: "upstream paused by an admin")
     }
 
     func resume() {
-        transport.resume()
+        pool.resume()
         events.emit(.resumed, [:], message: "upstream resumed by an admin")
     }
 
@@ -207,16 +209,8 @@ package final class Daemon: @unchecked Sendable {
                 self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed for http_url: \(error)")
                 return self.eventLoop.makeFailedFuture(error)
             }
-            return self.transport.update { current in
-                current.url = upstream.url
-                current.headers = upstream.headers
-                current.connectingPayload = upstream.connectingPayload
-                current.clientName = upstream.clientName
-                current.clientVersion = upstream.clientVersion
-                current.tls = upstream.tls
-                current.protocols = upstream.protocols
-                current.reconnectIfConnected = upstream.reconnectIfConnected
-            }.map {
+            self.configuration.connections = next.connections
+            return self.pool.update(upstream, limits: next.connections).map {
                 self.configuration.upstream.url = upstream.url
                 self.events.emit(.reloaded, [:], message: "configuration reloaded")
             }
@@ -293,7 +287,7 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Status
 
     func connectionAck() -> ByteBuffer {
-        let state = transport.connectionStateOnLoop.name
+        let state = pool.stateOnLoop.name
         return LocalEncode.message(
             type: "connection_ack",
             payload: ByteBuffer(string: #"{"protocol":\#(LocalProtocol.version),"server":"gqlmuxd/\#(Self.version)","upstream":"\#(state)"}"#)
@@ -304,12 +298,15 @@ package final class Daemon: @unchecked Sendable {
     private var localOperationCount: Int { sessions.values.reduce(0) { $0 + $1.operations.count } }
 
     func statusPayload() -> ByteBuffer {
-        let state = transport.connectionStateOnLoop
+        let state = pool.stateOnLoop
         let local = localOperationCount
+        let connections = pool.connectionsOnLoop.map { c in
+            #"{"id":\#(c.index),"state":"\#(c.state.name)","operations":\#(c.operations),"protocol":"\#(c.wire.rawValue)","detail":\#(jsonString(Self.describe(c.state)))}"#
+        }
         let json = """
             {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
-            "protocol":"\(transport.protocolOnLoop.rawValue)","httpURL":\(configuration.upstream.httpURL.map { jsonString($0.description) } ?? "null"),\
-            "reconnects":\(transport.reconnectCount),"detail":\(jsonString(Self.describe(state)))},\
+            "protocol":"\(pool.primary.protocolOnLoop.rawValue)","connections":[\(connections.joined(separator: ","))],"httpURL":\(configuration.upstream.httpURL.map { jsonString($0.description) } ?? "null"),\
+            "reconnects":\(pool.reconnectCountOnLoop),"detail":\(jsonString(Self.describe(state)))},\
             "reloadError":\(reloadError.map(jsonString) ?? "null"),"metrics":\(metricsAddress.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
             "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}
             """
@@ -323,7 +320,7 @@ package final class Daemon: @unchecked Sendable {
                 clients: sessions.count,
                 localSubscriptions: localOperationCount,
                 upstreamSubscriptions: fanout.upstreamCount,
-                upstreamState: transport.connectionStateOnLoop.name,
+                upstreamStates: pool.connectionsOnLoop.map(\.state.name),
                 messagesIn: fanout.messagesIn,
                 deliveries: fanout.messagesOut
             )
@@ -345,10 +342,12 @@ package final class Daemon: @unchecked Sendable {
     }
 
     private var connectionStatusLine: String {
-        let state = transport.connectionStateOnLoop
+        let state = pool.stateOnLoop
         switch state {
         case .connected:
-            return "connected to \(configuration.upstream.url); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream)"
+            let count = pool.members.count
+            let over = count > 1 ? " over \(count) connections" : ""
+            return "connected to \(configuration.upstream.url); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream\(over))"
         default:
             return Self.describe(state)
         }
@@ -377,8 +376,11 @@ package final class Daemon: @unchecked Sendable {
         }
     }
 
-    private func transportEvent(_ event: TransportEvent) {
+    /// One connection's event, logged with `GQLMUX_CONNECTION=` (its index in the pool).
+    private func transportEvent(_ event: TransportEvent, connection: Int) {
         let url = configuration.upstream.url.description
+        let transport = pool.members[connection]
+        let events = ConnectionEvents(events: self.events, connection: connection)
         switch event {
         case .stateChanged(let state):
             switch state {
@@ -403,14 +405,14 @@ package final class Daemon: @unchecked Sendable {
             let wire = transport.protocolOnLoop.rawValue
             events.emit(.connected, ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": wire], message: "connected to \(url) (\(wire))")
         case .reconnected:
-            metrics.reconnected(at: .now)
+            metrics.reconnected(connection: connection, at: .now)
             let wire = transport.protocolOnLoop.rawValue
             events.emit(
                 .reconnected, ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)", "GQLMUX_PROTOCOL": wire],
                 message: "reconnected to \(url) (\(wire))"
             )
         case .disconnected(let code, let reason):
-            metrics.connectionLost(at: .now)
+            metrics.connectionLost(connection: connection, at: .now)
             var fields = ["GQLMUX_REASON": reason]
             if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
             events.emit(.disconnected, fields, message: "disconnected: \(reason)")
@@ -425,6 +427,25 @@ package final class Daemon: @unchecked Sendable {
                 message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)) right after it was sent; not sent again"
             )
         }
+    }
+}
+
+/// The daemon's events for one upstream connection: each carries `GQLMUX_CONNECTION=`.
+private struct ConnectionEvents {
+    let events: DaemonEvents
+    let connection: Int
+
+    func emit(
+        _ event: DaemonEvent,
+        _ fields: [String: String] = [:],
+        message: String? = nil,
+        file: String = #fileID,
+        function: String = #function,
+        line: UInt = #line
+    ) {
+        var fields = fields
+        fields["GQLMUX_CONNECTION"] = "\(connection)"
+        events.emit(event, fields, message: message, file: file, function: function, line: line)
     }
 }
 

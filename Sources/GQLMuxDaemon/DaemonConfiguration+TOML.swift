@@ -54,6 +54,11 @@ extension DaemonConfiguration {
             throw ConfigurationError("[upstream] url: required")
         }
         var configuration = DaemonConfiguration(upstream: try readUpstream(upstreamTable))
+        typealias R = ConfigurationRanges
+        if let v = try upstreamTable.int("max_operations_per_connection", in: R.maxOperationsPerConnection) {
+            configuration.connections.maxOperationsPerConnection = v
+        }
+        if let v = try upstreamTable.int("max_connections", in: R.maxConnections) { configuration.connections.maxConnections = v }
         if let socket = try reader.table("socket") {
             try socket.allowOnly(["path", "mode"])
             if let path = try socket.string("path") { configuration.socketPath = path }
@@ -123,7 +128,7 @@ extension DaemonConfiguration {
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
-            "protocol", "http_url", "http_timeout",
+            "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections",
         ])
         guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
         let url: UpstreamURL
@@ -334,6 +339,8 @@ enum ConfigurationRanges {
     static let timeout = 0.001...3_600
     static let pingInterval = 0.0...3_600
     static let maxMessageBytes = 1_024...(1 << 30)
+    static let maxOperationsPerConnection = 0...1_000_000
+    static let maxConnections = 1...64
     static let maxClients = 1...65_536
     static let maxOperationsPerClient = 1...1_000_000
     static let maxLineBytes = 256...(64 << 20)

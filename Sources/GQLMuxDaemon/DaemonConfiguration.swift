@@ -26,11 +26,20 @@ package struct DaemonConfiguration: Sendable {
         package init() {}
     }
 
+    /// `[upstream] max_operations_per_connection` and `max_connections` (see `ConnectionPool`).
+    package struct ConnectionLimits: Sendable, Equatable {
+        /// 0: unlimited, one connection carries everything.
+        package var maxOperationsPerConnection = 0
+        package var maxConnections = 4
+        package init() {}
+    }
+
     package enum LogTarget: String, Sendable, Equatable {
         case auto, journal, stderr
     }
 
     package var upstream: UpstreamConfiguration
+    package var connections = ConnectionLimits()
     package var socketPath: String = "/run/gqlmux/gqlmux.sock"
     package var socketMode: UInt32 = 0o660
     package var limits = Limits()

@@ -18,7 +18,8 @@ final class DaemonMetrics {
         var clients: Int
         var localSubscriptions: Int
         var upstreamSubscriptions: Int
-        var upstreamState: String
+        /// One state name per upstream connection.
+        var upstreamStates: [String]
         var messagesIn: Int
         var deliveries: Int
     }
@@ -44,8 +45,8 @@ final class DaemonMetrics {
     private let reconnectDuration: DurationHistogram
     private var exportedIn = 0
     private var exportedDeliveries = 0
-    /// When the acknowledged connection was lost, until the next ack.
-    private var lostAt: ContinuousClock.Instant?
+    /// When each acknowledged connection was lost, until its next ack.
+    private var lostAt: [Int: ContinuousClock.Instant] = [:]
 
     init() {
         let subscriptionsHelp = "Live subscriptions: local (one per client operation) and upstream (after dedup)"
@@ -87,14 +88,13 @@ final class DaemonMetrics {
         registry.makeCounter(descriptor: Self.describe("gqlmux_reconnects_total", "Reconnects scheduled, by cause and close code (none: no WebSocket was open)"), labels: [("cause", classified.cause), ("close_code", classified.closeCode)]).increment()
     }
 
-    func connectionLost(at now: ContinuousClock.Instant) {
-        if lostAt == nil { lostAt = now }
+    func connectionLost(connection: Int, at now: ContinuousClock.Instant) {
+        if lostAt[connection] == nil { lostAt[connection] = now }
     }
 
-    func reconnected(at now: ContinuousClock.Instant) {
-        guard let lostAt else { return }
-        reconnectDuration.record(now - lostAt)
-        self.lostAt = nil
+    func reconnected(connection: Int, at now: ContinuousClock.Instant) {
+        guard let since = lostAt.removeValue(forKey: connection) else { return }
+        reconnectDuration.record(now - since)
     }
 
     // MARK: - Rendering
@@ -104,7 +104,7 @@ final class DaemonMetrics {
         clients.set(Int64(snapshot.clients))
         localSubscriptions.set(Int64(snapshot.localSubscriptions))
         upstreamSubscriptions.set(Int64(snapshot.upstreamSubscriptions))
-        for (state, gauge) in connections { gauge.set(Int64(state == snapshot.upstreamState ? 1 : 0)) }
+        for (state, gauge) in connections { gauge.set(Int64(snapshot.upstreamStates.filter { $0 == state }.count)) }
         messagesReceived.increment(by: Int64(snapshot.messagesIn - exportedIn))
         exportedIn = snapshot.messagesIn
         deliveries.increment(by: Int64(snapshot.deliveries - exportedDeliveries))

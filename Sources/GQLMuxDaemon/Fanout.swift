@@ -7,7 +7,7 @@ import Upstream
 /// The dedup table and reference counts: N local subscribers of one key share one upstream
 /// operation; the last one to leave completes it upstream. Lives on the daemon's loop.
 final class Fanout: @unchecked Sendable {
-    let transport: UpstreamTransport
+    let pool: ConnectionPool
     /// Queries and mutations go here when `[upstream] http_url` is set.
     var http: HTTPOperations?
     private var byKey: [String: UpstreamEntry] = [:]
@@ -27,8 +27,8 @@ final class Fanout: @unchecked Sendable {
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
 
-    init(transport: UpstreamTransport, events: DaemonEvents, metrics: DaemonMetrics, totalBufferBytes: Int) {
-        self.transport = transport
+    init(pool: ConnectionPool, events: DaemonEvents, metrics: DaemonMetrics, totalBufferBytes: Int) {
+        self.pool = pool
         self.events = events
         self.metrics = metrics
         self.totalBufferBytes = totalBufferBytes
@@ -36,8 +36,13 @@ final class Fanout: @unchecked Sendable {
 
     var upstreamCount: Int { byUpstreamID.count }
 
+    /// Every upstream connection is at `max_operations_per_connection` and the pool at
+    /// `max_connections`: a new upstream operation cannot be placed.
+    struct PoolFull: Error {}
+
     /// Adds a local subscriber, joining an identical live subscription when there is one.
-    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) -> UpstreamEntry {
+    /// - Throws: ``PoolFull`` when a new upstream operation is needed and no connection has room.
+    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) throws -> UpstreamEntry {
         let subscriber = UpstreamEntry.Subscriber(session: session, localID: localID, prefix: LocalEncode.nextPrefix(id: localID))
         if request.kind == .subscription, let entry = byKey[request.dedupKey] {
             entry.subscribers.append(subscriber)
@@ -49,6 +54,12 @@ final class Fanout: @unchecked Sendable {
             )
             return entry
         }
+        let overHTTP = request.kind != .subscription && http != nil
+        var transport: UpstreamTransport?
+        if !overHTTP {
+            guard let placed = try? pool.transportForNewOperation() else { throw PoolFull() }
+            transport = placed
+        }
         let entry = UpstreamEntry(dedupKey: request.kind == .subscription ? request.dedupKey : nil, kind: request.kind)
         entry.subscribers.append(subscriber)
         if let key = entry.dedupKey { byKey[key] = entry }
@@ -56,11 +67,12 @@ final class Fanout: @unchecked Sendable {
             guard let self, let entry else { return }
             self.deliver(update, to: entry)
         }
-        if request.kind != .subscription, let http {
+        if let transport {
+            entry.transport = transport
+            entry.upstreamID = transport.subscribeOnLoop(kind: request.kind, payload: request.payload, handler: handler)
+        } else if let http {
             entry.overHTTP = true
             entry.upstreamID = http.sendOnLoop(payload: request.payload, handler: handler)
-        } else {
-            entry.upstreamID = transport.subscribeOnLoop(kind: request.kind, payload: request.payload, handler: handler)
         }
         // The transport may have finished it at once (shutting down): register only a live one.
         if entry.subscribers.isEmpty {
@@ -84,7 +96,7 @@ final class Fanout: @unchecked Sendable {
         if entry.overHTTP {
             http?.cancelOnLoop(id: entry.upstreamID)
         } else {
-            transport.completeOnLoop(id: entry.upstreamID)
+            entry.transport?.completeOnLoop(id: entry.upstreamID)
         }
         events.emit(
             .completed,

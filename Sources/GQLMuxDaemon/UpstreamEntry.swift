@@ -1,5 +1,6 @@
 import GraphQLTransportWS
 import NIOCore
+import Upstream
 
 /// One upstream operation and the local subscribers that share it.
 final class UpstreamEntry: @unchecked Sendable {
@@ -18,6 +19,8 @@ final class UpstreamEntry: @unchecked Sendable {
     var state: OperationState = .pending
     /// Sent over HTTP (`[upstream] http_url`) rather than the WebSocket.
     var overHTTP = false
+    /// The pool's connection that carries it (nil over HTTP).
+    var transport: UpstreamTransport?
 
     init(dedupKey: String?, kind: OperationKind) {
         self.dedupKey = dedupKey

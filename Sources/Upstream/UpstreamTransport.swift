@@ -130,6 +130,13 @@ package final class UpstreamTransport: @unchecked Sendable {
         return machine.connectionState
     }
 
+    /// Live operations on this transport (subscriptions, and queries not yet answered): what a
+    /// server's cap on operations per connection counts.
+    package var operationCountOnLoop: Int {
+        eventLoop.preconditionInEventLoop()
+        return machine.operationCount
+    }
+
     /// The subprotocol of the current (or last) connection, as the server selected it.
     package var protocolOnLoop: WireProtocol {
         eventLoop.preconditionInEventLoop()

@@ -64,7 +64,9 @@ import Glibc
         #expect((connected["CODE_FILE"] as? String)?.hasSuffix("Daemon.swift") == true)
         #expect(Int(connected["CODE_LINE"] as? String ?? "") != nil)
         #expect((connected["CODE_FUNC"] as? String)?.isEmpty == false)
-        #expect(connected["MESSAGE"] as? String == "connected to \(server.url)")
+        #expect(connected["MESSAGE"] as? String == "connected to \(server.url) (graphql-transport-ws)")
+        #expect(connected["GQLMUX_PROTOCOL"] as? String == "graphql-transport-ws")
+        #expect(connected["GQLMUX_CONNECTION"] as? String == "0")
         let pings = entries.filter { $0["GQLMUX_EVENT"] as? String == "ping" }
         #expect(!pings.isEmpty && pings.allSatisfy { $0["PRIORITY"] as? String == "7" })
         // Field names are valid journal fields; no secret reaches any field.

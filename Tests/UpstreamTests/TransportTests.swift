@@ -25,7 +25,8 @@ import Testing
         #expect(headers["authorization"] == "Bearer abc")
         #expect(headers["apollographql-client-name"] == "tests")
         #expect(headers["apollographql-client-version"] == "1.2")
-        #expect(headers["sec-websocket-protocol"] == "graphql-transport-ws")
+        // protocol = "auto" (the default) offers both, modern first; the server picked the modern one.
+        #expect(headers["sec-websocket-protocol"] == "graphql-transport-ws, graphql-ws")
         #expect(await rig.server.currentStats.lastInitPayload == "")
         await rig.tearDown()
     }
@@ -238,7 +239,7 @@ import Testing
         rig.transport.start()
         await eventually("reconnecting with a clear cause") {
             rig.recorder.connectionStates.contains {
-                if case .reconnecting(_, _, let cause) = $0 { cause.contains("did not select subprotocol graphql-transport-ws") } else { false }
+                if case .reconnecting(_, _, let cause) = $0 { cause.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)") } else { false }
             }
         }
         await rig.tearDown()

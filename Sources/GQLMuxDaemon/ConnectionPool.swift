@@ -1,0 +1,135 @@
+import GraphQLTransportWS
+import NIOCore
+import Upstream
+
+/// The upstream connections to one endpoint (DESIGN.md section 3): one by default; another,
+/// with the same URL, headers and payload, each time every open one holds
+/// `max_operations_per_connection` operations (servers cap it: strawberry at 100), up to
+/// `max_connections`. Each is its own ``UpstreamTransport`` (reconnects and re-subscribes on
+/// its own); extra ones are lazy and close after `lazy_close_timeout` without operations.
+/// Pause, resume, reload and shutdown apply to all. Lives on the daemon's event loop.
+final class ConnectionPool {
+    typealias Limits = DaemonConfiguration.ConnectionLimits
+
+    typealias Observer = (_ connection: Int, TransportEvent) -> Void
+
+    let eventLoop: any EventLoop
+    private(set) var members: [UpstreamTransport] = []
+    private var configuration: UpstreamConfiguration
+    var limits: Limits
+    private let observer: Observer
+    private var started = false
+    private var paused = false
+
+    init(configuration: UpstreamConfiguration, limits: Limits, eventLoop: any EventLoop, observer: @escaping Observer) throws {
+        self.configuration = configuration
+        self.limits = limits
+        self.eventLoop = eventLoop
+        self.observer = observer
+        members.append(try makeTransport(index: 0))
+    }
+
+    var primary: UpstreamTransport { members[0] }
+
+    private func makeTransport(index: Int) throws -> UpstreamTransport {
+        var settings = configuration
+        if index > 0 {
+            // An extra connection exists for operations that did not fit: it connects on its
+            // first one and closes after lazy_close_timeout once it has none.
+            settings.transport.lazy = true
+        }
+        let box = WeakPoolBox(self)
+        return try UpstreamTransport(configuration: settings, eventLoop: eventLoop) { event in
+            box.pool?.observer(index, event)
+        }
+    }
+
+    // MARK: - Placing operations
+
+    /// The connection for a new upstream operation: the first with room, else a new one while
+    /// fewer than `max_connections` exist; nil when every one is full (`LIMIT_EXCEEDED`).
+    func transportForNewOperation() throws -> UpstreamTransport? {
+        eventLoop.preconditionInEventLoop()
+        let cap = limits.maxOperationsPerConnection
+        guard cap > 0 else { return primary }
+        if let open = members.first(where: { $0.operationCountOnLoop < cap }) { return open }
+        guard members.count < limits.maxConnections else { return nil }
+        let transport = try makeTransport(index: members.count)
+        members.append(transport)
+        if started { transport.start() }
+        if paused { transport.pause() }
+        return transport
+    }
+
+    /// Which connection (its index, for `GQLMUX_CONNECTION=`) `transport` is.
+    func index(of transport: UpstreamTransport) -> Int? { members.firstIndex { $0 === transport } }
+
+    // MARK: - Lifecycle of all
+
+    func start() {
+        started = true
+        for member in members { member.start() }
+    }
+
+    func pause() {
+        paused = true
+        for member in members { member.pause() }
+    }
+
+    func resume() {
+        paused = false
+        for member in members { member.resume() }
+    }
+
+    /// Applies a reloaded configuration to every connection (and to those opened later).
+    func update(_ configuration: UpstreamConfiguration, limits: Limits) -> EventLoopFuture<Void> {
+        eventLoop.preconditionInEventLoop()
+        self.configuration = configuration
+        self.limits = limits
+        let updates = members.map { member in
+            member.update { current in
+                current.url = configuration.url
+                current.headers = configuration.headers
+                current.connectingPayload = configuration.connectingPayload
+                current.clientName = configuration.clientName
+                current.clientVersion = configuration.clientVersion
+                current.tls = configuration.tls
+                current.protocols = configuration.protocols
+                current.reconnectIfConnected = configuration.reconnectIfConnected
+            }
+        }
+        return EventLoopFuture.andAllSucceed(updates, on: eventLoop)
+    }
+
+    func shutdown() -> EventLoopFuture<Void> {
+        EventLoopFuture.andAllComplete(members.map { $0.shutdown() }, on: eventLoop)
+    }
+
+    // MARK: - What operators see
+
+    struct Connection {
+        var index: Int
+        var state: ConnectionState
+        var operations: Int
+        var wire: WireProtocol
+    }
+
+    var connectionsOnLoop: [Connection] {
+        members.enumerated().map { index, member in
+            Connection(index: index, state: member.connectionStateOnLoop, operations: member.operationCountOnLoop, wire: member.protocolOnLoop)
+        }
+    }
+
+    /// The pool's state in one word: connected when any connection is, else the first's.
+    var stateOnLoop: ConnectionState {
+        members.contains { $0.connectionStateOnLoop == .connected } ? .connected : primary.connectionStateOnLoop
+    }
+
+    var reconnectCountOnLoop: Int { members.reduce(0) { $0 + $1.reconnectCount } }
+}
+
+private final class WeakPoolBox: @unchecked Sendable {
+    // Safe: read only from the pool's event loop, where every transport reports its events.
+    weak var pool: ConnectionPool?
+    init(_ pool: ConnectionPool) { self.pool = pool }
+}
