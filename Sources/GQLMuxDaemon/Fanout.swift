@@ -11,7 +11,9 @@ final class Fanout: @unchecked Sendable {
     /// Queries and mutations go here when `[upstream] http_url` is set.
     var http: HTTPOperations?
     private var byKey: [String: UpstreamEntry] = [:]
-    private var byUpstreamID: [String: UpstreamEntry] = [:]
+    /// Live upstream operations. Ids are per connection (each transport numbers its own), so the
+    /// entry itself is the key.
+    private var live: [ObjectIdentifier: UpstreamEntry] = [:]
     let events: DaemonEvents
     let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
@@ -34,7 +36,7 @@ final class Fanout: @unchecked Sendable {
         self.totalBufferBytes = totalBufferBytes
     }
 
-    var upstreamCount: Int { byUpstreamID.count }
+    var upstreamCount: Int { live.count }
 
     /// Every upstream connection is at `max_operations_per_connection` and the pool at
     /// `max_connections`: a new upstream operation cannot be placed.
@@ -78,20 +80,19 @@ final class Fanout: @unchecked Sendable {
         if entry.subscribers.isEmpty {
             if let key = entry.dedupKey, byKey[key] === entry { byKey[key] = nil }
         } else {
-            byUpstreamID[entry.upstreamID] = entry
+            live[ObjectIdentifier(entry)] = entry
         }
-        events.emit(
-            .subscribed,
-            ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_OPERATION_KIND": "\(request.kind)"],
-            message: "operation \(localID) sent upstream as \(request.kind) \(entry.upstreamID)"
-        )
+        var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_OPERATION_KIND": "\(request.kind)"]
+        if let transport, let index = pool.index(of: transport) { fields["GQLMUX_CONNECTION"] = "\(index)" }
+        if entry.overHTTP { fields["GQLMUX_HTTP"] = "true" }
+        events.emit(.subscribed, fields, message: "operation \(localID) sent upstream as \(request.kind) \(entry.upstreamID)")
         return entry
     }
 
     /// Removes one local subscriber; the last one out completes the upstream operation.
     func unsubscribe(_ entry: UpstreamEntry, session: ClientSession, localID: String) {
         entry.remove(session: session, localID: localID)
-        guard entry.subscribers.isEmpty, byUpstreamID[entry.upstreamID] === entry else { return }
+        guard entry.subscribers.isEmpty, live[ObjectIdentifier(entry)] === entry else { return }
         forget(entry)
         if entry.overHTTP {
             http?.cancelOnLoop(id: entry.upstreamID)
@@ -106,7 +107,7 @@ final class Fanout: @unchecked Sendable {
     }
 
     private func forget(_ entry: UpstreamEntry) {
-        byUpstreamID[entry.upstreamID] = nil
+        live[ObjectIdentifier(entry)] = nil
         if let key = entry.dedupKey, byKey[key] === entry { byKey[key] = nil }
     }
 
