@@ -34,19 +34,34 @@ public enum FuzzTargets {
     }
 
     /// One upstream text frame, given to a connected transport state machine with one
-    /// subscription. Invariant: a `next` payload forwarded to clients is valid UTF-8.
+    /// subscription, once per protocol (graphql-transport-ws and the legacy graphql-ws).
+    /// Invariant: a `next` payload forwarded to clients is valid UTF-8, and an upstream `error`
+    /// payload is a JSON array (the local protocol's shape, also after a legacy object is wrapped).
     public static func upstreamMessage(_ data: UnsafeRawBufferPointer) {
+        for wire in WireProtocol.allCases {
+            upstreamMessage(data, wire: wire)
+        }
+    }
+
+    static func upstreamMessage(_ data: UnsafeRawBufferPointer, wire: WireProtocol) {
         var machine = TransportStateMachine(options: TransportOptions(), random: { 0.5 }, makeUUID: { "u" })
         let now = Instant(nanoseconds: 0)
         _ = machine.start(now: now)
-        _ = machine.connectionOpened(generation: 1, initPayload: nil, now: now)
+        _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: wire, now: now)
         _ = machine.received(generation: 1, ByteBuffer(string: #"{"type":"connection_ack"}"#), now: now)
         _ = machine.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
         var frame = ByteBuffer()
         frame.writeBytes(data)
         for action in machine.received(generation: 1, frame, now: now) {
-            guard case .operation(_, .next(let payload)) = action else { continue }
-            precondition(payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "forwarded a payload that is not UTF-8")
+            switch action {
+            case .operation(_, .next(let payload)):
+                precondition(payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "forwarded a payload that is not UTF-8")
+            case .operation(_, .finished(.error(.upstream(let payload)))):
+                precondition(payload.readableBytesView.first == UInt8(ascii: "["), "an upstream error payload that is not an array")
+                precondition(payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "an error payload that is not UTF-8")
+            default:
+                continue
+            }
         }
     }
 }
