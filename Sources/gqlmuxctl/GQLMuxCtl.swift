@@ -127,8 +127,16 @@ struct Status: AsyncParsableCommand {
         let upstream = s["upstream"] as? [String: Any] ?? [:]
         let subs = s["subscriptions"] as? [String: Any] ?? [:]
         let messages = s["messages"] as? [String: Any] ?? [:]
+        let connections = (upstream["connections"] as? [[String: Any]]) ?? []
+        let pool =
+            connections.count > 1
+            ? "\n" + connections.map { c in
+                "  connection \(c["id"] ?? "?"): \(c["detail"] ?? c["state"] ?? "?"), \(c["operations"] ?? 0) operations (\(c["protocol"] ?? "?"))"
+            }.joined(separator: "\n")
+            : ""
+        let http = (upstream["httpURL"] as? String).map { "\nqueries over:  \($0)" } ?? ""
         return """
-            upstream:      \(upstream["url"] ?? "?") — \(upstream["detail"] ?? upstream["state"] ?? "?") (\(upstream["protocol"] ?? "?"))
+            upstream:      \(upstream["url"] ?? "?") — \(upstream["detail"] ?? upstream["state"] ?? "?") (\(upstream["protocol"] ?? "?"))\(pool)\(http)
             reconnects:    \(upstream["reconnects"] ?? 0)
             clients:       \(s["clients"] ?? 0)
             subscriptions: \(subs["local"] ?? 0) local, \(subs["upstream"] ?? 0) upstream

@@ -108,6 +108,36 @@ import RequestValidation
         }
     }
 
+    @Test func protocolHTTPURLAndPoolKeys() throws {
+        let base = "[upstream]\nurl = \"ws://h/g\"\n"
+        let defaults = try DaemonConfiguration.parse(base)
+        #expect(defaults.upstream.protocols == [.transportWS, .legacyWS])
+        #expect(defaults.upstream.httpURL == nil)
+        #expect(defaults.connections.maxOperationsPerConnection == 0 && defaults.connections.maxConnections == 4)
+        let c = try DaemonConfiguration.parse(
+            base + "protocol = \"graphql-ws\"\nhttp_url = \"https://h:8443/graphql?x=1\"\nhttp_timeout = 5\n"
+                + "max_operations_per_connection = 100\nmax_connections = 3\n"
+        )
+        #expect(c.upstream.protocols == [.legacyWS])
+        #expect(c.upstream.httpURL?.description == "https://h:8443/graphql?x=1")
+        #expect(c.upstream.httpTimeout == .seconds(5))
+        #expect(c.connections.maxOperationsPerConnection == 100 && c.connections.maxConnections == 3)
+        #expect(try DaemonConfiguration.parse(base + "protocol = \"graphql-transport-ws\"").upstream.protocols == [.transportWS])
+        for (bad, expected) in [
+            ("protocol = \"sse\"", "[upstream] protocol: 'sse' is not one of auto, graphql-transport-ws, graphql-ws"),
+            ("http_url = \"ws://h/g\"", "[upstream] http_url: 'ws://h/g' must start with http:// or https://"),
+            ("max_connections = 0", "[upstream] max_connections: 0 is out of range (1 to 64)"),
+            ("max_operations_per_connection = -1", "[upstream] max_operations_per_connection: -1 is out of range"),
+        ] {
+            #expect(throws: ConfigurationError.self) { try DaemonConfiguration.parse(base + bad) }
+            do {
+                _ = try DaemonConfiguration.parse(base + bad)
+            } catch {
+                #expect(error.description.hasPrefix(expected), "\(error.description)")
+            }
+        }
+    }
+
     @Test func shippedExampleConfigParses() throws {
         let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/ConfigurationTests.swift", with: "config/gqlmuxd.toml")
         let c = try DaemonConfiguration.load(path: path)
