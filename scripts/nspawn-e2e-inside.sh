@@ -26,6 +26,9 @@ name=socket-start.txt record systemctl start gqlmuxd.socket
 systemctl is-active gqlmuxd.service >"$out/active-before.txt"
 sleep 0.5
 name=status-first.json record $ctl status --json
+# READY=1 is sent before the first answer, but systemd may read its notify socket a moment
+# after the client got that answer: wait (bounded) for it to say active.
+wait_until 5 '[ "$(systemctl is-active gqlmuxd.service)" = active ]'
 systemctl is-active gqlmuxd.service >"$out/active-after.txt"
 
 $ctl subscribe 'subscription { tick }' >"$out/subscription.out" 2>"$out/subscription.err" &
