@@ -27,11 +27,18 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
-        // Pure graphql-transport-ws core: messages, envelope parsing, state machine, backoff.
+        // The validating JSON scanner and the {type, id, payload} envelope both wire protocols use
+        // (upstream and local). ByteBuffer only.
+        .target(
+            name: "JSONEnvelope",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
+        // Pure graphql-transport-ws / graphql-ws core: messages, state machine, backoff.
         // Depends on NIOCore for ByteBuffer only; no sockets, no Task, clock injected.
         .target(
             name: "GraphQLTransportWS",
-            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
@@ -50,7 +57,7 @@ let package = Package(
         // Local protocol v1: line framing and encoders, shared by the daemon and the client library.
         .target(
             name: "LocalProtocol",
-            dependencies: ["GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // Local subscribe payloads checked before anything acts on them: document bounds
@@ -99,7 +106,7 @@ let package = Package(
         .target(
             name: "GQLMuxClient",
             dependencies: [
-                "LocalProtocol", "GraphQLTransportWS",
+                "LocalProtocol", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -6,7 +6,7 @@ final class ClientOperation: @unchecked Sendable {
     enum Kind: Equatable {
         case subscription
         case single
-        case admin(String)
+        case admin(LocalMessageType)
     }
 
     let kind: Kind
@@ -34,9 +34,9 @@ final class ClientOperation: @unchecked Sendable {
     func line(id: String) -> ByteBuffer {
         switch kind {
         case .subscription, .single:
-            return LocalEncode.message(type: "subscribe", id: id, payload: ByteBuffer(string: payload))
+            return LocalEncode.message(.subscribe, id: id, payload: ByteBuffer(string: payload))
         case .admin(let verb):
-            return LocalEncode.message(type: verb, id: id)
+            return LocalEncode.message(verb, id: id)
         }
     }
 }

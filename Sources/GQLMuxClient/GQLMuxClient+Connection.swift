@@ -1,5 +1,5 @@
 import Foundation
-import GraphQLTransportWS
+import JSONEnvelope
 import LocalProtocol
 import NIOCore
 import NIOPosix
@@ -68,8 +68,10 @@ extension GQLMuxClient {
         reconnectAttempt = 0
         pressuredOnConnection = fullOperations
         updateReading()
-        let hello = #"{"protocol":\#(LocalProtocol.version),"client":\#(jsonString(configuration.clientName))}"#
-        channel.write(LocalEncode.message(type: "connection_init", payload: ByteBuffer(string: hello)), promise: nil)
+        var hello = JSONObjectWriter()
+        hello.field("protocol", LocalProtocol.version)
+        hello.field("client", configuration.clientName)
+        channel.write(LocalEncode.message(.connectionInit, payload: hello.finish()), promise: nil)
         for (id, operation) in Self.inOrder(operations) {
             channel.write(operation.line(id: id), promise: nil)
         }
@@ -88,10 +90,17 @@ extension GQLMuxClient {
 
     private func scheduleReconnect() {
         guard !operations.isEmpty, !closed else { return }
-        let base = configuration.reconnectDelay.nanoseconds
-        let delay = min(configuration.maxReconnectDelay.nanoseconds, base << min(reconnectAttempt, 20))
+        let base = Self.nanoseconds(configuration.reconnectDelay)
+        let delay = min(Self.nanoseconds(configuration.maxReconnectDelay), base << min(reconnectAttempt, 20))
         reconnectAttempt += 1
         eventLoop.scheduleTask(in: .nanoseconds(delay)) { self.connectIfNeeded() }
+    }
+
+    /// Whole nanoseconds of `duration`, saturating (a delay never overflows).
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
     }
 
     func failAll(_ error: any Error) {
@@ -167,16 +176,16 @@ extension GQLMuxClient {
     func received(_ envelope: Envelope) {
         guard let id = envelope.id, let operation = operations[id] else { return }
         let payload = envelope.payload.map { String(buffer: $0) }
-        switch envelope.type {
-        case "next":
+        switch LocalMessageType(rawValue: envelope.type) {
+        case .next:
             if let payload { operation.onNext(GQLMuxResult(json: payload)) }
-        case "state":
+        case .state:
             if let state = envelope.state.flatMap(GQLMuxSubscriptionState.init(rawValue:)) { operation.onState(state) }
-        case "complete":
+        case .complete:
             operations[id] = nil
             forgetPressure(id)
             operation.onFinish(nil)
-        case "error":
+        case .error:
             let error = Self.decodeError(payload)
             if error == .shuttingDown, operation.kind == .subscription, configuration.reconnect {
                 operation.onState(.reconnecting)  // The daemon is restarting: re-subscribe later.
@@ -185,7 +194,7 @@ extension GQLMuxClient {
             operations[id] = nil
             forgetPressure(id)
             operation.onFinish(error)
-        case "status", "ok", "metrics":
+        case .status, .ok, .metrics:
             operations[id] = nil
             operation.onNext(GQLMuxResult(json: payload ?? "{}"))
             operation.onFinish(nil)
@@ -216,7 +225,7 @@ final class ClientLineHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let envelope = try? Envelope(unwrapInboundIn(data)) else { return }
-        if envelope.type == "error", envelope.id == nil {
+        if envelope.type == LocalMessageType.error.rawValue, envelope.id == nil {
             connectionError = GQLMuxClient.decodeError(envelope.payload.map { String(buffer: $0) })
             return
         }

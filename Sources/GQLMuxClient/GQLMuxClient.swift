@@ -1,5 +1,5 @@
 import Foundation
-import GraphQLTransportWS
+import JSONEnvelope
 import LocalProtocol
 import NIOConcurrencyHelpers
 import NIOCore
@@ -159,22 +159,22 @@ public final class GQLMuxClient: @unchecked Sendable {
     }
 
     /// The daemon's `status` payload as JSON text.
-    public func status() async throws -> String { try await admin("status") }
+    public func status() async throws -> String { try await admin(.status) }
 
     /// The daemon's metrics in the Prometheus text exposition format (the `metrics` verb;
     /// the same text `[metrics] listen` serves at `GET /metrics`).
     public func metrics() async throws -> String {
-        let payload = try await admin("metrics")
+        let payload = try await admin(.metrics)
         guard let text = try? JSONSerialization.jsonObject(with: Data(payload.utf8), options: [.fragmentsAllowed]) as? String else {
-            throw GQLMuxError(code: ErrorCode.badRequest, message: "the daemon's metrics answer is not a JSON string")
+            throw GQLMuxError(code: LocalErrorCode.badRequest, message: "the daemon's metrics answer is not a JSON string")
         }
         return text
     }
 
     /// Admin verbs (root, the daemon's user, or `[security] admin_uids/admin_gids`).
-    public func pause() async throws { _ = try await admin("pause") }
-    public func resume() async throws { _ = try await admin("resume") }
-    public func reload() async throws { _ = try await admin("reload") }
+    public func pause() async throws { _ = try await admin(.pause) }
+    public func resume() async throws { _ = try await admin(.resume) }
+    public func reload() async throws { _ = try await admin(.reload) }
 
     /// Closes the connection; open operations end with ``GQLMuxError/clientClosed``.
     public func close() async {
@@ -187,7 +187,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         }.get()
     }
 
-    private func admin(_ verb: String) async throws -> String {
+    private func admin(_ verb: LocalMessageType) async throws -> String {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
             let operation = ClientOperation(
                 kind: .admin(verb),
@@ -210,7 +210,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         var variablesJSON: String?
         if let variables {
             guard JSONSerialization.isValidJSONObject(variables) else {
-                throw GQLMuxError(code: ErrorCode.badRequest, message: "variables are not JSON-compatible")
+                throw GQLMuxError(code: LocalErrorCode.badRequest, message: "variables are not JSON-compatible")
             }
             let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
             variablesJSON = String(decoding: data, as: UTF8.self)

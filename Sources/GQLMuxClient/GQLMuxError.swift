@@ -1,4 +1,4 @@
-import GraphQLTransportWS
+import LocalProtocol
 
 /// An error from gqlmux or the upstream, identified by its `code`.
 ///
@@ -26,15 +26,15 @@ public struct GQLMuxError: Error, Sendable, Hashable, CustomStringConvertible {
     public static func == (lhs: GQLMuxError, rhs: GQLMuxError) -> Bool { lhs.code == rhs.code }
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
-    public static let badRequest = GQLMuxError(code: ErrorCode.badRequest)
-    public static let invalidDocument = GQLMuxError(code: ErrorCode.invalidDocument)
-    public static let duplicateID = GQLMuxError(code: ErrorCode.duplicateID)
-    public static let limitExceeded = GQLMuxError(code: ErrorCode.limitExceeded)
-    public static let forbidden = GQLMuxError(code: ErrorCode.forbidden)
-    public static let connectionLost = GQLMuxError(code: ErrorCode.connectionLost)
-    public static let upstreamClosed = GQLMuxError(code: ErrorCode.upstreamClosed)
-    public static let slowConsumer = GQLMuxError(code: ErrorCode.slowConsumer)
-    public static let shuttingDown = GQLMuxError(code: ErrorCode.shuttingDown)
+    public static let badRequest = GQLMuxError(code: LocalErrorCode.badRequest)
+    public static let invalidDocument = GQLMuxError(code: LocalErrorCode.invalidDocument)
+    public static let duplicateID = GQLMuxError(code: LocalErrorCode.duplicateID)
+    public static let limitExceeded = GQLMuxError(code: LocalErrorCode.limitExceeded)
+    public static let forbidden = GQLMuxError(code: LocalErrorCode.forbidden)
+    public static let connectionLost = GQLMuxError(code: LocalErrorCode.connectionLost)
+    public static let upstreamClosed = GQLMuxError(code: LocalErrorCode.upstreamClosed)
+    public static let slowConsumer = GQLMuxError(code: LocalErrorCode.slowConsumer)
+    public static let shuttingDown = GQLMuxError(code: LocalErrorCode.shuttingDown)
     /// The upstream answered with GraphQL errors and no code of its own.
     public static let upstreamError = GQLMuxError(code: "UPSTREAM_ERROR")
     /// The daemon's socket could not be reached (client-side).

@@ -79,36 +79,39 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         let payload = envelope.payload
-        switch envelope.type {
-        case "connection_init":
+        guard let type = LocalMessageType(rawValue: envelope.type) else {
+            return protocolError("unknown message type '\(envelope.type)'")
+        }
+        switch type {
+        case .connectionInit:
             if let payload, envelope.payloadKind == .object {
                 name = clientName(payload) ?? ""
             }
             send(daemon.connectionAck())
-        case "subscribe":
+        case .subscribe:
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'subscribe' needs a non-empty string 'id'") }
             guard let payload, envelope.payloadKind == .object else {
                 return protocolError("'subscribe' needs an object 'payload'")
             }
             subscribe(id: id, payload: payload)
-        case "complete":
+        case .complete:
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'complete' needs a non-empty string 'id'") }
             if let entry = operations.removeValue(forKey: id) {
                 daemon.fanout.unsubscribe(entry, session: self, localID: id)
                 daemon.statusChanged()
             }
-        case "ping":
-            send(LocalEncode.message(type: "pong", payload: payload))
-        case "pong":
+        case .ping:
+            send(LocalEncode.message(.pong, payload: payload))
+        case .pong:
             break
-        case "status":
-            send(LocalEncode.message(type: "status", id: envelope.id, payload: daemon.statusPayload()))
-        case "metrics":
-            send(LocalEncode.message(type: "metrics", id: envelope.id, payload: daemon.metricsPayload()))
-        case "pause", "resume", "reload":
-            admin(envelope.type, id: envelope.id)
-        default:
-            protocolError("unknown message type '\(envelope.type)'")
+        case .status:
+            send(LocalEncode.message(.status, id: envelope.id, payload: daemon.statusPayload()))
+        case .metrics:
+            send(LocalEncode.metrics(id: envelope.id, text: String(decoding: daemon.metricsText(), as: UTF8.self)))
+        case .pause, .resume, .reload:
+            admin(type, id: envelope.id)
+        case .connectionAck, .next, .error, .state, .ok:
+            protocolError("'\(envelope.type)' is sent by the daemon, not to it")
         }
     }
 
@@ -155,16 +158,16 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         daemon.statusChanged()
     }
 
-    private func admin(_ verb: String, id: String?) {
+    private func admin(_ verb: LocalMessageType, id: String?) {
         guard daemon.isAdmin(credentials) else {
-            sendError(id: id, code: LocalErrorCode.forbidden, message: "'\(verb)' is an admin verb; this peer is not an admin")
+            sendError(id: id, code: LocalErrorCode.forbidden, message: "'\(verb.rawValue)' is an admin verb; this peer is not an admin")
             return
         }
         switch verb {
-        case "pause":
+        case .pause:
             daemon.pause()
             send(LocalEncode.ok(id: id))
-        case "resume":
+        case .resume:
             daemon.resume()
             send(LocalEncode.ok(id: id))
         default:

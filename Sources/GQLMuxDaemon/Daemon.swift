@@ -287,30 +287,51 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Status
 
     func connectionAck() -> ByteBuffer {
-        let state = pool.stateOnLoop.name
-        return LocalEncode.message(
-            type: "connection_ack",
-            payload: ByteBuffer(string: #"{"protocol":\#(LocalProtocol.version),"server":"gqlmuxd/\#(Self.version)","upstream":"\#(state)"}"#)
-        )
+        LocalEncode.connectionAck(upstreamState: pool.stateOnLoop.name)
     }
 
     /// Local operations across every client.
     private var localOperationCount: Int { sessions.values.reduce(0) { $0 + $1.operations.count } }
 
+    /// The `status` answer (DESIGN.md section 4: at least upstream.state, upstream.url,
+    /// upstream.reconnects, clients, subscriptions.local/upstream, messages.in/out).
     func statusPayload() -> ByteBuffer {
         let state = pool.stateOnLoop
-        let local = localOperationCount
-        let connections = pool.connectionsOnLoop.map { c in
-            #"{"id":\#(c.index),"state":"\#(c.state.name)","operations":\#(c.operations),"protocol":"\#(c.wire.rawValue)","detail":\#(jsonString(Self.describe(c.state)))}"#
+        let connections = pool.connectionsOnLoop
+        var status = JSONObjectWriter()
+        status.field("version", Self.version)
+        status.field("upstream") { upstream in
+            upstream.field("state", state.name)
+            upstream.field("url", configuration.upstream.url.description)
+            upstream.field("protocol", pool.primary.protocolOnLoop.rawValue)
+            upstream.field(
+                "connections",
+                objects: connections.map { c in
+                    { object in
+                        object.field("id", c.index)
+                        object.field("state", c.state.name)
+                        object.field("operations", c.operations)
+                        object.field("protocol", c.wire.rawValue)
+                        object.field("detail", Self.describe(c.state))
+                    }
+                }
+            )
+            upstream.field("httpURL", configuration.upstream.httpURL?.description)
+            upstream.field("reconnects", pool.reconnectCountOnLoop)
+            upstream.field("detail", Self.describe(state))
         }
-        let json = """
-            {"version":"\(Self.version)","upstream":{"state":"\(state.name)","url":\(jsonString(configuration.upstream.url.description)),\
-            "protocol":"\(pool.primary.protocolOnLoop.rawValue)","connections":[\(connections.joined(separator: ","))],"httpURL":\(configuration.upstream.httpURL.map { jsonString($0.description) } ?? "null"),\
-            "reconnects":\(pool.reconnectCountOnLoop),"detail":\(jsonString(Self.describe(state)))},\
-            "reloadError":\(reloadError.map(jsonString) ?? "null"),"metrics":\(metricsAddress.map(jsonString) ?? "null"),"clients":\(sessions.count),"subscriptions":{"local":\(local),"upstream":\(fanout.upstreamCount)},\
-            "messages":{"in":\(fanout.messagesIn),"out":\(fanout.messagesOut)}}
-            """
-        return ByteBuffer(string: json)
+        status.field("reloadError", reloadError)
+        status.field("metrics", metricsAddress)
+        status.field("clients", sessions.count)
+        status.field("subscriptions") { subscriptions in
+            subscriptions.field("local", localOperationCount)
+            subscriptions.field("upstream", fanout.upstreamCount)
+        }
+        status.field("messages") { messages in
+            messages.field("in", fanout.messagesIn)
+            messages.field("out", fanout.messagesOut)
+        }
+        return status.finish()
     }
 
     /// The Prometheus text exposition (DESIGN.md section 8). On the loop.
@@ -325,13 +346,6 @@ package final class Daemon: @unchecked Sendable {
                 deliveries: fanout.messagesOut
             )
         )
-    }
-
-    /// The `metrics` verb's payload: the exposition as one JSON string.
-    func metricsPayload() -> ByteBuffer {
-        var buffer = ByteBuffer()
-        buffer.writeJSONString(String(decoding: metricsText(), as: UTF8.self))
-        return buffer
     }
 
     /// The one-line status operators see (sd_notify STATUS=).

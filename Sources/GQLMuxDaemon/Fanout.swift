@@ -159,7 +159,7 @@ final class Fanout: @unchecked Sendable {
         case .completed, .cancelled:
             return LocalEncode.complete(id: localID)
         case .error(.upstream(let payload)):
-            return LocalEncode.message(type: "error", id: localID, payload: payload)
+            return LocalEncode.message(.error, id: localID, payload: payload)
         case .error(.local(let code, let message, let closeCode, let closeReason)):
             var extra: [(String, String)] = []
             if let closeCode { extra.append(("closeCode", "\(closeCode)")) }

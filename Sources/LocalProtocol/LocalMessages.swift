@@ -1,4 +1,4 @@
-import GraphQLTransportWS
+import JSONEnvelope
 import NIOCore
 
 /// Local protocol v1 (DESIGN.md section 4): one JSON object per line.
@@ -9,9 +9,45 @@ package enum LocalProtocol {
     package static let defaultSocketPath = "/run/gqlmux/gqlmux.sock"
 }
 
-/// Error codes the daemon makes (DESIGN.md section 4); defined with the transport, which
-/// makes some of them.
-package typealias LocalErrorCode = ErrorCode
+/// The error codes of the local protocol (DESIGN.md section 4), in `extensions.code`. The
+/// daemon maps the transport's failures onto them; nothing below this layer knows them.
+package enum LocalErrorCode {
+    package static let badRequest = "BAD_REQUEST"
+    package static let invalidDocument = "INVALID_DOCUMENT"
+    package static let duplicateID = "DUPLICATE_ID"
+    package static let limitExceeded = "LIMIT_EXCEEDED"
+    package static let forbidden = "FORBIDDEN"
+    package static let connectionLost = "CONNECTION_LOST"
+    package static let upstreamClosed = "UPSTREAM_CLOSED"
+    package static let slowConsumer = "SLOW_CONSUMER"
+    package static let shuttingDown = "SHUTTING_DOWN"
+
+    /// Every code above, for metrics and documentation.
+    package static let all = [
+        badRequest, invalidDocument, duplicateID, limitExceeded, forbidden, connectionLost, upstreamClosed, slowConsumer, shuttingDown,
+    ]
+}
+
+/// Every message type of the local protocol, both directions (DESIGN.md section 4).
+package enum LocalMessageType: String, Sendable, CaseIterable {
+    // Client → daemon.
+    case connectionInit = "connection_init"
+    case subscribe
+    case ping
+    case pause, resume, reload
+    // Daemon → client.
+    case connectionAck = "connection_ack"
+    case next
+    case error
+    case state
+    case pong
+    case ok
+    // Both: `complete` stops (client) or ends (daemon) an operation; `status` and `metrics`
+    // ask (client) and answer (daemon).
+    case complete
+    case status
+    case metrics
+}
 
 /// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
 package enum LocalEncode {
@@ -29,7 +65,7 @@ package enum LocalEncode {
 
     package static func error(id: String?, code: String, message: String, extra: [(String, String)] = []) -> ByteBuffer {
         var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"error""#)
+        b.writeStaticString(#"{"type":"error""#)  // LocalMessageType.error
         if let id {
             b.writeStaticString(#","id":"#)
             b.writeJSONString(id)
@@ -50,7 +86,7 @@ package enum LocalEncode {
 
     /// `{"type":"complete","id":ID}`
     package static func complete(id: String) -> ByteBuffer {
-        message(type: "complete", id: id)
+        message(.complete, id: id)
     }
 
     package static func state(id: String, _ state: String) -> ByteBuffer {
@@ -65,15 +101,31 @@ package enum LocalEncode {
 
     /// `{"type":"ok","id":ID}` (no `id` when the request had none)
     package static func ok(id: String?) -> ByteBuffer {
-        message(type: "ok", id: id)
+        message(.ok, id: id)
     }
 
-    /// `type` with an optional id and raw JSON payload: pong, status, connection_ack, an
-    /// upstream `error` passed through unchanged, and the client library's requests.
-    package static func message(type: String, id: String? = nil, payload: ByteBuffer? = nil) -> ByteBuffer {
+    /// `type` with an optional id and raw JSON payload: pong, status, metrics, an upstream
+    /// `error` passed through unchanged, and the client library's requests.
+    package static func message(_ type: LocalMessageType, id: String? = nil, payload: ByteBuffer? = nil) -> ByteBuffer {
         var b = ByteBuffer()
-        b.writeEnvelope(type: type, id: id, payload: payload)
+        b.writeEnvelope(type: type.rawValue, id: id, payload: payload)
         b.writeStaticString("\n")
         return b
+    }
+
+    /// `connection_ack` with `{"protocol":1,"server":"gqlmuxd/VERSION","upstream":STATE}`.
+    package static func connectionAck(upstreamState: String) -> ByteBuffer {
+        var payload = JSONObjectWriter()
+        payload.field("protocol", LocalProtocol.version)
+        payload.field("server", "gqlmuxd/\(LocalProtocol.release)")
+        payload.field("upstream", upstreamState)
+        return message(.connectionAck, payload: payload.finish())
+    }
+
+    /// The `metrics` answer: the exposition text as one JSON string.
+    package static func metrics(id: String?, text: String) -> ByteBuffer {
+        var payload = ByteBuffer()
+        payload.writeJSONString(text)
+        return message(.metrics, id: id, payload: payload)
     }
 }
