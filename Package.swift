@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "RequestValidation",
             dependencies: [
-                "GraphQLTransportWS",
+                "GraphQLTransportWS", "LocalProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "GraphQL", package: "GraphQL"),
             ],

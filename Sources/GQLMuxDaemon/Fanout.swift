@@ -138,7 +138,7 @@ final class Fanout: @unchecked Sendable {
             }
             if case .error(let error) = finish {
                 var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID]
-                if case .local(let code, _, _, _) = error { fields["GQLMUX_ERROR_CODE"] = code }
+                if case .transport(let failure) = error { fields["GQLMUX_ERROR_CODE"] = Self.localError(failure).code }
                 metrics.errorSent(code: fields["GQLMUX_ERROR_CODE"] ?? "upstream", count: subscribers.count)
                 events.emit(
                     .operationError, fields,
@@ -160,11 +160,24 @@ final class Fanout: @unchecked Sendable {
             return LocalEncode.complete(id: localID)
         case .error(.upstream(let payload)):
             return LocalEncode.message(.error, id: localID, payload: payload)
-        case .error(.local(let code, let message, let closeCode, let closeReason)):
+        case .error(.transport(let failure)):
+            let local = localError(failure)
+            return LocalEncode.error(id: localID, code: local.code, message: local.message, extra: local.extra)
+        }
+    }
+
+    /// The transport's failure in the local protocol's words (DESIGN.md section 4).
+    static func localError(_ failure: TransportFailure) -> (code: String, message: String, extra: [(String, String)]) {
+        switch failure {
+        case .connectionLost(let reason):
+            return (LocalErrorCode.connectionLost, reason, [])
+        case .upstreamClosed(let message, let closeCode, let closeReason):
             var extra: [(String, String)] = []
             if let closeCode { extra.append(("closeCode", "\(closeCode)")) }
-            if let closeReason { extra.append(("closeReason", jsonString(closeReason))) }
-            return LocalEncode.error(id: localID, code: code, message: message, extra: extra)
+            extra.append(("closeReason", jsonString(closeReason)))
+            return (LocalErrorCode.upstreamClosed, message, extra)
+        case .shutDown:
+            return (LocalErrorCode.shuttingDown, "gqlmuxd is shutting down", [])
         }
     }
 

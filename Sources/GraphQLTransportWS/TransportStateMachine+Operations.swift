@@ -10,7 +10,7 @@ extension TransportStateMachine {
         let id = makeOperationID()
         var actions: [TransportAction] = []
         if phase == .shutDown {
-            actions.append(.operation(id: id, .finished(.error(.local(code: ErrorCode.shuttingDown, message: "gqlmuxd is shutting down")))))
+            actions.append(.operation(id: id, .finished(.error(.transport(.shutDown)))))
             return (id, actions)
         }
         operations[id] = Operation(kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
@@ -81,7 +81,7 @@ extension TransportStateMachine {
             ? "\(cause); reconnection is disabled"
             : "\(cause); gave up after \(options.backoff.maxAttempts) attempts"
         for id in sortedIDs() {
-            finish(id, .error(.local(code: ErrorCode.connectionLost, message: reason)), into: &actions)
+            finish(id, .error(.transport(.connectionLost(reason: reason))), into: &actions)
         }
         setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
     }
@@ -95,15 +95,15 @@ extension TransportStateMachine {
                 operations[id]?.sentOn = nil
                 if op.state == .active { setState(id, .reconnecting, into: &actions) }
             } else if op.sentOn != nil {
-                finish(id, .error(.local(code: ErrorCode.connectionLost, message: "upstream connection lost; the operation was not retried")), into: &actions)
+                finish(id, .error(.transport(.connectionLost(reason: "upstream connection lost; the operation was not retried"))), into: &actions)
             }
         }
     }
 
     /// Ends queries and mutations that are in flight or queued (pause).
-    mutating func terminateSingles(code: String, message: String, into actions: inout [TransportAction]) {
+    mutating func terminateSingles(_ failure: TransportFailure, into actions: inout [TransportAction]) {
         for id in sortedIDs() where operations[id]?.kind.survivesReconnect == false {
-            finish(id, .error(.local(code: code, message: message)), into: &actions)
+            finish(id, .error(.transport(failure)), into: &actions)
         }
         for id in operations.keys { operations[id]?.sentOn = nil }
     }
@@ -116,7 +116,7 @@ extension TransportStateMachine {
             closeCode.map { "upstream closed the connection with \($0)" + (reason.isEmpty ? "" : ": \(reason)") }
             ?? "upstream refused the connection: \(reason)"
         for id in sortedIDs() {
-            finish(id, .error(.local(code: ErrorCode.upstreamClosed, message: message, closeCode: closeCode, closeReason: reason)), into: &actions)
+            finish(id, .error(.transport(.upstreamClosed(message: message, closeCode: closeCode, closeReason: reason))), into: &actions)
         }
         setPhase(.failed, .failed(closeCode: closeCode, reason: reason), into: &actions)
     }

@@ -54,7 +54,7 @@ extension TransportStateMachine {
         let message =
             "quarantined: the upstream closed the connection (\(code)\(reason.isEmpty ? "" : " \(reason)")) "
             + "right after this operation was sent; it is not sent again"
-        finish(id, .error(.local(code: ErrorCode.upstreamClosed, message: message, closeCode: closeCode ?? 1006, closeReason: reason)), into: &actions)
+        finish(id, .error(.transport(.upstreamClosed(message: message, closeCode: closeCode ?? 1006, closeReason: reason))), into: &actions)
     }
 
     /// Sends the first probation group, if any, as a trial on the current connection.

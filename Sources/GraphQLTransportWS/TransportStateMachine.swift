@@ -144,7 +144,7 @@ package struct TransportStateMachine {
         guard phase != .paused, phase != .shutDown else { return [] }
         var actions: [TransportAction] = []
         closeCurrent(code: 1000, reason: "paused", into: &actions)
-        terminateSingles(code: ErrorCode.connectionLost, message: "upstream paused", into: &actions)
+        terminateSingles(.connectionLost(reason: "upstream paused"), into: &actions)
         for id in sortedIDs() { setState(id, .paused, into: &actions) }
         setPhase(.paused, .paused, into: &actions)
         return actions
@@ -200,7 +200,7 @@ package struct TransportStateMachine {
         }
         closeCurrent(code: 1000, reason: "shutting down", into: &actions)
         for id in sortedIDs() {
-            finish(id, .error(.local(code: ErrorCode.shuttingDown, message: "gqlmuxd is shutting down")), into: &actions)
+            finish(id, .error(.transport(.shutDown)), into: &actions)
         }
         setPhase(.shutDown, .shutDown, into: &actions)
         return actions

@@ -50,30 +50,24 @@ package enum OperationFinish: Sendable, Equatable {
     case error(OperationError)
 }
 
-/// The error codes gqlmux makes (contract: DESIGN.md section 4).
-package enum ErrorCode {
-    package static let badRequest = "BAD_REQUEST"
-    package static let invalidDocument = "INVALID_DOCUMENT"
-    package static let duplicateID = "DUPLICATE_ID"
-    package static let limitExceeded = "LIMIT_EXCEEDED"
-    package static let forbidden = "FORBIDDEN"
-    package static let connectionLost = "CONNECTION_LOST"
-    package static let upstreamClosed = "UPSTREAM_CLOSED"
-    package static let slowConsumer = "SLOW_CONSUMER"
-    package static let shuttingDown = "SHUTTING_DOWN"
+/// Why the transport (not the server) ended an operation. The layer above names these in its
+/// own protocol (the daemon: `CONNECTION_LOST`, `UPSTREAM_CLOSED`, `SHUTTING_DOWN`).
+package enum TransportFailure: Sendable, Equatable {
+    /// The connection was lost (or paused) with the operation sent: it is never sent again.
+    case connectionLost(reason: String)
+    /// The upstream ended it: a close code that stops reconnection (4401, 4403, …), a
+    /// graphql-ws `connection_error` (`closeCode` nil), or quarantine after repeated blame.
+    case upstreamClosed(message: String, closeCode: UInt16?, closeReason: String)
+    /// The transport is shutting down.
+    case shutDown
 }
 
 /// A terminal error of one operation.
 package enum OperationError: Sendable, Equatable {
     /// The server's `error` payload (an array of GraphQL errors), exactly as received.
     case upstream(ByteBuffer)
-    /// Made by gqlmux. `code` is one of DESIGN.md's codes (`CONNECTION_LOST`, `UPSTREAM_CLOSED`, …).
-    case local(code: String, message: String, closeCode: UInt16? = nil, closeReason: String? = nil)
-
-    package var code: String? {
-        if case .local(let code, _, _, _) = self { return code }
-        return nil
-    }
+    /// Made by the transport.
+    case transport(TransportFailure)
 }
 
 /// What happened to one operation.

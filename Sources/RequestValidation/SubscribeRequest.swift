@@ -1,6 +1,7 @@
 import Foundation
 import GraphQL
 import GraphQLTransportWS
+import LocalProtocol
 import NIOCore
 
 /// A validated local `subscribe` payload: its operation type, its dedup key, and the
@@ -48,7 +49,7 @@ package struct SubscribeRequest {
         do {
             members = try payload.withUnsafeReadableBytes { bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }
         } catch {
-            throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload must be a JSON object")
+            throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload must be a JSON object")
         }
         let raw = { (member: JSONMember) in
             payload.getString(at: payload.readerIndex + member.range.lowerBound, length: member.range.count) ?? ""
@@ -66,40 +67,40 @@ package struct SubscribeRequest {
             case ("extensions", .object), ("extensions", .null):
                 extensions = canonicalJSON(raw(member))
             case ("query", _), ("operationName", _), ("variables", _), ("extensions", _):
-                throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload field '\(member.key)' has the wrong type")
+                throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload field '\(member.key)' has the wrong type")
             default:
                 continue
             }
         }
-        guard let query else { throw Invalid(code: ErrorCode.badRequest, message: "subscribe payload needs a string 'query'") }
+        guard let query else { throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload needs a string 'query'") }
         var tokenText: [UInt8]? = []
         do {
             _ = try DocumentBounds.check(query, maxTokens: limits.maxTokens, maxDepth: limits.maxDepth, tokenText: &tokenText)
         } catch {
             switch error {
             case .tokens(let limit):
-                throw Invalid(code: ErrorCode.limitExceeded, message: "document has more than max_document_tokens (\(limit)) tokens")
+                throw Invalid(code: LocalErrorCode.limitExceeded, message: "document has more than max_document_tokens (\(limit)) tokens")
             case .depth(let limit):
-                throw Invalid(code: ErrorCode.limitExceeded, message: "document nests deeper than max_document_depth (\(limit))")
+                throw Invalid(code: LocalErrorCode.limitExceeded, message: "document nests deeper than max_document_depth (\(limit))")
             }
         }
         let document: Document
         do {
             document = try GraphQL.parse(source: query, noLocation: true)
         } catch {
-            throw Invalid(code: ErrorCode.invalidDocument, message: "\(error)".split(separator: "\n").first.map(String.init) ?? "syntax error")
+            throw Invalid(code: LocalErrorCode.invalidDocument, message: "\(error)".split(separator: "\n").first.map(String.init) ?? "syntax error")
         }
         let operations = document.definitions.compactMap { $0 as? OperationDefinition }
         let selected: OperationDefinition
         if let operationName {
             guard let match = operations.first(where: { $0.name?.value == operationName }) else {
-                throw Invalid(code: ErrorCode.invalidDocument, message: "no operation named '\(operationName)' in the document")
+                throw Invalid(code: LocalErrorCode.invalidDocument, message: "no operation named '\(operationName)' in the document")
             }
             selected = match
         } else {
             guard operations.count == 1 else {
                 throw Invalid(
-                    code: ErrorCode.invalidDocument,
+                    code: LocalErrorCode.invalidDocument,
                     message: operations.isEmpty ? "the document has no operation" : "the document has several operations: set operationName"
                 )
             }

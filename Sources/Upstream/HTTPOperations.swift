@@ -116,7 +116,7 @@ package final class HTTPOperations: @unchecked Sendable {
                 for update in Self.updates(for: response, url: url) { handler(update) }
             case .failure(let error):
                 let message = "\(url): \(describe(error)); the operation was not retried"
-                handler(.finished(.error(.local(code: ErrorCode.connectionLost, message: message))))
+                handler(.finished(.error(.transport(.connectionLost(reason: message)))))
             }
         }
         return id

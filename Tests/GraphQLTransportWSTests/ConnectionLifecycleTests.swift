@@ -132,7 +132,7 @@ import Testing
             h.advance(ms: 60_000)
         }
         #expect(h.log.connects == 3)
-        #expect(h.log.finish(id)?.errorCode == "CONNECTION_LOST")
+        #expect(h.log.finish(id)?.failure == "connectionLost")
         guard case .failed = h.machine.connectionState else {
             Issue.record("expected failed, got \(h.machine.connectionState)")
             return
@@ -147,7 +147,7 @@ import Testing
         h.serverClose(1006)
         h.advance(ms: 600_000)
         #expect(h.log.connects == 1)
-        #expect(h.log.finish(id)?.errorCode == "CONNECTION_LOST")
+        #expect(h.log.finish(id)?.failure == "connectionLost")
     }
 
     @Test(arguments: [UInt16(4401), 4403, 4406])
@@ -160,7 +160,7 @@ import Testing
         h.advance(ms: 3_600_000)
         #expect(h.log.connects == 1)
         #expect(h.machine.connectionState == .failed(closeCode: code, reason: "Forbidden"))
-        guard case .error(.local("UPSTREAM_CLOSED", _, let closeCode, let reason)) = h.log.finish(id) else {
+        guard case .error(.transport(.upstreamClosed(_, let closeCode, let reason))) = h.log.finish(id) else {
             Issue.record("expected UPSTREAM_CLOSED")
             return
         }
@@ -210,8 +210,13 @@ import Testing
 }
 
 extension OperationFinish {
-    var errorCode: String? {
-        if case .error(let e) = self { return e.code }
-        return nil
+    /// The kind of transport failure that ended it, by name.
+    var failure: String? {
+        switch self {
+        case .error(.transport(.connectionLost)): "connectionLost"
+        case .error(.transport(.upstreamClosed)): "upstreamClosed"
+        case .error(.transport(.shutDown)): "shutDown"
+        default: nil
+        }
     }
 }

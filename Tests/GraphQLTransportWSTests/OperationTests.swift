@@ -13,8 +13,8 @@ import Testing
         let query = h.subscribe(.query, "{ hello }")
         h.advance(ms: 1_500)  // past the blame window: the drop is nobody's fault
         h.serverClose(1006)
-        #expect(h.log.finish(mutation)?.errorCode == "CONNECTION_LOST")
-        #expect(h.log.finish(query)?.errorCode == "CONNECTION_LOST")
+        #expect(h.log.finish(mutation)?.failure == "connectionLost")
+        #expect(h.log.finish(query)?.failure == "connectionLost")
         h.advance(ms: 1_000)
         let resent = h.connectAndAck().sentTexts.filter { $0.contains(#""type":"subscribe""#) }
         #expect(resent.count == 1)
@@ -110,7 +110,7 @@ import Testing
         let bad = h.subscribe(.subscription, "subscription { tick(")
         h.advance(ms: 200)
         h.serverClose(4400, "Syntax Error")
-        guard case .error(.local("UPSTREAM_CLOSED", _, 4400, _)) = h.log.finish(bad) else {
+        guard case .error(.transport(.upstreamClosed(_, 4400, _))) = h.log.finish(bad) else {
             Issue.record("bad subscribe was not blamed")
             return
         }
@@ -140,7 +140,7 @@ import Testing
         let paused = h.record(h.machine.pause(now: h.now))
         #expect(paused.closes == [1000])
         #expect(paused.operationStates(sub) == [.paused])
-        #expect(paused.finish(query)?.errorCode == "CONNECTION_LOST")
+        #expect(paused.finish(query)?.failure == "connectionLost")
         #expect(h.advance(ms: 3_600_000).connects == 0)
         let late = h.subscribe()
         #expect(h.machine.state(of: late) == .paused)

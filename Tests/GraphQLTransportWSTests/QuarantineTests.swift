@@ -21,11 +21,10 @@ import Testing
         let poison = h.subscribe(.subscription, "subscription { poison }")
         h.advance(ms: 50)
         let closed = h.serverClose(code, "bad")
-        guard case .error(.local(let errorCode, let message, let closeCode, _)) = closed.finish(poison) else {
+        guard case .error(.transport(.upstreamClosed(let message, let closeCode, _))) = closed.finish(poison) else {
             Issue.record("poison not finished: \(closed)")
             return
         }
-        #expect(errorCode == "UPSTREAM_CLOSED")
         #expect(closeCode == code)
         #expect(message.contains("quarantined"))
         #expect(closed.events.contains(.quarantined(id: poison, closeCode: code)))
@@ -53,7 +52,7 @@ import Testing
         #expect(back.sentTexts.filter { $0.contains(#""type":"subscribe""#) }.count == 2)
         #expect(back.sentTexts.last?.contains(#""id":"\#(suspect)""#) == true)
         let second = h.serverClose(nil, "connection lost (1006)")
-        #expect(second.finish(suspect)?.errorCode == "UPSTREAM_CLOSED")
+        #expect(second.finish(suspect)?.failure == "upstreamClosed")
         #expect(h.machine.state(of: good) == .reconnecting)
         h.advance(ms: 2_000)
         let again = h.connectAndAck()

@@ -67,7 +67,7 @@ import TestUpstream
         try await withStrawberry(token: "wrong") { server, transport, recorder in
             _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "s")).get()
             await eventually("failed with 4403") { recorder.finish("s") != nil }
-            guard case .error(.local("UPSTREAM_CLOSED", _, 4403, _)) = recorder.finish("s") else {
+            guard case .error(.transport(.upstreamClosed(_, 4403, _))) = recorder.finish("s") else {
                 Issue.record("expected UPSTREAM_CLOSED 4403, got \(String(describing: recorder.finish("s")))")
                 return
             }
@@ -83,7 +83,7 @@ import TestUpstream
             try await Task.sleep(for: .milliseconds(1100))
             _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#), handler: recorder.handler(for: "bad")).get()
             await eventually("bad finished") { recorder.finish("bad") != nil }
-            let closeCode: UInt16? = if case .error(.local(_, _, let code, _)) = recorder.finish("bad") { code } else { nil }
+            let closeCode: UInt16? = if case .error(.transport(.upstreamClosed(_, let code, _))) = recorder.finish("bad") { code } else { nil }
             let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }
             // strawberry closes the whole connection with 4400; gqlmux blames the new subscribe.
             #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")

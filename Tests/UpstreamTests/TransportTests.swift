@@ -91,7 +91,7 @@ import Testing
         await eventually("active") { rig.recorder.states("s").last == .active }
         await rig.server.closeAll(code: code, reason: "nope")
         await eventually("finished") { rig.recorder.finish("s") != nil }
-        guard case .error(.local("UPSTREAM_CLOSED", _, code, "nope")) = rig.recorder.finish("s") else {
+        guard case .error(.transport(.upstreamClosed(_, code, "nope"))) = rig.recorder.finish("s") else {
             Issue.record("unexpected finish \(String(describing: rig.recorder.finish("s")))")
             return
         }
@@ -143,7 +143,7 @@ import Testing
             Issue.record("mutation not finished with an error")
             return
         }
-        #expect(error.code == "CONNECTION_LOST")
+        #expect(error == .transport(.connectionLost(reason: "upstream connection lost; the operation was not retried")))
         await eventually("subscription back") { rig.recorder.states("s").last == .active && rig.recorder.states("s").count == 4 }
         try await Task.sleep(for: .milliseconds(200))
         #expect(await rig.server.currentStats.mutations == 1)
