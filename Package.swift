@@ -1,9 +1,12 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
 
-let strict: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-]
+/// Every target of ours. `.ci/run` sets GQLMUX_WARNINGS_AS_ERRORS=1 so a warning fails the
+/// build (only our modules: the dependencies' warnings are not ours to fix).
+let strict: [SwiftSetting] =
+    [.enableUpcomingFeature("ExistentialAny")]
+    + (ProcessInfo.processInfo.environment["GQLMUX_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : [])
 
 let package = Package(
     name: "gqlmux",

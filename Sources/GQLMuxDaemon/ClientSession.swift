@@ -124,7 +124,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         }
         guard operations.count < daemon.configuration.limits.maxOperationsPerClient else {
             daemon.events.emit(
-                .limitExceeded, fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
+                .limitExceeded,
+                fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
                 message: "max_operations_per_client reached (\(peerDescription))"
             )
             sendError(
@@ -146,12 +147,16 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         } catch {
             let limits = daemon.configuration.connections
             daemon.events.emit(
-                .limitExceeded, fields(["GQLMUX_LIMIT": "max_connections"]),
-                message: "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
+                .limitExceeded,
+                fields(["GQLMUX_LIMIT": "max_connections"]),
+                message:
+                    "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
             )
             sendError(
-                id: id, code: LocalErrorCode.limitExceeded,
-                message: "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
+                id: id,
+                code: LocalErrorCode.limitExceeded,
+                message:
+                    "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
             )
             return
         }

@@ -92,7 +92,11 @@ package final class Daemon: @unchecked Sendable {
         }
         var fields = ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes"]
         if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
-        events.emit(.started, fields, message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)" + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? ""))
+        events.emit(
+            .started,
+            fields,
+            message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)" + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "")
+        )
         eventLoop.execute { self.pool.start() }
         statusChanged()
     }
@@ -154,12 +158,13 @@ package final class Daemon: @unchecked Sendable {
         events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
         try? await serverChannel?.close()
         try? await metricsChannel?.close()
-        let closes: [EventLoopFuture<Void>] = (try? await eventLoop.submit {
-            self.fanout.http?.shutdownOnLoop()
-            let sessions = Array(self.sessions.values)
-            for session in sessions { session.shutDown() }
-            return sessions.map { $0.channel.closeFuture }
-        }.get()) ?? []
+        let closes: [EventLoopFuture<Void>] =
+            (try? await eventLoop.submit {
+                self.fanout.http?.shutdownOnLoop()
+                let sessions = Array(self.sessions.values)
+                for session in sessions { session.shutDown() }
+                return sessions.map { $0.channel.closeFuture }
+            }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
         try? await eventLoop.flatSubmit { self.pool.shutdown() }.get()
         if ownsSocketFile { unlink(configuration.socketPath) }
@@ -361,7 +366,8 @@ package final class Daemon: @unchecked Sendable {
         case .connected:
             let count = pool.members.count
             let over = count > 1 ? " over \(count) connections" : ""
-            return "connected to \(configuration.upstream.url); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream\(over))"
+            return
+                "connected to \(configuration.upstream.url); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream\(over))"
         default:
             return Self.describe(state)
         }
@@ -422,7 +428,8 @@ package final class Daemon: @unchecked Sendable {
             metrics.reconnected(connection: connection, at: .now)
             let wire = transport.protocolOnLoop.rawValue
             events.emit(
-                .reconnected, ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)", "GQLMUX_PROTOCOL": wire],
+                .reconnected,
+                ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)", "GQLMUX_PROTOCOL": wire],
                 message: "reconnected to \(url) (\(wire))"
             )
         case .disconnected(let code, let reason):
@@ -437,7 +444,8 @@ package final class Daemon: @unchecked Sendable {
         case .quarantined(let id, let code):
             let closeCode = code.map(String.init) ?? "1006"
             events.emit(
-                .quarantined, ["GQLMUX_OPERATION_ID": id, "GQLMUX_CLOSE_CODE": closeCode],
+                .quarantined,
+                ["GQLMUX_OPERATION_ID": id, "GQLMUX_CLOSE_CODE": closeCode],
                 message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)) right after it was sent; not sent again"
             )
         }

@@ -55,19 +55,37 @@ final class DaemonMetrics {
         clients = registry.makeGauge(descriptor: Self.describe("gqlmux_clients", "Connected local clients"))
         var connections: [String: Gauge] = [:]
         for state in Self.connectionStates {
-            connections[state] = registry.makeGauge(descriptor: Self.describe("gqlmux_upstream_connections", "Upstream WebSocket connections by state"), labels: [("state", state)])
+            connections[state] = registry.makeGauge(
+                descriptor: Self.describe("gqlmux_upstream_connections", "Upstream WebSocket connections by state"),
+                labels: [("state", state)]
+            )
         }
         self.connections = connections
-        messagesReceived = registry.makeCounter(descriptor: Self.describe("gqlmux_messages_received_total", "Subscription results (next) received from the upstream"))
+        messagesReceived = registry.makeCounter(
+            descriptor: Self.describe("gqlmux_messages_received_total", "Subscription results (next) received from the upstream")
+        )
         deliveries = registry.makeCounter(descriptor: Self.describe("gqlmux_deliveries_total", "Subscription results written to local clients"))
-        slowConsumers = registry.makeCounter(descriptor: Self.describe("gqlmux_slow_consumer_disconnects_total", "Local clients cut for falling behind (client_buffer_bytes or total_buffer_bytes)"))
-        reconnectDuration = registry.makeDurationHistogram(descriptor: Self.describe("gqlmux_reconnect_duration_seconds", "Time from losing the upstream connection to the next connection_ack"),
-            buckets: [.milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300)])
+        slowConsumers = registry.makeCounter(
+            descriptor: Self.describe(
+                "gqlmux_slow_consumer_disconnects_total",
+                "Local clients cut for falling behind (client_buffer_bytes or total_buffer_bytes)"
+            )
+        )
+        reconnectDuration = registry.makeDurationHistogram(
+            descriptor: Self.describe("gqlmux_reconnect_duration_seconds", "Time from losing the upstream connection to the next connection_ack"),
+            buckets: [
+                .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+                .seconds(300),
+            ]
+        )
         for code in Self.errorCodes { _ = errorCounter(code) }
     }
 
     private func errorCounter(_ code: String) -> Counter {
-        registry.makeCounter(descriptor: Self.describe("gqlmux_errors_total", "error messages sent to local clients, by code (upstream: GraphQL errors passed through)"), labels: [("code", code)])
+        registry.makeCounter(
+            descriptor: Self.describe("gqlmux_errors_total", "error messages sent to local clients, by code (upstream: GraphQL errors passed through)"),
+            labels: [("code", code)]
+        )
     }
 
     // MARK: - Events
@@ -85,7 +103,10 @@ final class DaemonMetrics {
     /// A reconnect was scheduled for `cause` (the transport's words, see `ReconnectCause`).
     func reconnectScheduled(cause: String) {
         let classified = ReconnectCause(cause)
-        registry.makeCounter(descriptor: Self.describe("gqlmux_reconnects_total", "Reconnects scheduled, by cause and close code (none: no WebSocket was open)"), labels: [("cause", classified.cause), ("close_code", classified.closeCode)]).increment()
+        registry.makeCounter(
+            descriptor: Self.describe("gqlmux_reconnects_total", "Reconnects scheduled, by cause and close code (none: no WebSocket was open)"),
+            labels: [("cause", classified.cause), ("close_code", classified.closeCode)]
+        ).increment()
     }
 
     func connectionLost(connection: Int, at now: ContinuousClock.Instant) {

@@ -1,8 +1,9 @@
+import LocalProtocol
+import NIOCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import LocalProtocol
-import NIOCore
 
 /// The memory budget: `[limits] total_buffer_bytes` bounds the bytes waiting to be written to
 /// all local clients together (each is also bounded by `client_buffer_bytes`). Over the budget,
@@ -28,7 +29,8 @@ extension Fanout {
             events.emit(
                 .memoryBudget,
                 victim.fields(["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_BUFFERED_BYTES": "\(behind)"]),
-                message: "total_buffer_bytes (\(totalBufferBytes)) exceeded; disconnecting the client furthest behind (\(behind) bytes, \(victim.peerDescription))"
+                message:
+                    "total_buffer_bytes (\(totalBufferBytes)) exceeded; disconnecting the client furthest behind (\(behind) bytes, \(victim.peerDescription))"
             )
             victim.fail(code: LocalErrorCode.slowConsumer, "client fell furthest behind when the daemon's total_buffer_bytes was exceeded", force: true)
             totalBuffered -= behind

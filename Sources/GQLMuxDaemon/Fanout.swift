@@ -141,7 +141,8 @@ final class Fanout: @unchecked Sendable {
                 if case .transport(let failure) = error { fields["GQLMUX_ERROR_CODE"] = Self.localError(failure).code }
                 metrics.errorSent(code: fields["GQLMUX_ERROR_CODE"] ?? "upstream", count: subscribers.count)
                 events.emit(
-                    .operationError, fields,
+                    .operationError,
+                    fields,
                     message: "upstream operation \(entry.upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")
                 )
             } else if finish == .completed {

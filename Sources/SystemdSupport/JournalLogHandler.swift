@@ -83,12 +83,14 @@ package struct JournalLogHandler: LogHandler {
 
     /// A valid journal field name: `[A-Z0-9_]`, not starting with `_` or a digit, ≤ 64 bytes.
     package static func fieldName(_ key: String) -> String? {
-        var name = String(key.uppercased().unicodeScalars.map { scalar -> Character in
-            switch scalar {
-            case "A"..."Z", "0"..."9", "_": Character(scalar)
-            default: "_"
+        var name = String(
+            key.uppercased().unicodeScalars.map { scalar -> Character in
+                switch scalar {
+                case "A"..."Z", "0"..."9", "_": Character(scalar)
+                default: "_"
+                }
             }
-        })
+        )
         while name.hasPrefix("_") { name.removeFirst() }
         guard !name.isEmpty else { return nil }
         if name.first!.isNumber { name = "F_" + name }

@@ -16,7 +16,9 @@ package final class StrawberryServer: @unchecked Sendable {
     /// `GQLMUX_INTEROP_PYTHON`, else `.venv-interop/bin/python` at the package root.
     package static var python: String? {
         let root = URL(fileURLWithPath: Self.root)
-        let candidates: [String?] = [ProcessInfo.processInfo.environment["GQLMUX_INTEROP_PYTHON"], root.appendingPathComponent(".venv-interop/bin/python").path]
+        let candidates: [String?] = [
+            ProcessInfo.processInfo.environment["GQLMUX_INTEROP_PYTHON"], root.appendingPathComponent(".venv-interop/bin/python").path,
+        ]
         return candidates.compactMap { $0 }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
@@ -77,4 +79,3 @@ package final class StrawberryServer: @unchecked Sendable {
         return channel != nil
     }
 }
-

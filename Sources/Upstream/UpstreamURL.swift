@@ -46,7 +46,9 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
             guard let close = authority.firstIndex(of: "]") else { throw UpstreamURLError("'\(string)' has an unclosed IPv6 address") }
             host = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
-            if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty {
+            if after.hasPrefix(":") {
+                portText = after.dropFirst()
+            } else if !after.isEmpty {
                 throw UpstreamURLError("'\(string)' has garbage after the IPv6 address")
             }
         } else if let colon = authority.lastIndex(of: ":") {

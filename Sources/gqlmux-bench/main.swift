@@ -83,7 +83,9 @@ let afterIdle = rssKiB(daemon.processIdentifier)
 print("memory (gqlmuxd RSS)")
 print("  at start:                        \(restRSS) KiB")
 print("  before idle subscriptions:       \(beforeIdle) KiB")
-print("  with 10,000 idle subscriptions:  \(afterIdle) KiB  → \(String(format: "%.2f", Double(afterIdle - beforeIdle) / 10.0)) KiB per 1,000 (\(String(format: "%.0f", Double(afterIdle - beforeIdle) * 1024 / 10_000)) B each)")
+print(
+    "  with 10,000 idle subscriptions:  \(afterIdle) KiB  → \(String(format: "%.2f", Double(afterIdle - beforeIdle) / 10.0)) KiB per 1,000 (\(String(format: "%.0f", Double(afterIdle - beforeIdle) * 1024 / 10_000)) B each)"
+)
 print("")
 
 // 2. Re-subscribe 10,000 upstream subscriptions after a reconnect.
@@ -91,7 +93,9 @@ let closedAt = ContinuousClock.now
 await upstream.closeAll(code: 1012, reason: "service restart")
 _ = await waitUntil { await upstream.currentStats.activeSubscriptions < 10_000 }
 let resubscribed = await waitUntil(.seconds(60)) { await upstream.currentStats.activeSubscriptions == 10_000 }
-print("reconnect: 10,000 subscriptions re-subscribed \(resubscribed ? "" : "(INCOMPLETE) ")\(String(format: "%.3f", seconds(ContinuousClock.now - closedAt))) s after the upstream closed (reconnect_interval = 0)")
+print(
+    "reconnect: 10,000 subscriptions re-subscribed \(resubscribed ? "" : "(INCOMPLETE) ")\(String(format: "%.3f", seconds(ContinuousClock.now - closedAt))) s after the upstream closed (reconnect_interval = 0)"
+)
 for c in idleClients { c.channel.close(promise: nil) }
 _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
 print("")
@@ -184,7 +188,14 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 print("latency (upstream send → receive, µs, \(samples) messages at 2k/s)")
 print(String(format: "  via gqlmuxd:        p50 %7.0f   p99 %7.0f", percentile(viaDaemon, 0.5), percentile(viaDaemon, 0.99)))
 print(String(format: "  direct WebSocket:   p50 %7.0f   p99 %7.0f", percentile(viaDirect, 0.5), percentile(viaDirect, 0.99)))
-print(String(format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (per message: via gqlmuxd − direct, %d pairs)", percentile(added, 0.5), percentile(added, 0.99), added.count))
+print(
+    String(
+        format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (per message: via gqlmuxd − direct, %d pairs)",
+        percentile(added, 0.5),
+        percentile(added, 0.99),
+        added.count
+    )
+)
 try? await direct.shutdown().get()
 latencyClient.channel.close(promise: nil)
 _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }

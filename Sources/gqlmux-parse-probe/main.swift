@@ -62,7 +62,8 @@ case "time":
     let wide = "query { " + (0..<fields).map { "a\($0)" }.joined(separator: " ") + " }"
     let depth = limits.maxDepth - 1
     let deepFields = max(0, tokens - 4 * depth - 3)
-    let deep = "query " + String(repeating: "{ a ", count: depth) + "{ " + (0..<deepFields).map { "b\($0)" }.joined(separator: " ")
+    let deep =
+        "query " + String(repeating: "{ a ", count: depth) + "{ " + (0..<deepFields).map { "b\($0)" }.joined(separator: " ")
         + " }" + String(repeating: " }", count: depth)
     let argFields = max(1, (tokens - 3) / 10)
     let args = "query { " + (0..<argFields).map { "f\($0)(x: 1, y: \"s\")" }.joined(separator: " ") + " }"

@@ -130,9 +130,10 @@ struct Status: AsyncParsableCommand {
         let connections = (upstream["connections"] as? [[String: Any]]) ?? []
         let pool =
             connections.count > 1
-            ? "\n" + connections.map { c in
-                "  connection \(c["id"] ?? "?"): \(c["detail"] ?? c["state"] ?? "?"), \(c["operations"] ?? 0) operations (\(c["protocol"] ?? "?"))"
-            }.joined(separator: "\n")
+            ? "\n"
+                + connections.map { c in
+                    "  connection \(c["id"] ?? "?"): \(c["detail"] ?? c["state"] ?? "?"), \(c["operations"] ?? 0) operations (\(c["protocol"] ?? "?"))"
+                }.joined(separator: "\n")
             : ""
         let http = (upstream["httpURL"] as? String).map { "\nqueries over:  \($0)" } ?? ""
         return """

@@ -1,7 +1,7 @@
+import RequestValidation
 import Testing
 
 @testable import GQLMuxDaemon
-import RequestValidation
 
 @Suite struct ConfigurationTests {
     @Test func readsEveryKey() throws {

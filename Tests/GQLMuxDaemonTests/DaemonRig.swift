@@ -1,14 +1,13 @@
 import Foundation
 import GQLMuxDaemon
+@_exported import GQLMuxTestSupport
 import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import TestUpstream
-@_exported import GQLMuxTestSupport
 import Testing
 import Upstream
-
 
 /// Records daemon events for assertions.
 final class EventLog: Sendable {

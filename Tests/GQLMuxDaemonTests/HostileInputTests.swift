@@ -50,7 +50,8 @@ import Testing
         [UInt8](#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":""#.utf8) + [0xFF, 0xFE] + Array(#""}}}"#.utf8),
         Array(#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":"\ud800"}}}"#.utf8),
         Array(#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":"\udc00\ud800"}}}"#.utf8),
-        [UInt8](#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#""}}}"#.utf8),
+        [UInt8](#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":""#.utf8) + [0xED, 0xA0, 0x80]
+            + Array(#""}}}"#.utf8),
         [UInt8](#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":""#.utf8) + [0xC0, 0xAF] + Array(#""}}}"#.utf8),
     ])
     func aLineThatIsNotUnicodeTextCostsOnlyItsSender(line: [UInt8]) async throws {

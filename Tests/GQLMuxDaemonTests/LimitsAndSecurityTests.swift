@@ -86,7 +86,9 @@ func run(_ arguments: [String], stdin: String = "") throws -> (status: Int32, ou
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(rig.socketPath.utf8)) }
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
         close(stale)
         #expect(FileManager.default.fileExists(atPath: rig.socketPath))
         try await rig.restartDaemon()
@@ -96,4 +98,3 @@ func run(_ arguments: [String], stdin: String = "") throws -> (status: Int32, ou
         await rig.tearDown()
     }
 }
-

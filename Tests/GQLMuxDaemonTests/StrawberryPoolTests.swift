@@ -53,7 +53,9 @@ import Testing
         let resumed = ContinuousClock.now - restarted
         #expect(client.lines(containing: "Subscription limit reached").isEmpty)
         #expect(Set(rig.log.all(.reconnected).compactMap { $0["GQLMUX_CONNECTION"] }) == ["0", "1", "2"])
-        print("strawberry pool: 250 distinct subscriptions streaming over 3 connections after \(streaming); all 250 resumed \(resumed) after the restarted server was started")
+        print(
+            "strawberry pool: 250 distinct subscriptions streaming over 3 connections after \(streaming); all 250 resumed \(resumed) after the restarted server was started"
+        )
         await rig.tearDown()
     }
 

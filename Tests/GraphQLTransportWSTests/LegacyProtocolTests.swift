@@ -32,7 +32,9 @@ import Testing
     }
 
     @Test func noClientPingAndNoDeadlineBeforeTheFirstKeepAlive() {
-        var h = Harness { $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10) }
+        var h = Harness {
+            $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10)
+        }
         h.start()
         h.subscribe()
         h.connectAndAck(protocol: .legacyWS)
@@ -43,7 +45,9 @@ import Testing
     }
 
     @Test func silenceAfterKeepAlivesIsADeadPeer() {
-        var h = Harness { $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10) }
+        var h = Harness {
+            $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10)
+        }
         h.start()
         let id = h.subscribe()
         h.connectAndAck(protocol: .legacyWS)

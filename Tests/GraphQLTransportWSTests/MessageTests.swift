@@ -6,7 +6,10 @@ import Testing
 @Suite struct MessageTests {
     @Test func parsesEveryServerMessage() throws {
         #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"connection_ack"}"#)) == .connectionAck(payload: nil))
-        #expect(try ServerMessage.parse(ByteBuffer(string: #" {"payload": {"a" : [1, 2.5e3]}, "id":"x\u0031", "type":"next"} "#)) == .next(id: "x1", payload: ByteBuffer(string: #"{"a" : [1, 2.5e3]}"#)))
+        #expect(
+            try ServerMessage.parse(ByteBuffer(string: #" {"payload": {"a" : [1, 2.5e3]}, "id":"x\u0031", "type":"next"} "#))
+                == .next(id: "x1", payload: ByteBuffer(string: #"{"a" : [1, 2.5e3]}"#))
+        )
         #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"error","id":"1","payload":[]}"#)) == .error(id: "1", payload: ByteBuffer(string: "[]")))
         #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"complete","id":"1"}"#)) == .complete(id: "1"))
         #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"ping","payload":null}"#)) == .ping(payload: nil))
@@ -24,7 +27,10 @@ import Testing
     }
 
     @Test func encodesClientMessages() {
-        #expect(String(buffer: ClientMessage.subscribe(id: "a\"b", payload: ByteBuffer(string: #"{"query":"{x}"}"#)).encode()) == #"{"type":"subscribe","id":"a\"b","payload":{"query":"{x}"}}"#)
+        #expect(
+            String(buffer: ClientMessage.subscribe(id: "a\"b", payload: ByteBuffer(string: #"{"query":"{x}"}"#)).encode())
+                == #"{"type":"subscribe","id":"a\"b","payload":{"query":"{x}"}}"#
+        )
         #expect(String(buffer: ClientMessage.complete(id: "7").encode()) == #"{"type":"complete","id":"7"}"#)
         #expect(String(buffer: ClientMessage.pong(payload: ByteBuffer(string: "{}")).encode()) == #"{"type":"pong","payload":{}}"#)
         #expect(String(buffer: ClientMessage.connectionInit(payload: nil).encode()) == #"{"type":"connection_init"}"#)

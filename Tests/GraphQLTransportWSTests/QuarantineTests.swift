@@ -131,4 +131,3 @@ import Testing
         #expect(actions.operationStates(id) == [.reconnecting])
     }
 }
-

@@ -6,7 +6,8 @@ import Testing
 @Suite struct DemoTests {
     @Test func theDemoShowsThreeAppsSurvivingAnUpstreamRestart() async throws {
         let demo = try Child(
-            "/bin/bash", [Paths.root + "/scripts/demo.sh"],
+            "/bin/bash",
+            [Paths.root + "/scripts/demo.sh"],
             environment: ["DEMO_COUNT": "2", "GQLMUX_BIN_DIR": Paths.binDir]
         )
         let status = await demo.wait(seconds: 90)

@@ -38,8 +38,10 @@ import Glibc
 
         let run = try Child(
             Paths.tool("unshare")!,
-            ["-m", "--propagation", "private", "/bin/bash", Paths.root + "/scripts/journald-test.sh",
-             directory, directory + "/gqlmuxd.toml", socket, Paths.binDir]
+            [
+                "-m", "--propagation", "private", "/bin/bash", Paths.root + "/scripts/journald-test.sh",
+                directory, directory + "/gqlmuxd.toml", socket, Paths.binDir,
+            ]
         )
         let status = await run.wait(seconds: 60)
         await server.shutdown()
@@ -51,12 +53,16 @@ import Glibc
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
         let events = Set(entries.compactMap { $0["GQLMUX_EVENT"] as? String })
-        for expected in ["started", "connecting", "connected", "client_connected", "subscribed", "client_disconnected", "completed", "stopping", "ping", "pong"] {
+        for expected in [
+            "started", "connecting", "connected", "client_connected", "subscribed", "client_disconnected", "completed", "stopping", "ping", "pong",
+        ] {
             #expect(events.contains(expected), "no \(expected) entry; got \(events.sorted())")
         }
-        let connected = try #require(read("connected.json").split(separator: "\n").first.flatMap {
-            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-        })
+        let connected = try #require(
+            read("connected.json").split(separator: "\n").first.flatMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+        )
         #expect(connected["SYSLOG_IDENTIFIER"] as? String == "gqlmuxd")
         #expect(connected["MESSAGE_ID"] as? String == "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a03")
         #expect(connected["PRIORITY"] as? String == "5")

@@ -84,13 +84,13 @@ import Glibc
         // A real Prometheus scrapes it every second; its query API sees our series.
         let prometheusPort = try StrawberryServer.freePort()
         try """
-            global:
-              scrape_interval: 1s
-            scrape_configs:
-              - job_name: gqlmux
-                static_configs:
-                  - targets: ['127.0.0.1:\(port)']
-            """.write(toFile: directory + "/prometheus.yml", atomically: true, encoding: .utf8)
+        global:
+          scrape_interval: 1s
+        scrape_configs:
+          - job_name: gqlmux
+            static_configs:
+              - targets: ['127.0.0.1:\(port)']
+        """.write(toFile: directory + "/prometheus.yml", atomically: true, encoding: .utf8)
         let prometheus = try Child(
             prometheusBinary,
             [

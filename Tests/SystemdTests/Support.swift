@@ -1,6 +1,6 @@
 import Foundation
-import NIOConcurrencyHelpers
 @_exported import GQLMuxTestSupport
+import NIOConcurrencyHelpers
 import Testing
 
 #if canImport(Glibc)
@@ -34,7 +34,6 @@ enum Paths {
         ["/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 }
-
 
 /// A child process with captured stderr.
 final class Child: @unchecked Sendable {

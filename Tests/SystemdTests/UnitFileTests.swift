@@ -36,10 +36,12 @@ import Testing
         #expect(Set(DaemonEvent.allCases.map(\.messageID)).count == DaemonEvent.allCases.count)
     }
 
-    @Test(arguments: [
-        ("GQLMUX_EVENT", "GQLMUX_EVENT"), ("peer.pid", "PEER_PID"), ("_hidden", "HIDDEN"), ("9lives", "F_9LIVES"),
-        ("café-au-lait", "CAF__AU_LAIT"), ("___", nil),
-    ] as [(String, String?)])
+    @Test(
+        arguments: [
+            ("GQLMUX_EVENT", "GQLMUX_EVENT"), ("peer.pid", "PEER_PID"), ("_hidden", "HIDDEN"), ("9lives", "F_9LIVES"),
+            ("café-au-lait", "CAF__AU_LAIT"), ("___", nil),
+        ] as [(String, String?)]
+    )
     func metadataKeysBecomeValidJournalFieldNames(key: String, expected: String?) {
         #expect(JournalLogHandler.fieldName(key) == expected)
     }

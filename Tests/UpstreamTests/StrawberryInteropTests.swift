@@ -2,8 +2,8 @@ import Foundation
 import GraphQLTransportWS
 import NIOCore
 import NIOPosix
-import Testing
 import TestUpstream
+import Testing
 
 @testable import Upstream
 
@@ -38,7 +38,11 @@ import TestUpstream
     @Test func subscriptionQueryMutationAuthAndServerRestart() async throws {
         try await withStrawberry(token: "secret") { server, transport, recorder in
             let payload = { (query: String) in ByteBuffer(string: #"{"query":\#(jsonString(query))}"#) }
-            _ = try await transport.subscribe(kind: .subscription, payload: payload("subscription { tick(intervalMs: 50) }"), handler: recorder.handler(for: "s")).get()
+            _ = try await transport.subscribe(
+                kind: .subscription,
+                payload: payload("subscription { tick(intervalMs: 50) }"),
+                handler: recorder.handler(for: "s")
+            ).get()
             _ = try await transport.subscribe(kind: .query, payload: payload("{ hello }"), handler: recorder.handler(for: "q")).get()
             _ = try await transport.subscribe(kind: .mutation, payload: payload("mutation { increment }"), handler: recorder.handler(for: "m")).get()
             await eventually("query and mutation answered, ticks flowing") {
@@ -65,7 +69,11 @@ import TestUpstream
 
     @Test func badTokenIsRejectedWith4403AndNotRetried() async throws {
         try await withStrawberry(token: "wrong") { server, transport, recorder in
-            _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "s")).get()
+            _ = try await transport.subscribe(
+                kind: .subscription,
+                payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#),
+                handler: recorder.handler(for: "s")
+            ).get()
             await eventually("failed with 4403") { recorder.finish("s") != nil }
             guard case .error(.transport(.upstreamClosed(_, 4403, _))) = recorder.finish("s") else {
                 Issue.record("expected UPSTREAM_CLOSED 4403, got \(String(describing: recorder.finish("s")))")
@@ -78,10 +86,18 @@ import TestUpstream
 
     @Test func syntaxErrorClose4400IsBlamedOnTheBadSubscribe() async throws {
         try await withStrawberry(token: "secret") { server, transport, recorder in
-            _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), handler: recorder.handler(for: "good")).get()
+            _ = try await transport.subscribe(
+                kind: .subscription,
+                payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#),
+                handler: recorder.handler(for: "good")
+            ).get()
             await eventually("good is ticking") { recorder.nexts("good").count >= 1 }
             try await Task.sleep(for: .milliseconds(1100))
-            _ = try await transport.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#), handler: recorder.handler(for: "bad")).get()
+            _ = try await transport.subscribe(
+                kind: .subscription,
+                payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#),
+                handler: recorder.handler(for: "bad")
+            ).get()
             await eventually("bad finished") { recorder.finish("bad") != nil }
             let closeCode: UInt16? = if case .error(.transport(.upstreamClosed(_, let code, _))) = recorder.finish("bad") { code } else { nil }
             let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }

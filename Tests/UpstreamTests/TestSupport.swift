@@ -1,10 +1,10 @@
 import Foundation
+@_exported import GQLMuxTestSupport
 import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import TestUpstream
-@_exported import GQLMuxTestSupport
 import Testing
 
 @testable import Upstream
@@ -35,7 +35,6 @@ final class Recorder: Sendable {
     }
     func count(_ event: TransportEvent) -> Int { events.filter { $0 == event }.count }
 }
-
 
 /// A test upstream, a transport on a loop of its own, and a recorder, torn down together.
 struct Rig {

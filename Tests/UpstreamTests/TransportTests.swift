@@ -239,7 +239,11 @@ import Testing
         rig.transport.start()
         await eventually("reconnecting with a clear cause") {
             rig.recorder.connectionStates.contains {
-                if case .reconnecting(_, _, let cause) = $0 { cause.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)") } else { false }
+                if case .reconnecting(_, _, let cause) = $0 {
+                    cause.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)")
+                } else {
+                    false
+                }
             }
         }
         await rig.tearDown()
