@@ -28,6 +28,9 @@ let package = Package(
         // Metrics (DESIGN.md section 8): swift-prometheus's registry writes the text exposition
         // (it brings swift-metrics and swift-atomics; pure Swift, seconds on a cold build).
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // gqlmuxd's lifecycle: graceful shutdown on SIGTERM/SIGINT with a deadline, SIGHUP read
+        // as an async sequence (brings swift-async-algorithms; pure Swift).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // The validating JSON scanner and the {type, id, payload} envelope both wire protocols use
@@ -102,6 +105,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),

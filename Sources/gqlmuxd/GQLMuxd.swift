@@ -1,5 +1,4 @@
 import ArgumentParser
-import Dispatch
 import GQLMuxDaemon
 import Logging
 import NIOConcurrencyHelpers
@@ -15,9 +14,9 @@ import Glibc
 enum Entry {
     static func main() async {
         // A SIGHUP that arrives before the handlers are installed must not kill us (exit 129).
+        // SIGTERM and SIGINT keep their default action until the ServiceGroup traps them, so
+        // a stop requested during start-up still stops the process.
         signal(SIGHUP, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        signal(SIGINT, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
         await GQLMuxd.main()
     }
@@ -91,26 +90,12 @@ struct GQLMuxd: AsyncParsableCommand {
             daemon.eventLoop.scheduleRepeatedTask(initialDelay: half, delay: half) { _ in notifier.watchdog() }
         }
 
-        let finished = AsyncStream<Void>.makeStream()
-        let queue = DispatchQueue(label: "gqlmuxd.signals")
-        var sources: [any DispatchSourceSignal] = []
-        let hup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
-        hup.setEventHandler { _ = daemon.reload() }
-        sources.append(hup)
-        for sig in [SIGTERM, SIGINT] {
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler {
-                notifier.stopping(status: "stopping: closing clients and the upstream")
-                Task {
-                    await daemon.shutdown()
-                    finished.continuation.finish()
-                }
-            }
-            sources.append(source)
+        // SIGTERM/SIGINT: graceful stop; SIGHUP: reload (DaemonService).
+        let journal = Self.journalWanted(configuration)
+        let lifecycleLogger = Logger(label: "gqlmuxd.lifecycle") { _ in
+            JournalLogHandler(identifier: "gqlmuxd", level: .warning, destination: journal ? .journal : .stderr)
         }
-        sources.forEach { $0.resume() }
-        for await _ in finished.stream {}
-        sources.forEach { $0.cancel() }
+        try await DaemonService.run(daemon, notifier: notifier, logger: lifecycleLogger)
         try? await group.shutdownGracefully()
     }
 
@@ -118,12 +103,7 @@ struct GQLMuxd: AsyncParsableCommand {
     /// plain lines otherwise. Every event carries `GQLMUX_EVENT` and its `MESSAGE_ID`.
     static func events(_ configuration: DaemonConfiguration) -> DaemonEvents {
         let level = Logger.Level(rawValue: configuration.logLevel) ?? .info
-        let journal: Bool =
-            switch configuration.logTarget {
-            case .journal: true
-            case .stderr: false
-            case .auto: JournalLogHandler.stderrIsJournal
-            }
+        let journal = journalWanted(configuration)
         let logger = Logger(label: "gqlmuxd") { _ in
             JournalLogHandler(identifier: "gqlmuxd", level: level, destination: journal ? .journal : .stderr)
         }
@@ -139,6 +119,15 @@ struct GQLMuxd: AsyncParsableCommand {
                 function: source.function,
                 line: source.line
             )
+        }
+    }
+
+    /// `[log] target`: the journal when set so, or when stderr is the journal (`auto`).
+    static func journalWanted(_ configuration: DaemonConfiguration) -> Bool {
+        switch configuration.logTarget {
+        case .journal: true
+        case .stderr: false
+        case .auto: JournalLogHandler.stderrIsJournal
         }
     }
 
