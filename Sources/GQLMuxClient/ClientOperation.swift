@@ -1,7 +1,8 @@
 import LocalProtocol
 import NIOCore
 
-/// One operation of a ``GQLMuxClient``; loop-confined.
+/// One operation of a ``GQLMuxClient``. `@unchecked Sendable` — safe because it is created,
+/// read and finished on the client's event loop only.
 final class ClientOperation: @unchecked Sendable {
     enum Kind: Equatable {
         case subscription

@@ -216,6 +216,7 @@ extension GQLMuxClient {
 }
 
 /// Feeds daemon lines to the client; remembers a connection-level error (one without id).
+/// `@unchecked Sendable` — safe because NIO calls it only on the client's loop.
 final class ClientLineHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     private let client: GQLMuxClient

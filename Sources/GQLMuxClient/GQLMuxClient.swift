@@ -15,6 +15,9 @@ import NIOPosix
 /// ```
 /// After the daemon restarts the client reconnects and re-subscribes on its own; queries and
 /// mutations in flight fail with ``GQLMuxError/connectionLost``.
+///
+/// `@unchecked Sendable` — safe because its mutable state is confined to its own event loop:
+/// the public methods hop there (`eventLoop.execute`/`submit`), and channel callbacks run there.
 public final class GQLMuxClient: @unchecked Sendable {
     public struct Configuration: Sendable {
         /// `GQLMUX_SOCKET` when set, else `/run/gqlmux/gqlmux.sock`.

@@ -4,6 +4,9 @@ import NIOCore
 import RequestValidation
 
 /// One local client connection: parses its lines, owns its operations, writes to it.
+///
+/// `@unchecked Sendable` — safe because NIO calls a channel handler only on its channel's
+/// loop (the daemon's), and the daemon and fan-out call it from that loop too.
 final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer

@@ -11,6 +11,11 @@ import Glibc
 
 /// gqlmuxd: one upstream transport, a Unix socket server, and the fan-out between them.
 /// Everything runs on one event loop, so the hot path never hops threads.
+///
+/// `@unchecked Sendable` — safe because every stored `var` is read and written on
+/// ``eventLoop`` only: `start`, `shutdown` and `reload` hop there (`onLoop`, `submit`), and
+/// the rest runs in channel handlers and transport callbacks of channels on that loop; entry
+/// points from them call `eventLoop.assertInEventLoop()` (checked in debug builds and tests).
 package final class Daemon: @unchecked Sendable {
     package static let version = LocalProtocol.release
 
@@ -71,37 +76,55 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Start and stop
 
     /// Binds the socket (replacing a stale file) or adopts `listeningFD`, then starts the upstream.
+    /// Its state is written on the loop (`onLoop`), like every other access to it.
     package func start(listeningFD: CInt? = nil) async throws {
+        let configuration = try await onLoop { self.configuration }
         // Metrics first: its address is set before any client can ask `status` for it.
+        var bound: (channel: any Channel, address: String)?
         if let listen = configuration.metricsListen {
             do {
                 let channel = try await MetricsHTTPServer.bind(listen, on: eventLoop) { [unowned self] in self.metricsText() }
-                metricsChannel = channel
-                var bound = listen
-                bound.port = channel.localAddress?.port ?? listen.port
-                metricsAddress = bound.description
+                var address = listen
+                address.port = channel.localAddress?.port ?? listen.port
+                bound = (channel, address.description)
             } catch {
                 throw DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
             }
         }
+        let metrics = bound
+        let server: any Channel
         do {
-            try await bindLocalSocket(listeningFD: listeningFD)
+            server = try await bindLocalSocket(configuration, listeningFD: listeningFD)
         } catch {
-            try? await metricsChannel?.close()
+            try? await metrics?.channel.close()
             throw error
         }
-        var fields = ["GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes"]
-        if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
-        events.emit(
-            .started,
-            fields,
-            message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)" + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "")
-        )
-        eventLoop.execute { self.pool.start() }
-        statusChanged()
+        try await onLoop {
+            self.serverChannel = server
+            self.ownsSocketFile = listeningFD == nil
+            self.metricsChannel = metrics?.channel
+            self.metricsAddress = metrics?.address
+            var fields = [
+                "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes",
+            ]
+            if let address = metrics?.address { fields["GQLMUX_METRICS"] = address }
+            self.events.emit(
+                .started,
+                fields,
+                message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)"
+                    + (metrics.map { "; metrics on http://\($0.address)/metrics" } ?? "")
+            )
+            self.pool.start()
+            self.statusChanged()
+        }
     }
 
-    private func bindLocalSocket(listeningFD: CInt?) async throws {
+    /// Runs `body` on the daemon's loop and returns its result.
+    private func onLoop<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await eventLoop.submit(body).get()
+    }
+
+    private func bindLocalSocket(_ configuration: DaemonConfiguration, listeningFD: CInt?) async throws -> any Channel {
         let limits = configuration.limits
         let bootstrap = ServerBootstrap(group: eventLoop)
             .serverChannelOption(.backlog, value: 1024)
@@ -109,21 +132,21 @@ package final class Daemon: @unchecked Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: self.configuration.limits.maxLineBytes)))
+                    try sync.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: limits.maxLineBytes)))
                     try sync.addHandler(ClientSession(daemon: self, channel: channel))
                 }
             }
         if let fd = listeningFD {
-            serverChannel = try await bootstrap.withBoundSocket(fd).get()
-            ownsSocketFile = false
-        } else {
-            let path = configuration.socketPath
-            try Self.prepareSocketPath(path)
-            serverChannel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
-            guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
-                throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
-            }
+            return try await bootstrap.withBoundSocket(fd).get()
         }
+        let path = configuration.socketPath
+        try Self.prepareSocketPath(path)
+        let channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+        guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
+            try? await channel.close()
+            throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
+        }
+        return channel
     }
 
     /// Refuses to steal the socket of a live daemon; creates the directory if missing.
@@ -156,8 +179,8 @@ package final class Daemon: @unchecked Sendable {
         }.get()
         guard alreadyStopping == false else { return }
         events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
-        try? await serverChannel?.close()
-        try? await metricsChannel?.close()
+        let listeners = try? await onLoop { [self.serverChannel, self.metricsChannel].compactMap { $0 } }
+        for channel in listeners ?? [] { try? await channel.close() }
         let closes: [EventLoopFuture<Void>] =
             (try? await eventLoop.submit {
                 self.fanout.http?.shutdownOnLoop()
@@ -167,7 +190,8 @@ package final class Daemon: @unchecked Sendable {
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
         try? await eventLoop.flatSubmit { self.pool.shutdown() }.get()
-        if ownsSocketFile { unlink(configuration.socketPath) }
+        let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
+        if let path = socketFile ?? nil { unlink(path) }
     }
 
     // MARK: - Admin
@@ -264,6 +288,7 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Sessions
 
     func sessionOpened(_ session: ClientSession) {
+        eventLoop.assertInEventLoop()
         if stopping {
             session.fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")
             return
@@ -284,6 +309,7 @@ package final class Daemon: @unchecked Sendable {
     }
 
     func sessionClosed(_ session: ClientSession) {
+        eventLoop.assertInEventLoop()
         guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
         events.emit(.clientDisconnected, session.fields(), message: "client disconnected (\(session.peerDescription))")
         statusChanged()
@@ -292,7 +318,8 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Status
 
     func connectionAck() -> ByteBuffer {
-        LocalEncode.connectionAck(upstreamState: pool.stateOnLoop.name)
+        eventLoop.assertInEventLoop()
+        return LocalEncode.connectionAck(upstreamState: pool.stateOnLoop.name)
     }
 
     /// Local operations across every client.
@@ -301,6 +328,7 @@ package final class Daemon: @unchecked Sendable {
     /// The `status` answer (DESIGN.md section 4: at least upstream.state, upstream.url,
     /// upstream.reconnects, clients, subscriptions.local/upstream, messages.in/out).
     func statusPayload() -> ByteBuffer {
+        eventLoop.assertInEventLoop()
         let state = pool.stateOnLoop
         let connections = pool.connectionsOnLoop
         var status = JSONObjectWriter()
@@ -341,7 +369,8 @@ package final class Daemon: @unchecked Sendable {
 
     /// The Prometheus text exposition (DESIGN.md section 8). On the loop.
     package func metricsText() -> [UInt8] {
-        metrics.render(
+        eventLoop.assertInEventLoop()
+        return metrics.render(
             .init(
                 clients: sessions.count,
                 localSubscriptions: localOperationCount,
@@ -471,6 +500,8 @@ private struct ConnectionEvents {
     }
 }
 
+/// `@unchecked Sendable` — safe because `daemon` is set once in `Daemon.init` before the
+/// transports start, and read only by transport observers on the daemon's loop.
 private final class WeakDaemonBox: @unchecked Sendable {
     weak var daemon: Daemon?
 }

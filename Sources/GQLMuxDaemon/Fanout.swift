@@ -6,6 +6,10 @@ import Upstream
 
 /// The dedup table and reference counts: N local subscribers of one key share one upstream
 /// operation; the last one to leave completes it upstream. Lives on the daemon's loop.
+///
+/// `@unchecked Sendable` — safe because it is used only on the daemon's event loop: from
+/// `ClientSession` handlers and transport callbacks of channels on that loop; `subscribe` and
+/// `unsubscribe` assert it.
 final class Fanout: @unchecked Sendable {
     let pool: ConnectionPool
     /// Queries and mutations go here when `[upstream] http_url` is set.
@@ -45,6 +49,7 @@ final class Fanout: @unchecked Sendable {
     /// Adds a local subscriber, joining an identical live subscription when there is one.
     /// - Throws: ``PoolFull`` when a new upstream operation is needed and no connection has room.
     func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) throws -> UpstreamEntry {
+        pool.eventLoop.assertInEventLoop()
         let subscriber = UpstreamEntry.Subscriber(session: session, localID: localID, prefix: LocalEncode.nextPrefix(id: localID))
         if request.kind == .subscription, let entry = byKey[request.dedupKey] {
             entry.subscribers.append(subscriber)
@@ -91,6 +96,7 @@ final class Fanout: @unchecked Sendable {
 
     /// Removes one local subscriber; the last one out completes the upstream operation.
     func unsubscribe(_ entry: UpstreamEntry, session: ClientSession, localID: String) {
+        pool.eventLoop.assertInEventLoop()
         entry.remove(session: session, localID: localID)
         guard entry.subscribers.isEmpty, live[ObjectIdentifier(entry)] === entry else { return }
         forget(entry)

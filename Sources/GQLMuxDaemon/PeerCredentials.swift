@@ -31,6 +31,9 @@ package struct PeerCredentials: Sendable, Equatable {
         return box.value
     }
 
+    /// `@unchecked Sendable` — safe because the socket option future is already completed
+    /// (a synchronous getsockopt on the channel's loop), so `whenSuccess` runs before `return`
+    /// on this thread.
     private final class ResultBox: @unchecked Sendable {
         var value: PeerCredentials?
     }

@@ -3,6 +3,9 @@ import NIOCore
 import Upstream
 
 /// One upstream operation and the local subscribers that share it.
+///
+/// `@unchecked Sendable` — safe because only `Fanout` touches it, on the daemon's loop (its
+/// handler closure captures it weakly and is called by the transport on that loop).
 final class UpstreamEntry: @unchecked Sendable {
     struct Subscriber {
         let session: ClientSession

@@ -4,6 +4,7 @@ import NIOCore
 import NIOWebSocket
 
 /// One graphql-transport-ws connection of the test upstream; lives on the server's loop.
+/// `@unchecked Sendable` — safe because NIO calls it only there and the server reaches it there.
 final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame

@@ -8,6 +8,7 @@ import Glibc
 
 /// A strawberry-graphql server run by uvicorn from the virtualenv that `scripts/test.sh`
 /// (and so `.ci/run`) installs. Started on a free loopback port; restartable on that port.
+/// `@unchecked Sendable` — safe because one test drives it from one task at a time.
 package final class StrawberryServer: @unchecked Sendable {
     package let port: Int
     private var process: Process?

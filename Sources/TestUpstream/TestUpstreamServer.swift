@@ -14,6 +14,7 @@ import NIOWebSocket
 /// `SYNTAX_ERROR` closes the whole connection with 4400, as strawberry does. It can reject
 /// auth with 4403, close with any code, go silent (half-open), send malformed frames,
 /// restart on the same port, and counts what it sees.
+/// `@unchecked Sendable` — safe because its state is touched on its loop only (`onLoop`).
 package final class TestUpstreamServer: @unchecked Sendable {
     package struct Options: Sendable {
         /// When set, `connection_init` must carry `{"token": requiredToken}` or the server closes 4403.

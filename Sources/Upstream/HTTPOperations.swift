@@ -12,6 +12,7 @@ import NIOSSL
 /// A hand-written HTTP/1.1 client on NIOHTTP1 (already built for the WebSocket upgrade) rather
 /// than async-http-client, which would add 2.5–4.5 minutes to a cold 2-core build for one POST.
 /// Confined to ``eventLoop`` like the transport; the `OnLoop` methods must be called there.
+/// `@unchecked Sendable` — safe because of that: every `OnLoop` method preconditions the loop.
 package final class HTTPOperations: @unchecked Sendable {
     package struct Configuration: Sendable {
         package var url: HTTPURL

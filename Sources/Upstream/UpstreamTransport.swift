@@ -15,6 +15,7 @@ import Glibc
 ///
 /// All state is confined to ``eventLoop``. Methods whose name ends in `OnLoop` must be
 /// called there (the daemon's hot path lives on the same loop); the others hop.
+/// `@unchecked Sendable` — safe because of that: the `OnLoop` methods precondition the loop.
 package final class UpstreamTransport: @unchecked Sendable {
     package let eventLoop: any EventLoop
     private var configuration: UpstreamConfiguration
