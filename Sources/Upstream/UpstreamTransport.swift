@@ -105,6 +105,12 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     package var connectionState: EventLoopFuture<ConnectionState> { eventLoop.submit { self.machine.connectionState } }
 
+    /// True when nothing can happen without an outside event: no timer is due and no connect
+    /// is in flight. Tests check it instead of sleeping to prove that no retry will come.
+    package var isQuiet: EventLoopFuture<Bool> {
+        eventLoop.submit { self.machine.nextDeadline == nil && self.pendingConnects.isEmpty }
+    }
+
     /// Counters for the `status` verb.
     package var reconnectCount: Int {
         eventLoop.preconditionInEventLoop()

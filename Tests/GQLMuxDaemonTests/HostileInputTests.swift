@@ -89,7 +89,7 @@ import Testing
     /// Poison: a request that makes the server drop the whole connection is quarantined after one
     /// close; the other subscribers see one reconnect, never a loop.
     @Test func aPoisonOperationCostsTheOthersOneReconnectAndIsQuarantined() async throws {
-        let rig = try await DaemonRig()
+        let rig = try await DaemonRig(upstreamConfig: "ping_interval = 0.1")
         defer { Task { await rig.tearDown() } }
         let w = try await watcher(rig)
         let bad = try await rig.connect()
@@ -99,7 +99,10 @@ import Testing
         #expect(!bad.isClosed)  // an error for the operation, the client stays
         await rig.upstreamActive(1)
         await expectStillStreams(rig, w)
-        try await Task.sleep(for: .seconds(1.5))  // a loop would have reconnected many times by now
+        // Counted, not slept: 10 more pings (one per 0.1 s) go only over a connection that
+        // stays up; a reconnect loop would have opened many connections meanwhile.
+        let pings = await rig.server.currentStats.pingsReceived
+        await eventually("10 more pings on the same connection") { await rig.server.currentStats.pingsReceived >= pings + 10 }
         #expect(await rig.server.currentStats.connections == 2)
         #expect(w.lines(containing: "reconnecting").count == 1)
         #expect(rig.log.count(.quarantined) == 1)
@@ -128,15 +131,16 @@ import Testing
         let log = EventLog()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let daemon = try Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events)
+        let started = ContinuousClock.now
         try await daemon.start()
-        try await Task.sleep(for: .seconds(3))
-        let connections = await server.currentStats.connections
+        // Counted, not slept: the 6th connection comes after waits of 0.05, 0.1, 0.2, 0.4 and
+        // 0.8 s (1.55 s); with the backoff reset on every ack it came after 5 × 0.05 s.
+        await eventually("6 connections", within: 20) { await server.currentStats.connections >= 6 }
+        let elapsed = ContinuousClock.now - started
         await daemon.shutdown()
         await server.shutdown()
         try await group.shutdownGracefully()
-        // 0.05, 0.1, 0.2, 0.4, 0.8, 1.6 s: at most 7 connections in 3 s (60 with the old rule).
-        #expect(connections <= 7)
-        #expect(connections >= 3)
+        #expect(elapsed >= .milliseconds(1_400), "6 connections after \(elapsed)")
         let delays = log.all(.reconnecting).compactMap { $0["GQLMUX_DELAY_SEC"].flatMap(Double.init) }
         #expect(delays.count >= 3 && zip(delays, delays.dropFirst()).allSatisfy { $0 < $1 })
     }

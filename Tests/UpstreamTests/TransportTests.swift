@@ -95,9 +95,9 @@ import Testing
             Issue.record("unexpected finish \(String(describing: rig.recorder.finish("s")))")
             return
         }
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(await rig.server.currentStats.connections == 1)
         #expect(try await rig.transport.connectionState.get() == .failed(closeCode: code, reason: "nope"))
+        #expect(try await rig.transport.isQuiet.get(), "failed: no timer, no connect, so no retry can come")
+        #expect(await rig.server.currentStats.connections == 1)
         await rig.tearDown()
     }
 
@@ -145,7 +145,10 @@ import Testing
         }
         #expect(error == .transport(.connectionLost(reason: "upstream connection lost; the operation was not retried")))
         await eventually("subscription back") { rig.recorder.states("s").last == .active && rig.recorder.states("s").count == 4 }
-        try await Task.sleep(for: .milliseconds(200))
+        // A barrier: once an operation sent after the reconnect has been answered, the server
+        // has read everything sent before it, so a replayed mutation would be counted.
+        _ = try await rig.subscribe(key: "barrier", "{ hello }", kind: .query)
+        await eventually("barrier answered") { !rig.recorder.nexts("barrier").isEmpty }
         #expect(await rig.server.currentStats.mutations == 1)
         await rig.tearDown()
     }
@@ -170,7 +173,7 @@ import Testing
         await eventually("paused and closed upstream") {
             await rig.server.currentStats.openConnections == 0 && rig.recorder.states("s").last == .paused
         }
-        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await rig.transport.isQuiet.get(), "paused: no timer, no connect")
         #expect(await rig.server.currentStats.connections == 1)
         #expect(await rig.server.currentStats.clientCloseCodes == [1000])
         rig.transport.resume()
@@ -281,7 +284,7 @@ import Testing
     @Test func lazyTransportConnectsOnFirstSubscribeOnly() async throws {
         let rig = try await Rig.make { $0.transport.lazy = true }
         rig.transport.start()
-        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await rig.transport.isQuiet.get(), "lazy and idle: nothing scheduled")
         #expect(await rig.server.currentStats.connections == 0)
         let id = try await rig.subscribe(key: "s")
         await eventually("connected on demand") { await rig.server.currentStats.activeSubscriptions == 1 }
