@@ -19,6 +19,7 @@ import NIOPosix
 /// `@unchecked Sendable` — safe because its mutable state is confined to its own event loop:
 /// the public methods hop there (`eventLoop.execute`/`submit`), and channel callbacks run there.
 public final class GQLMuxClient: @unchecked Sendable {
+    /// How a client finds gqlmuxd, names itself, reconnects and buffers results.
     public struct Configuration: Sendable {
         /// `GQLMUX_SOCKET` when set, else `/run/gqlmux/gqlmux.sock`.
         public var socketPath: String
@@ -26,13 +27,23 @@ public final class GQLMuxClient: @unchecked Sendable {
         public var clientName: String
         /// Reconnect to a restarted daemon and re-subscribe (after a first successful connect).
         public var reconnect: Bool
+        /// The first wait before reconnecting to a restarted daemon; it doubles each attempt.
         public var reconnectDelay: Duration
+        /// The longest wait between reconnect attempts.
         public var maxReconnectDelay: Duration
         /// Results one subscription may hold un-iterated. When one is full the client stops
         /// reading from gqlmuxd until it drains to half (see ``GQLMuxSubscription``); lines
         /// already read (at most two socket reads, 128 KiB) are still delivered.
         public var bufferedResults: Int
 
+        /// - Parameters:
+        ///   - socketPath: the daemon's socket; nil reads `GQLMUX_SOCKET`, else uses
+        ///     `/run/gqlmux/gqlmux.sock`.
+        ///   - clientName: sent in `connection_init` and shown in gqlmuxd's journal.
+        ///   - reconnect: reconnect and re-subscribe after the daemon restarts.
+        ///   - reconnectDelay: the first reconnect wait (doubling).
+        ///   - maxReconnectDelay: the cap on the reconnect wait.
+        ///   - bufferedResults: results one subscription may hold un-iterated (at least 1).
         public init(
             socketPath: String? = nil,
             clientName: String = ProcessInfo.processInfo.processName,
@@ -50,6 +61,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         }
     }
 
+    /// The settings this client was made with.
     public let configuration: Configuration
     let eventLoop: any EventLoop
     // Loop-confined state.
@@ -66,6 +78,8 @@ public final class GQLMuxClient: @unchecked Sendable {
     /// drops it without a word, they are the slow consumers it cut.
     var pressuredOnConnection: Set<String> = []
 
+    /// Makes a client; it connects on its first request and shares that connection among all
+    /// its operations.
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         self.eventLoop = MultiThreadedEventLoopGroup.singleton.next()
@@ -176,7 +190,10 @@ public final class GQLMuxClient: @unchecked Sendable {
 
     /// Admin verbs (root, the daemon's user, or `[security] admin_uids/admin_gids`).
     public func pause() async throws { _ = try await admin(.pause) }
+    /// Reconnects the upstream after `pause` or a failure (admin).
     public func resume() async throws { _ = try await admin(.resume) }
+    /// Makes gqlmuxd re-read its configuration and credentials (admin); throws the daemon's
+    /// error when the new file is refused (the running configuration is kept).
     public func reload() async throws { _ = try await admin(.reload) }
 
     /// Closes the connection; open operations end with ``GQLMuxError/clientClosed``.

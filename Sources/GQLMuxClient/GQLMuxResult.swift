@@ -5,8 +5,10 @@ public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
     /// The ExecutionResult as JSON text (`{"data":…,"errors":…}`).
     public let json: String
 
+    /// A result from its JSON text.
     public init(json: String) { self.json = json }
 
+    /// The JSON text.
     public var description: String { json }
 
     /// Decodes the whole result (`{"data":…,"errors":…}`) into `T`.

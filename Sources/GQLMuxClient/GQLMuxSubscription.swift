@@ -9,12 +9,15 @@ import NIOConcurrencyHelpers
 /// stays behind for longer than the daemon's `client_buffer_bytes` allows, the daemon cuts the
 /// connection and iteration throws ``GQLMuxError/slowConsumer``.
 public final class GQLMuxSubscription: AsyncSequence, Sendable {
+    /// Each element is one `next` result of the subscription.
     public typealias Element = GQLMuxResult
 
+    /// Iterates the subscription's results; ends when the server completes it, throws its error.
     public struct AsyncIterator: AsyncIteratorProtocol {
         /// Held so the subscription lives as long as anyone iterates it.
         let subscription: GQLMuxSubscription
 
+        /// The next result; nil once completed; throws ``GQLMuxError`` when it ends with an error.
         public mutating func next() async throws -> GQLMuxResult? {
             try await subscription.buffer.next(onCancel: subscription.onCancel)
         }
@@ -42,6 +45,7 @@ public final class GQLMuxSubscription: AsyncSequence, Sendable {
     /// Results received and not yet iterated (at most about ``GQLMuxClient/Configuration/bufferedResults``).
     public var bufferedCount: Int { buffer.count }
 
+    /// An iterator over the results (one iteration per subscription).
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(subscription: self) }
 
     /// Stops the subscription; iteration ends normally.
