@@ -102,7 +102,9 @@ print("")
 
 // 3. Fan-out throughput: one upstream subscription → N local subscribers.
 print("fan-out (1 upstream subscription → N local subscribers; deliveries/s = N × messages / time)")
-print("  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second")
+print("  reference: N Unix socketpairs, the same line bytes written 64 lines per write, one poll loop reading (no JSON)")
+print("  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second   reference/s   gqlmuxd ÷ reference")
+var fanoutRows: [(n: Int, payload: Int, rate: Double, reference: Double)] = []
 for payload in [256, 4096] {
     for n in [1, 10, 100, 500] {
         var clients: [BenchClient] = []
@@ -130,6 +132,10 @@ for payload in [256, 4096] {
         let elapsed = seconds(ContinuousClock.now - start)
         let cpu = cpuSeconds(daemon.processIdentifier) - cpuBefore
         let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
+        let rate = Double(delivered) / elapsed
+        // The physical reference, beside it in the same run: same subscribers, same line size.
+        let reference = SocketpairReference.run(subscribers: n, lineBytes: payload + 40, messages: messages).deliveriesPerSecond
+        fanoutRows.append((n, payload, rate, reference))
         print(
             "  " + String(n).padding(toLength: 11, withPad: " ", startingAt: 0) + "  "
                 + "\(payload) B".padding(toLength: 8, withPad: " ", startingAt: 0) + "  "
@@ -137,7 +143,9 @@ for payload in [256, 4096] {
                 + String(format: "%12.0f", Double(delivered) / elapsed) + "   "
                 + String(format: "%12.0f", Double(messages) / elapsed) + "      "
                 + String(format: "%5.0f%%", 100 * cpu / elapsed) + "       "
-                + String(format: "%12.0f", cpu > 0 ? Double(delivered) / cpu : 0)
+                + String(format: "%12.0f", cpu > 0 ? Double(delivered) / cpu : 0) + "                 "
+                + String(format: "%12.0f", reference) + "   "
+                + String(format: "%6.1f%%", 100 * rate / reference)
                 + (done ? "" : "   (incomplete: \(delivered)/\(expected))")
         )
         for c in clients { c.channel.close(promise: nil) }
@@ -145,6 +153,13 @@ for payload in [256, 4096] {
     }
 }
 print("")
+
+if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let single = fanoutRows.first(where: { $0.n == 1 && $0.payload == 256 }) {
+    print("summary against issue 9's targets (this run)")
+    print(String(format: "  fan-out 100 × 256 B: %.0f deliveries/s = %.1f%% of the reference (%.0f/s); target ≥ 30%%", wide.rate, 100 * wide.rate / wide.reference, wide.reference))
+    print(String(format: "  1 → 1, 256 B: %.0f messages/s; target ≥ 300,000", single.rate))
+    print("")
+}
 
 // 4. Added latency: upstream send → local receive, against a direct WebSocket client.
 let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
