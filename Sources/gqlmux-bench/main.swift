@@ -103,7 +103,9 @@ print("")
 // 3. Fan-out throughput: one upstream subscription → N local subscribers.
 print("fan-out (1 upstream subscription → N local subscribers; deliveries/s = N × messages / time)")
 print("  reference: N Unix socketpairs, the same line bytes written 64 lines per write, one poll loop reading (no JSON)")
-print("  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second   reference/s   gqlmuxd ÷ reference")
+print(
+    "  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second   reference/s   gqlmuxd ÷ reference"
+)
 var fanoutRows: [(n: Int, payload: Int, rate: Double, reference: Double)] = []
 for payload in [256, 4096] {
     for n in [1, 10, 100, 500] {
@@ -156,7 +158,14 @@ print("")
 
 if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let single = fanoutRows.first(where: { $0.n == 1 && $0.payload == 256 }) {
     print("summary against issue 9's targets (this run)")
-    print(String(format: "  fan-out 100 × 256 B: %.0f deliveries/s = %.1f%% of the reference (%.0f/s); target ≥ 30%%", wide.rate, 100 * wide.rate / wide.reference, wide.reference))
+    print(
+        String(
+            format: "  fan-out 100 × 256 B: %.0f deliveries/s = %.1f%% of the reference (%.0f/s); target ≥ 30%%",
+            wide.rate,
+            100 * wide.rate / wide.reference,
+            wide.reference
+        )
+    )
     print(String(format: "  1 → 1, 256 B: %.0f messages/s; target ≥ 300,000", single.rate))
     print("")
 }
