@@ -8,54 +8,54 @@ import Testing
 /// then decides, and a cut surfaces as a typed error.
 @Suite(.serialized) struct ClientBackpressureTests {
     @Test func anAppThatDoesNotIterateStaysBoundedAndIsCutWithATypedError() async throws {
-        let rig = try await DaemonRig(extraConfig: "[limits]\nclient_buffer_bytes = 262144")
-        defer { Task { await rig.tearDown() } }
-        let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, bufferedResults: 50))
-        defer { Task { await client.close() } }
-        let slow = client.subscribe(query: "subscription { tick }")
-        await rig.upstreamActive(1)
-        await eventually("active") { slow.state == .active }
-        // 4,000 ticks of ~2 KB (8 MB): far more than the app buffer plus the daemon's 256 KiB.
-        var maxBuffered = 0
-        for _ in 0..<40 {
-            await rig.server.tick(count: 100, padding: 2_000)
+        try await DaemonRig.with(extraConfig: "[limits]\nclient_buffer_bytes = 262144") { rig in
+            let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, bufferedResults: 50))
+            defer { Task { await client.close() } }
+            let slow = client.subscribe(query: "subscription { tick }")
+            await rig.upstreamActive(1)
+            await eventually("active") { slow.state == .active }
+            // 4,000 ticks of ~2 KB (8 MB): far more than the app buffer plus the daemon's 256 KiB.
+            var maxBuffered = 0
+            for _ in 0..<40 {
+                await rig.server.tick(count: 100, padding: 2_000)
+                maxBuffered = max(maxBuffered, slow.bufferedCount)
+                if rig.log.count(.slowConsumer) > 0 { break }
+            }
+            await eventually("the daemon cut the slow client") { rig.log.count(.slowConsumer) == 1 }
             maxBuffered = max(maxBuffered, slow.bufferedCount)
-            if rig.log.count(.slowConsumer) > 0 { break }
+            // Bounded: the 50 it asked for, plus at most two socket reads (2 x 64 KiB ~ 64 lines of 2 KB).
+            #expect(maxBuffered <= 50 + 64)
+            #expect(maxBuffered >= 50)
+            var received = 0
+            do {
+                for try await _ in slow { received += 1 }
+                Issue.record("iteration ended without an error after \(received) results")
+            } catch let error as GQLMuxError {
+                #expect(error.code == "SLOW_CONSUMER")
+            }
+            #expect(received >= 50 && received < 4_000)
         }
-        await eventually("the daemon cut the slow client") { rig.log.count(.slowConsumer) == 1 }
-        maxBuffered = max(maxBuffered, slow.bufferedCount)
-        // Bounded: the 50 it asked for, plus at most two socket reads (2 x 64 KiB ~ 64 lines of 2 KB).
-        #expect(maxBuffered <= 50 + 64)
-        #expect(maxBuffered >= 50)
-        var received = 0
-        do {
-            for try await _ in slow { received += 1 }
-            Issue.record("iteration ended without an error after \(received) results")
-        } catch let error as GQLMuxError {
-            #expect(error.code == "SLOW_CONSUMER")
-        }
-        #expect(received >= 50 && received < 4_000)
     }
 
     @Test func aSlowButSteadyAppGetsEveryResultWithABoundedBuffer() async throws {
-        let rig = try await DaemonRig()
-        defer { Task { await rig.tearDown() } }
-        let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, bufferedResults: 20))
-        defer { Task { await client.close() } }
-        let sub = client.subscribe(query: "subscription { tick }")
-        await rig.upstreamActive(1)
-        await eventually("active") { sub.state == .active }
-        await rig.server.tick(count: 500, padding: 200)
-        var received = 0
-        var maxBuffered = 0
-        for try await _ in sub {
-            received += 1
-            maxBuffered = max(maxBuffered, sub.bufferedCount)
-            if received % 50 == 0 { try await Task.sleep(for: .milliseconds(20)) }
-            if received == 500 { break }
+        try await DaemonRig.with() { rig in
+            let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, bufferedResults: 20))
+            defer { Task { await client.close() } }
+            let sub = client.subscribe(query: "subscription { tick }")
+            await rig.upstreamActive(1)
+            await eventually("active") { sub.state == .active }
+            await rig.server.tick(count: 500, padding: 200)
+            var received = 0
+            var maxBuffered = 0
+            for try await _ in sub {
+                received += 1
+                maxBuffered = max(maxBuffered, sub.bufferedCount)
+                if received % 50 == 0 { try await Task.sleep(for: .milliseconds(20)) }
+                if received == 500 { break }
+            }
+            #expect(received == 500)
+            #expect(maxBuffered <= 20 + 500)  // the buffer, plus at most two socket reads (2 x 64 KiB) of ~270 B lines
+            #expect(rig.log.count(.slowConsumer) == 0)
         }
-        #expect(received == 500)
-        #expect(maxBuffered <= 20 + 500)  // the buffer, plus at most two socket reads (2 x 64 KiB) of ~270 B lines
-        #expect(rig.log.count(.slowConsumer) == 0)
     }
 }

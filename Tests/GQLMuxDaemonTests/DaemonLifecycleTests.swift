@@ -5,118 +5,118 @@ import Testing
 
 @Suite(.serialized) struct DaemonLifecycleTests {
     @Test func reloadAppliesNewCredentialsAndKeepsEverySubscription() async throws {
-        let rig = try await DaemonRig(upstreamConfig: "connecting_payload = { token = \"one\" }")
-        let c = try await rig.connect()
-        c.subscribe(id: "a")
-        c.subscribe(id: "b", "subscription Other { tick }")
-        await eventually("both active upstream") { await rig.server.currentStats.activeSubscriptions == 2 }
-        #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
-        var config = try String(contentsOfFile: rig.configPath, encoding: .utf8)
-        config = config.replacingOccurrences(of: "token = \"one\"", with: "token = \"two\"")
-        config = config.replacingOccurrences(of: "[socket]", with: "[upstream.headers]\nAuthorization = \"Bearer two\"\n[socket]")
-        try config.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
-        c.send(#"{"type":"reload","id":"r"}"#)
-        await eventually("reload ok") { c.lines.contains(#"{"type":"ok","id":"r"}"#) }
-        await eventually("reconnected with both subscriptions") {
-            let stats = await rig.server.currentStats
-            return stats.connections == 2 && stats.activeSubscriptions == 2
+        try await DaemonRig.with(upstreamConfig: "connecting_payload = { token = \"one\" }") { rig in
+            let c = try await rig.connect()
+            c.subscribe(id: "a")
+            c.subscribe(id: "b", "subscription Other { tick }")
+            await eventually("both active upstream") { await rig.server.currentStats.activeSubscriptions == 2 }
+            #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
+            var config = try String(contentsOfFile: rig.configPath, encoding: .utf8)
+            config = config.replacingOccurrences(of: "token = \"one\"", with: "token = \"two\"")
+            config = config.replacingOccurrences(of: "[socket]", with: "[upstream.headers]\nAuthorization = \"Bearer two\"\n[socket]")
+            try config.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
+            c.send(#"{"type":"reload","id":"r"}"#)
+            await eventually("reload ok") { c.lines.contains(#"{"type":"ok","id":"r"}"#) }
+            await eventually("reconnected with both subscriptions") {
+                let stats = await rig.server.currentStats
+                return stats.connections == 2 && stats.activeSubscriptions == 2
+            }
+            #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
+            #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
+            await rig.server.tick()
+            await eventually("both tick after reload") {
+                !c.lines(containing: #""id":"a","payload":{"data":{"tick":1}}"#).isEmpty
+                    && !c.lines(containing: #""id":"b","payload":{"data":{"tick":1}}"#).isEmpty
+            }
+            #expect(c.lines(containing: #""type":"error""#).isEmpty)
         }
-        #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
-        #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
-        await rig.server.tick()
-        await eventually("both tick after reload") {
-            !c.lines(containing: #""id":"a","payload":{"data":{"tick":1}}"#).isEmpty
-                && !c.lines(containing: #""id":"b","payload":{"data":{"tick":1}}"#).isEmpty
-        }
-        #expect(c.lines(containing: #""type":"error""#).isEmpty)
-        await rig.tearDown()
     }
 
     @Test func reloadWithABrokenConfigKeepsTheOldOneAndSaysWhy() async throws {
-        let rig = try await DaemonRig()
-        let c = try await rig.connect()
-        c.subscribe(id: "a")
-        await rig.upstreamActive(1)
-        try "[upstream]\nurl = \"http://nope\"\n".write(toFile: rig.configPath, atomically: true, encoding: .utf8)
-        c.send(#"{"type":"reload","id":"r"}"#)
-        await eventually("reload refused") { !c.lines(containing: #""id":"r""#).isEmpty }
-        #expect(c.lines(containing: #""id":"r""#).first?.contains("[upstream] url") == true)
-        #expect(rig.log.count(.reloadFailed) == 1)
-        await rig.server.tick()
-        await eventually("still ticking") { !c.lines(containing: #""tick":1"#).isEmpty }
-        await rig.tearDown()
+        try await DaemonRig.with() { rig in
+            let c = try await rig.connect()
+            c.subscribe(id: "a")
+            await rig.upstreamActive(1)
+            try "[upstream]\nurl = \"http://nope\"\n".write(toFile: rig.configPath, atomically: true, encoding: .utf8)
+            c.send(#"{"type":"reload","id":"r"}"#)
+            await eventually("reload refused") { !c.lines(containing: #""id":"r""#).isEmpty }
+            #expect(c.lines(containing: #""id":"r""#).first?.contains("[upstream] url") == true)
+            #expect(rig.log.count(.reloadFailed) == 1)
+            await rig.server.tick()
+            await eventually("still ticking") { !c.lines(containing: #""tick":1"#).isEmpty }
+        }
     }
 
     @Test func gracefulShutdownTellsClientsCompletesUpstreamAndRemovesTheSocket() async throws {
-        let rig = try await DaemonRig()
-        let c = try await rig.connect()
-        c.subscribe(id: "a")
-        await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
-        await rig.daemon.shutdown()
-        await eventually("client closed") { c.isClosed }
-        #expect(c.lines.contains { $0.contains(#""id":"a""#) && $0.contains("SHUTTING_DOWN") })
-        await eventually("upstream complete and close 1000") {
-            let stats = await rig.server.currentStats
-            return stats.completesReceived == 1 && stats.clientCloseCodes == [1000]
+        try await DaemonRig.with() { rig in
+            let c = try await rig.connect()
+            c.subscribe(id: "a")
+            await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await rig.daemon.shutdown()
+            await eventually("client closed") { c.isClosed }
+            #expect(c.lines.contains { $0.contains(#""id":"a""#) && $0.contains("SHUTTING_DOWN") })
+            await eventually("upstream complete and close 1000") {
+                let stats = await rig.server.currentStats
+                return stats.completesReceived == 1 && stats.clientCloseCodes == [1000]
+            }
+            #expect(!FileManager.default.fileExists(atPath: rig.socketPath))
         }
-        #expect(!FileManager.default.fileExists(atPath: rig.socketPath))
-        await rig.tearDown()
     }
 
     @Test func clientLibraryResubscribesAfterADaemonRestart() async throws {
-        let rig = try await DaemonRig()
-        let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, clientName: "restart-test"))
-        let states = NIOLockedValueBox<[GQLMuxSubscriptionState]>([])
-        let subscription = client.subscribe(query: "subscription { tick }") { state in states.withLockedValue { $0.append(state) } }
-        let results = NIOLockedValueBox<[String]>([])
-        let reader = Task {
-            for try await result in subscription { results.withLockedValue { $0.append(result.json) } }
+        try await DaemonRig.with() { rig in
+            let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, clientName: "restart-test"))
+            let states = NIOLockedValueBox<[GQLMuxSubscriptionState]>([])
+            let subscription = client.subscribe(query: "subscription { tick }") { state in states.withLockedValue { $0.append(state) } }
+            let results = NIOLockedValueBox<[String]>([])
+            let reader = Task {
+                for try await result in subscription { results.withLockedValue { $0.append(result.json) } }
+            }
+            await eventually("active") { subscription.state == .active }
+            await rig.upstreamActive(1)
+            await rig.server.tick()
+            await eventually("first tick") { results.withLockedValue { $0.count } == 1 }
+            try await rig.restartDaemon()
+            await eventually("re-subscribed through the new daemon") {
+                subscription.state == .active && states.withLockedValue { $0.contains(.reconnecting) }
+            }
+            await eventually("upstream has it again") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await rig.server.tick()
+            await eventually("tick through the new daemon") { results.withLockedValue { $0.count } == 2 }
+            reader.cancel()
+            await eventually("cancelling completes it at the daemon") { await rig.server.currentStats.activeSubscriptions == 0 }
+            await client.close()
         }
-        await eventually("active") { subscription.state == .active }
-        await rig.upstreamActive(1)
-        await rig.server.tick()
-        await eventually("first tick") { results.withLockedValue { $0.count } == 1 }
-        try await rig.restartDaemon()
-        await eventually("re-subscribed through the new daemon") {
-            subscription.state == .active && states.withLockedValue { $0.contains(.reconnecting) }
-        }
-        await eventually("upstream has it again") { await rig.server.currentStats.activeSubscriptions == 1 }
-        await rig.server.tick()
-        await eventually("tick through the new daemon") { results.withLockedValue { $0.count } == 2 }
-        reader.cancel()
-        await eventually("cancelling completes it at the daemon") { await rig.server.currentStats.activeSubscriptions == 0 }
-        await client.close()
-        await rig.tearDown()
     }
 
     @Test func cancellingAQueryTaskCompletesItAtTheUpstream() async throws {
-        let rig = try await DaemonRig()
-        let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))
-        let task = Task { try await client.query("{ hold }") }
-        await eventually("query reached the upstream") { await rig.server.currentStats.queries == 1 }
-        task.cancel()
-        await eventually("complete sent upstream") { await rig.server.currentStats.completesReceived == 1 }
-        await #expect(throws: CancellationError.self) { try await task.value }
-        await client.close()
-        await rig.tearDown()
+        try await DaemonRig.with() { rig in
+            let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))
+            let task = Task { try await client.query("{ hold }") }
+            await eventually("query reached the upstream") { await rig.server.currentStats.queries == 1 }
+            task.cancel()
+            await eventually("complete sent upstream") { await rig.server.currentStats.completesReceived == 1 }
+            await #expect(throws: CancellationError.self) { try await task.value }
+            await client.close()
+        }
     }
 
     @Test func clientLibraryQueryMutationStatusAndTypedErrors() async throws {
-        let rig = try await DaemonRig()
-        let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))
-        let hello = try await client.query("{ hello }")
-        #expect(hello.json == #"{"data":{"hello":"world"}}"#)
-        struct Increment: Decodable { struct D: Decodable { var increment: Int }; var data: D }
-        #expect(try await client.mutate("mutation { increment }").decode(Increment.self).data.increment == 1)
-        await #expect(throws: GQLMuxError.invalidDocument) { try await client.query("{ hello ") }
-        let status = try await client.status()
-        #expect(status.contains(#""state":"connected""#))
-        try await client.pause()
-        await eventually("paused") { await rig.server.currentStats.openConnections == 0 }
-        try await client.resume()
-        await client.close()
-        let missing = GQLMuxClient(configuration: .init(socketPath: rig.directory + "/nope.sock"))
-        await #expect(throws: GQLMuxError.daemonUnavailable) { try await missing.query("{ hello }") }
-        await rig.tearDown()
+        try await DaemonRig.with() { rig in
+            let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))
+            let hello = try await client.query("{ hello }")
+            #expect(hello.json == #"{"data":{"hello":"world"}}"#)
+            struct Increment: Decodable { struct D: Decodable { var increment: Int }; var data: D }
+            #expect(try await client.mutate("mutation { increment }").decode(Increment.self).data.increment == 1)
+            await #expect(throws: GQLMuxError.invalidDocument) { try await client.query("{ hello ") }
+            let status = try await client.status()
+            #expect(status.contains(#""state":"connected""#))
+            try await client.pause()
+            await eventually("paused") { await rig.server.currentStats.openConnections == 0 }
+            try await client.resume()
+            await client.close()
+            let missing = GQLMuxClient(configuration: .init(socketPath: rig.directory + "/nope.sock"))
+            await #expect(throws: GQLMuxError.daemonUnavailable) { try await missing.query("{ hello }") }
+        }
     }
 }

@@ -27,26 +27,26 @@ import Testing
     }
 
     @Test func reconnectsErrorsAndDedupAreCounted() async throws {
-        let rig = try await DaemonRig()
-        let a = try await rig.connect()
-        let b = try await rig.connect()
-        a.subscribe(id: "1")
-        b.subscribe(id: "1")
-        b.subscribe(id: "1")  // DUPLICATE_ID
-        await rig.upstreamActive(1)
-        await eventually("duplicate refused") { !b.lines(containing: "DUPLICATE_ID").isEmpty }
+        try await DaemonRig.with() { rig in
+            let a = try await rig.connect()
+            let b = try await rig.connect()
+            a.subscribe(id: "1")
+            b.subscribe(id: "1")
+            b.subscribe(id: "1")  // DUPLICATE_ID
+            await rig.upstreamActive(1)
+            await eventually("duplicate refused") { !b.lines(containing: "DUPLICATE_ID").isEmpty }
 
-        await rig.server.closeAll(code: 1012, reason: "service restart")
-        await eventually("reconnected") { rig.log.count(.reconnected) == 1 }
-        await rig.upstreamActive(1)
+            await rig.server.closeAll(code: 1012, reason: "service restart")
+            await eventually("reconnected") { rig.log.count(.reconnected) == 1 }
+            await rig.upstreamActive(1)
 
-        let text = try await rig.daemon.eventLoop.submit { String(decoding: rig.daemon.metricsText(), as: UTF8.self) }.get()
-        #expect(text.contains(#"gqlmux_subscriptions{side="local"} 2.0"#))
-        #expect(text.contains(#"gqlmux_subscriptions{side="upstream"} 1.0"#))
-        #expect(text.contains(#"gqlmux_reconnects_total{cause="closed",close_code="1012"} 1"#))
-        #expect(text.contains("gqlmux_reconnect_duration_seconds_count 1"))
-        #expect(text.contains(#"gqlmux_errors_total{code="DUPLICATE_ID"} 1"#))
-        #expect(text.contains(#"gqlmux_upstream_connections{state="connected"} 1.0"#))
-        await rig.tearDown()
+            let text = try await rig.daemon.eventLoop.submit { String(decoding: rig.daemon.metricsText(), as: UTF8.self) }.get()
+            #expect(text.contains(#"gqlmux_subscriptions{side="local"} 2.0"#))
+            #expect(text.contains(#"gqlmux_subscriptions{side="upstream"} 1.0"#))
+            #expect(text.contains(#"gqlmux_reconnects_total{cause="closed",close_code="1012"} 1"#))
+            #expect(text.contains("gqlmux_reconnect_duration_seconds_count 1"))
+            #expect(text.contains(#"gqlmux_errors_total{code="DUPLICATE_ID"} 1"#))
+            #expect(text.contains(#"gqlmux_upstream_connections{state="connected"} 1.0"#))
+        }
     }
 }

@@ -78,6 +78,25 @@ final class DaemonRig: @unchecked Sendable {
         try await LineClient.connect(socketPath, group: clientGroup, autoRead: autoRead)
     }
 
+    /// Runs `body` with a fresh rig and always tears it down, also when `body` throws (a
+    /// failed `#require`), so no test leaks loops, sockets or servers.
+    static func with(
+        upstream options: TestUpstreamServer.Options = .init(),
+        upstreamConfig: String = "",
+        socketConfig: String = "",
+        extraConfig: String = "",
+        _ body: (DaemonRig) async throws -> Void
+    ) async throws {
+        let rig = try await DaemonRig(upstream: options, upstreamConfig: upstreamConfig, socketConfig: socketConfig, extraConfig: extraConfig)
+        do {
+            try await body(rig)
+        } catch {
+            await rig.tearDown()
+            throw error
+        }
+        await rig.tearDown()
+    }
+
     func tearDown() async {
         await daemon.shutdown()
         await server.shutdown()

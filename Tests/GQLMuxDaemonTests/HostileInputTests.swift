@@ -27,21 +27,21 @@ import Testing
 
     /// 1. A document nesting 50,000 selections is refused before parsing (it crashed the daemon).
     @Test func aDocumentNesting50000SelectionsIsRefusedAndNobodyNotices() async throws {
-        let rig = try await DaemonRig()
-        defer { Task { await rig.tearDown() } }
-        let w = try await watcher(rig)
-        let bad = try await rig.connect()
-        let deep = "query " + String(repeating: "{ a ", count: 50_000) + String(repeating: "} ", count: 50_000)
-        bad.subscribe(id: "deep", deep)
-        await eventually("refused") { !bad.lines(containing: #""id":"deep""#).isEmpty }
-        #expect(bad.lines(containing: "LIMIT_EXCEEDED").count == 1)
-        let wide = "{ " + (0..<20_000).map { "f\($0)" }.joined(separator: " ") + " }"
-        bad.subscribe(id: "wide", wide)
-        await eventually("wide refused") { !bad.lines(containing: #""id":"wide""#).isEmpty }
-        #expect(bad.lines(containing: "max_document_tokens").count == 1)
-        await expectStillStreams(rig, w)
-        #expect(await rig.server.currentStats.subscribes == 1)  // nothing reached the upstream
-        #expect(w.lines.allSatisfy { !$0.contains("reconnecting") })
+        try await DaemonRig.with() { rig in
+            let w = try await watcher(rig)
+            let bad = try await rig.connect()
+            let deep = "query " + String(repeating: "{ a ", count: 50_000) + String(repeating: "} ", count: 50_000)
+            bad.subscribe(id: "deep", deep)
+            await eventually("refused") { !bad.lines(containing: #""id":"deep""#).isEmpty }
+            #expect(bad.lines(containing: "LIMIT_EXCEEDED").count == 1)
+            let wide = "{ " + (0..<20_000).map { "f\($0)" }.joined(separator: " ") + " }"
+            bad.subscribe(id: "wide", wide)
+            await eventually("wide refused") { !bad.lines(containing: #""id":"wide""#).isEmpty }
+            #expect(bad.lines(containing: "max_document_tokens").count == 1)
+            await expectStillStreams(rig, w)
+            #expect(await rig.server.currentStats.subscribes == 1)  // nothing reached the upstream
+            #expect(w.lines.allSatisfy { !$0.contains("reconnecting") })
+        }
     }
 
     /// 2. Invalid UTF-8 or an unpaired surrogate in a line: an error for its sender, never forwarded
@@ -55,57 +55,57 @@ import Testing
         [UInt8](#"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick }","variables":{"s":""#.utf8) + [0xC0, 0xAF] + Array(#""}}}"#.utf8),
     ])
     func aLineThatIsNotUnicodeTextCostsOnlyItsSender(line: [UInt8]) async throws {
-        let rig = try await DaemonRig()
-        defer { Task { await rig.tearDown() } }
-        let w = try await watcher(rig)
-        let bad = try await rig.connect()
-        var buffer = ByteBuffer(bytes: line)
-        buffer.writeString("\n")
-        try await bad.channel.writeAndFlush(buffer)
-        await eventually("sender refused and closed") { bad.isClosed }
-        #expect(bad.lines.first?.contains("BAD_REQUEST") == true)
-        await expectStillStreams(rig, w)
-        let stats = await rig.server.currentStats
-        #expect(stats.connections == 1)
-        #expect(stats.subscribes == 1)
-        #expect(w.lines.allSatisfy { !$0.contains("reconnecting") })
+        try await DaemonRig.with() { rig in
+            let w = try await watcher(rig)
+            let bad = try await rig.connect()
+            var buffer = ByteBuffer(bytes: line)
+            buffer.writeString("\n")
+            try await bad.channel.writeAndFlush(buffer)
+            await eventually("sender refused and closed") { bad.isClosed }
+            #expect(bad.lines.first?.contains("BAD_REQUEST") == true)
+            await expectStillStreams(rig, w)
+            let stats = await rig.server.currentStats
+            #expect(stats.connections == 1)
+            #expect(stats.subscribes == 1)
+            #expect(w.lines.allSatisfy { !$0.contains("reconnecting") })
+        }
     }
 
     /// 3. A text frame with invalid UTF-8 from the upstream fails the connection with 1007; nothing
     /// invalid reaches a local client, and the subscription resumes on a new connection.
     @Test func invalidUTF8FromTheUpstreamIsNeverForwarded() async throws {
-        let rig = try await DaemonRig()
-        defer { Task { await rig.tearDown() } }
-        let w = try await watcher(rig)
-        await rig.server.sendTextBytes(Array(#"{"type":"next","id":"1","payload":{"data":{"s":""#.utf8) + [0xFF, 0xFE] + Array(#""}}}"#.utf8))
-        await eventually("closed 1007") { await rig.server.currentStats.clientCloseCodes.contains(1007) }
-        await eventually("resubscribed") { await rig.server.currentStats.connections == 2 }
-        await rig.upstreamActive(1)
-        await expectStillStreams(rig, w)
-        #expect(w.lines(containing: #""type":"next""#).count == 1)
-        #expect(w.lines(containing: "reconnecting").count == 1)
+        try await DaemonRig.with() { rig in
+            let w = try await watcher(rig)
+            await rig.server.sendTextBytes(Array(#"{"type":"next","id":"1","payload":{"data":{"s":""#.utf8) + [0xFF, 0xFE] + Array(#""}}}"#.utf8))
+            await eventually("closed 1007") { await rig.server.currentStats.clientCloseCodes.contains(1007) }
+            await eventually("resubscribed") { await rig.server.currentStats.connections == 2 }
+            await rig.upstreamActive(1)
+            await expectStillStreams(rig, w)
+            #expect(w.lines(containing: #""type":"next""#).count == 1)
+            #expect(w.lines(containing: "reconnecting").count == 1)
+        }
     }
 
     /// Poison: a request that makes the server drop the whole connection is quarantined after one
     /// close; the other subscribers see one reconnect, never a loop.
     @Test func aPoisonOperationCostsTheOthersOneReconnectAndIsQuarantined() async throws {
-        let rig = try await DaemonRig(upstreamConfig: "ping_interval = 0.1")
-        defer { Task { await rig.tearDown() } }
-        let w = try await watcher(rig)
-        let bad = try await rig.connect()
-        bad.subscribe(id: "p", "subscription { tick(tag: \"POISON_1007\") }")
-        await eventually("poison finished") { !bad.lines(containing: "UPSTREAM_CLOSED").isEmpty }
-        #expect(bad.lines(containing: "quarantined").count == 1)
-        #expect(!bad.isClosed)  // an error for the operation, the client stays
-        await rig.upstreamActive(1)
-        await expectStillStreams(rig, w)
-        // Counted, not slept: 10 more pings (one per 0.1 s) go only over a connection that
-        // stays up; a reconnect loop would have opened many connections meanwhile.
-        let pings = await rig.server.currentStats.pingsReceived
-        await eventually("10 more pings on the same connection") { await rig.server.currentStats.pingsReceived >= pings + 10 }
-        #expect(await rig.server.currentStats.connections == 2)
-        #expect(w.lines(containing: "reconnecting").count == 1)
-        #expect(rig.log.count(.quarantined) == 1)
+        try await DaemonRig.with(upstreamConfig: "ping_interval = 0.1") { rig in
+            let w = try await watcher(rig)
+            let bad = try await rig.connect()
+            bad.subscribe(id: "p", "subscription { tick(tag: \"POISON_1007\") }")
+            await eventually("poison finished") { !bad.lines(containing: "UPSTREAM_CLOSED").isEmpty }
+            #expect(bad.lines(containing: "quarantined").count == 1)
+            #expect(!bad.isClosed)  // an error for the operation, the client stays
+            await rig.upstreamActive(1)
+            await expectStillStreams(rig, w)
+            // Counted, not slept: 10 more pings (one per 0.1 s) go only over a connection that
+            // stays up; a reconnect loop would have opened many connections meanwhile.
+            let pings = await rig.server.currentStats.pingsReceived
+            await eventually("10 more pings on the same connection") { await rig.server.currentStats.pingsReceived >= pings + 10 }
+            #expect(await rig.server.currentStats.connections == 2)
+            #expect(w.lines(containing: "reconnecting").count == 1)
+            #expect(rig.log.count(.quarantined) == 1)
+        }
     }
 
     /// 5. An upstream that acks and closes at once sees the backoff grow (it reset on every ack,
@@ -148,29 +148,29 @@ import Testing
     /// 6. Clients that never read are cut when all clients together pass total_buffer_bytes, the
     /// furthest behind first; a reading client keeps every message.
     @Test func theMemoryBudgetCutsTheClientsFurthestBehindAndSparesTheReader() async throws {
-        let rig = try await DaemonRig(extraConfig: "[limits]\nclient_buffer_bytes = 524288\ntotal_buffer_bytes = 1048576")
-        defer { Task { await rig.tearDown() } }
-        let w = try await watcher(rig)
-        var stalled: [LineClient] = []
-        for i in 0..<4 {
-            let c = try await rig.connect(autoRead: false)
-            c.subscribe(id: "s\(i)")
-            stalled.append(c)
+        try await DaemonRig.with(extraConfig: "[limits]\nclient_buffer_bytes = 524288\ntotal_buffer_bytes = 1048576") { rig in
+            let w = try await watcher(rig)
+            var stalled: [LineClient] = []
+            for i in 0..<4 {
+                let c = try await rig.connect(autoRead: false)
+                c.subscribe(id: "s\(i)")
+                stalled.append(c)
+            }
+            await eventually("all joined") { rig.log.count(.subscribed) == 5 }
+            for round in 1...40 {
+                await rig.server.tick(count: 10, padding: 4_000)
+                let sent = round * 10
+                await eventually("reader keeps up") { w.lines(containing: #""type":"next""#).count == sent }
+            }
+            await eventually("budget enforced") { rig.log.count(.memoryBudget) >= 1 }
+            #expect(w.lines(containing: #""type":"next""#).count == 400)
+            #expect(!w.isClosed)
+            #expect(w.lines(containing: "SLOW_CONSUMER").isEmpty)
+            // Each cut names how far behind the client was; the budget held after the cuts.
+            let behind = rig.log.all(.memoryBudget).compactMap { $0["GQLMUX_BUFFERED_BYTES"].flatMap(Int.init) }
+            #expect(!behind.isEmpty && behind.allSatisfy { $0 > 0 })
+            await rig.upstreamActive(1)
         }
-        await eventually("all joined") { rig.log.count(.subscribed) == 5 }
-        for round in 1...40 {
-            await rig.server.tick(count: 10, padding: 4_000)
-            let sent = round * 10
-            await eventually("reader keeps up") { w.lines(containing: #""type":"next""#).count == sent }
-        }
-        await eventually("budget enforced") { rig.log.count(.memoryBudget) >= 1 }
-        #expect(w.lines(containing: #""type":"next""#).count == 400)
-        #expect(!w.isClosed)
-        #expect(w.lines(containing: "SLOW_CONSUMER").isEmpty)
-        // Each cut names how far behind the client was; the budget held after the cuts.
-        let behind = rig.log.all(.memoryBudget).compactMap { $0["GQLMUX_BUFFERED_BYTES"].flatMap(Int.init) }
-        #expect(!behind.isEmpty && behind.allSatisfy { $0 > 0 })
-        await rig.upstreamActive(1)
     }
 
     /// The fuzz targets' seed corpus replays in every test run (the libFuzzer runs are scripts/fuzz.sh).

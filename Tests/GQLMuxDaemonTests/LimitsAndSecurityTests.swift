@@ -21,80 +21,80 @@ func run(_ arguments: [String], stdin: String = "") throws -> (status: Int32, ou
 
 @Suite(.serialized) struct LimitsAndSecurityTests {
     @Test func maxClientsRefusesTheNextClient() async throws {
-        let rig = try await DaemonRig(extraConfig: "[limits]\nmax_clients = 2")
-        let a = try await rig.connect()
-        let b = try await rig.connect()
-        a.send(#"{"type":"ping"}"#)
-        b.send(#"{"type":"ping"}"#)
-        await eventually("two served") { a.lines.count == 1 && b.lines.count == 1 }
-        let c = try await rig.connect()
-        await eventually("third refused") { c.isClosed }
-        #expect(c.lines.first?.contains("LIMIT_EXCEEDED") == true)
-        #expect(!a.isClosed && !b.isClosed)
-        await rig.tearDown()
+        try await DaemonRig.with(extraConfig: "[limits]\nmax_clients = 2") { rig in
+            let a = try await rig.connect()
+            let b = try await rig.connect()
+            a.send(#"{"type":"ping"}"#)
+            b.send(#"{"type":"ping"}"#)
+            await eventually("two served") { a.lines.count == 1 && b.lines.count == 1 }
+            let c = try await rig.connect()
+            await eventually("third refused") { c.isClosed }
+            #expect(c.lines.first?.contains("LIMIT_EXCEEDED") == true)
+            #expect(!a.isClosed && !b.isClosed)
+        }
     }
 
     @Test func maxOperationsPerClientIsEnforcedPerOperation() async throws {
-        let rig = try await DaemonRig(extraConfig: "[limits]\nmax_operations_per_client = 2")
-        let c = try await rig.connect()
-        c.subscribe(id: "1")
-        c.subscribe(id: "2", "subscription { tick }  # different text, same key")
-        c.subscribe(id: "3")
-        await eventually("third refused") { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
-        #expect(c.lines(containing: "LIMIT_EXCEEDED").first?.contains(#""id":"3""#) == true)
-        #expect(!c.isClosed)
-        await rig.tearDown()
+        try await DaemonRig.with(extraConfig: "[limits]\nmax_operations_per_client = 2") { rig in
+            let c = try await rig.connect()
+            c.subscribe(id: "1")
+            c.subscribe(id: "2", "subscription { tick }  # different text, same key")
+            c.subscribe(id: "3")
+            await eventually("third refused") { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
+            #expect(c.lines(containing: "LIMIT_EXCEEDED").first?.contains(#""id":"3""#) == true)
+            #expect(!c.isClosed)
+        }
     }
 
     @Test func peersOutsideAllowedUIDsAreRefusedWithForbidden() async throws {
-        let rig = try await DaemonRig(socketConfig: "mode = \"0666\"", extraConfig: "[security]\nallowed_uids = [4242]")
-        let refused = try run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
-            stdin: #"{"type":"ping"}"# + "\n"
-        )
-        #expect(refused.output.contains("FORBIDDEN"), "output: \(refused.output)")
-        #expect(rig.log.count(.clientRefused) == 1)
-        await rig.tearDown()
+        try await DaemonRig.with(socketConfig: "mode = \"0666\"", extraConfig: "[security]\nallowed_uids = [4242]") { rig in
+            let refused = try run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
+                stdin: #"{"type":"ping"}"# + "\n"
+            )
+            #expect(refused.output.contains("FORBIDDEN"), "output: \(refused.output)")
+            #expect(rig.log.count(.clientRefused) == 1)
+        }
     }
 
     @Test func adminVerbsNeedAnAdmin() async throws {
-        let rig = try await DaemonRig(socketConfig: "mode = \"0666\"")
-        let nobody = try run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
-            stdin: #"{"type":"pause","id":"p"}"# + "\n" + #"{"type":"status","id":"s"}"# + "\n"
-        )
-        #expect(nobody.output.contains(#"{"type":"error","id":"p""#) && nobody.output.contains("FORBIDDEN"), "output: \(nobody.output)")
-        #expect(nobody.output.contains(#""type":"status""#))
-        // Root (uid 0) may.
-        let c = try await rig.connect()
-        c.send(#"{"type":"pause","id":"p"}"#)
-        await eventually("ok") { c.lines == [#"{"type":"ok","id":"p"}"#] }
-        await eventually("upstream closed") { await rig.server.currentStats.openConnections == 0 }
-        c.send(#"{"type":"resume","id":"r"}"#)
-        await eventually("resumed") { await rig.server.currentStats.openConnections == 1 }
-        await rig.tearDown()
+        try await DaemonRig.with(socketConfig: "mode = \"0666\"") { rig in
+            let nobody = try run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
+                stdin: #"{"type":"pause","id":"p"}"# + "\n" + #"{"type":"status","id":"s"}"# + "\n"
+            )
+            #expect(nobody.output.contains(#"{"type":"error","id":"p""#) && nobody.output.contains("FORBIDDEN"), "output: \(nobody.output)")
+            #expect(nobody.output.contains(#""type":"status""#))
+            // Root (uid 0) may.
+            let c = try await rig.connect()
+            c.send(#"{"type":"pause","id":"p"}"#)
+            await eventually("ok") { c.lines == [#"{"type":"ok","id":"p"}"#] }
+            await eventually("upstream closed") { await rig.server.currentStats.openConnections == 0 }
+            c.send(#"{"type":"resume","id":"r"}"#)
+            await eventually("resumed") { await rig.server.currentStats.openConnections == 1 }
+        }
     }
 
     @Test func socketFileHasModeFromConfigAndStaleFileIsReplaced() async throws {
-        let rig = try await DaemonRig()
-        let mode = try FileManager.default.attributesOfItem(atPath: rig.socketPath)[.posixPermissions] as? Int
-        #expect(mode == 0o660)
-        await rig.daemon.shutdown()
-        #expect(!FileManager.default.fileExists(atPath: rig.socketPath))
-        // A stale socket file (bound, nobody listening) from a crashed run is replaced.
-        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(rig.socketPath.utf8)) }
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        try await DaemonRig.with() { rig in
+            let mode = try FileManager.default.attributesOfItem(atPath: rig.socketPath)[.posixPermissions] as? Int
+            #expect(mode == 0o660)
+            await rig.daemon.shutdown()
+            #expect(!FileManager.default.fileExists(atPath: rig.socketPath))
+            // A stale socket file (bound, nobody listening) from a crashed run is replaced.
+            let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(rig.socketPath.utf8)) }
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            close(stale)
+            #expect(FileManager.default.fileExists(atPath: rig.socketPath))
+            try await rig.restartDaemon()
+            let c = try await rig.connect()
+            c.send(#"{"type":"ping"}"#)
+            await eventually("served") { c.lines.count == 1 }
         }
-        close(stale)
-        #expect(FileManager.default.fileExists(atPath: rig.socketPath))
-        try await rig.restartDaemon()
-        let c = try await rig.connect()
-        c.send(#"{"type":"ping"}"#)
-        await eventually("served") { c.lines.count == 1 }
-        await rig.tearDown()
     }
 }

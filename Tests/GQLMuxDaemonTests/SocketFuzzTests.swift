@@ -48,44 +48,44 @@ import Testing
     ]
 
     @Test func thousandsOfMutatedLinesFromManyConnectionsDisturbNobody() async throws {
-        let rig = try await DaemonRig()
-        defer { Task { await rig.tearDown() } }
-        let watcher = try await rig.connect()
-        watcher.subscribe(id: "w")
-        await eventually("watcher active") { !watcher.lines(containing: #""state":"active""#).isEmpty }
-        let settled = watcher.lines.count
-        var mutator = Mutator(state: 0x6A71_6C6D_7578)
-        var sent = 0
-        for _ in 0..<200 {  // 200 connections × 60 lines = 12,000 mutated lines
-            let client = try await rig.connect()
-            var batch = ByteBuffer()
-            for _ in 0..<60 {
-                let seed = Array(Self.seeds[mutator.below(Self.seeds.count)].utf8)
-                let line = mutator.mutate(seed)
-                // Admin verbs would legitimately pause or reconnect the upstream (tests run as root).
-                let text = String(decoding: line, as: UTF8.self)
-                if text.contains("pause") || text.contains("resume") || text.contains("reload") { continue }
-                batch.writeBytes(line)
-                batch.writeString("\n")
-                sent += 1
+        try await DaemonRig.with() { rig in
+            let watcher = try await rig.connect()
+            watcher.subscribe(id: "w")
+            await eventually("watcher active") { !watcher.lines(containing: #""state":"active""#).isEmpty }
+            let settled = watcher.lines.count
+            var mutator = Mutator(state: 0x6A71_6C6D_7578)
+            var sent = 0
+            for _ in 0..<200 {  // 200 connections × 60 lines = 12,000 mutated lines
+                let client = try await rig.connect()
+                var batch = ByteBuffer()
+                for _ in 0..<60 {
+                    let seed = Array(Self.seeds[mutator.below(Self.seeds.count)].utf8)
+                    let line = mutator.mutate(seed)
+                    // Admin verbs would legitimately pause or reconnect the upstream (tests run as root).
+                    let text = String(decoding: line, as: UTF8.self)
+                    if text.contains("pause") || text.contains("resume") || text.contains("reload") { continue }
+                    batch.writeBytes(line)
+                    batch.writeString("\n")
+                    sent += 1
+                }
+                try? await client.channel.writeAndFlush(batch)
+                client.crash()  // the daemon still reads what was written, then sees EOF
             }
-            try? await client.channel.writeAndFlush(batch)
-            client.crash()  // the daemon still reads what was written, then sees EOF
+            await eventually("every fuzzing connection served to its end", within: 30) {
+                rig.log.count(.clientDisconnected) == 200
+            }
+            for round in 1...3 {
+                _ = await rig.server.tick()
+                await eventually("watcher got tick \(round)") { watcher.lines(containing: #""type":"next""#).count == round }
+            }
+            #expect(sent > 10_000)
+            let after = watcher.lines.dropFirst(settled)
+            #expect(after.allSatisfy { $0.hasPrefix(#"{"type":"next","id":"w""#) }, "watcher saw: \(after.filter { !$0.contains("next") })")
+            #expect(!watcher.isClosed)
+            #expect(await rig.server.currentStats.connections == 1)
+            let status = try await rig.connect()
+            status.send(#"{"type":"status","id":"s"}"#)
+            await eventually("daemon still answers") { !status.lines(containing: #""type":"status""#).isEmpty }
         }
-        await eventually("every fuzzing connection served to its end", within: 30) {
-            rig.log.count(.clientDisconnected) == 200
-        }
-        for round in 1...3 {
-            _ = await rig.server.tick()
-            await eventually("watcher got tick \(round)") { watcher.lines(containing: #""type":"next""#).count == round }
-        }
-        #expect(sent > 10_000)
-        let after = watcher.lines.dropFirst(settled)
-        #expect(after.allSatisfy { $0.hasPrefix(#"{"type":"next","id":"w""#) }, "watcher saw: \(after.filter { !$0.contains("next") })")
-        #expect(!watcher.isClosed)
-        #expect(await rig.server.currentStats.connections == 1)
-        let status = try await rig.connect()
-        status.send(#"{"type":"status","id":"s"}"#)
-        await eventually("daemon still answers") { !status.lines(containing: #""type":"status""#).isEmpty }
     }
 }
