@@ -429,7 +429,7 @@ package final class Daemon: @unchecked Sendable {
     private func transportEvent(_ event: TransportEvent, connection: Int) {
         let url = configuration.upstream.url.description
         let transport = pool.members[connection]
-        let events = ConnectionEvents(events: self.events, connection: connection)
+        let events = self.events.adding(["GQLMUX_CONNECTION": "\(connection)"])
         switch event {
         case .stateChanged(let state):
             switch state {
@@ -478,25 +478,6 @@ package final class Daemon: @unchecked Sendable {
                 message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)) right after it was sent; not sent again"
             )
         }
-    }
-}
-
-/// The daemon's events for one upstream connection: each carries `GQLMUX_CONNECTION=`.
-private struct ConnectionEvents {
-    let events: DaemonEvents
-    let connection: Int
-
-    func emit(
-        _ event: DaemonEvent,
-        _ fields: [String: String] = [:],
-        message: String? = nil,
-        file: String = #fileID,
-        function: String = #function,
-        line: UInt = #line
-    ) {
-        var fields = fields
-        fields["GQLMUX_CONNECTION"] = "\(connection)"
-        events.emit(event, fields, message: message, file: file, function: function, line: line)
     }
 }
 

@@ -77,6 +77,13 @@ package struct DaemonEvents: Sendable {
         self.sink = { event, message, fields, _ in sink(event, message, fields) }
     }
 
+    /// The same sink, with `fields` added to every event (`GQLMUX_CONNECTION` for one upstream
+    /// connection's events).
+    package func adding(_ fields: [String: String]) -> DaemonEvents {
+        let sink = self.sink
+        return DaemonEvents { event, message, own, source in sink(event, message, own.merging(fields) { mine, _ in mine }, source) }
+    }
+
     package func emit(
         _ event: DaemonEvent,
         _ fields: [String: String] = [:],

@@ -50,14 +50,7 @@ package final class HTTPOperations: @unchecked Sendable {
     }
 
     static func makeSSLContext(_ configuration: Configuration) throws -> NIOSSLContext? {
-        guard configuration.url.secure else { return nil }
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let caFile = configuration.tls.caFile {
-            tls.additionalTrustRoots = [.file(caFile)]
-            _ = try NIOSSLCertificate.fromPEMFile(caFile)
-        }
-        if configuration.tls.insecureSkipVerify { tls.certificateVerification = .none }
-        return try NIOSSLContext(configuration: tls)
+        try configuration.tls.clientContext(secure: configuration.url.secure)
     }
 
     /// Applies a reloaded configuration to the requests that start from now on.

@@ -1,5 +1,6 @@
 import GraphQLTransportWS
 import NIOCore
+import NIOSSL
 
 /// Everything the upstream transport needs; every argument defaults except the URL.
 package struct UpstreamConfiguration: Sendable {
@@ -18,6 +19,19 @@ package struct UpstreamConfiguration: Sendable {
         package init(caFile: String? = nil, insecureSkipVerify: Bool = false) {
             self.caFile = caFile
             self.insecureSkipVerify = insecureSkipVerify
+        }
+
+        /// The TLS client context for a `secure` endpoint (nil for plain ws:// or http://), the
+        /// same for the WebSocket and `http_url`. Throws if `caFile` cannot be read.
+        func clientContext(secure: Bool) throws -> NIOSSLContext? {
+            guard secure else { return nil }
+            var tls = TLSConfiguration.makeClientConfiguration()
+            if let caFile {
+                tls.additionalTrustRoots = [.file(caFile)]
+                _ = try NIOSSLCertificate.fromPEMFile(caFile)
+            }
+            if insecureSkipVerify { tls.certificateVerification = .none }
+            return try NIOSSLContext(configuration: tls)
         }
     }
 

@@ -51,14 +51,7 @@ package final class UpstreamTransport: @unchecked Sendable {
     }
 
     static func makeSSLContext(_ configuration: UpstreamConfiguration) throws -> NIOSSLContext? {
-        guard configuration.url.secure else { return nil }
-        var tls = TLSConfiguration.makeClientConfiguration()
-        if let caFile = configuration.tls.caFile {
-            tls.additionalTrustRoots = [.file(caFile)]
-            _ = try NIOSSLCertificate.fromPEMFile(caFile)
-        }
-        if configuration.tls.insecureSkipVerify { tls.certificateVerification = .none }
-        return try NIOSSLContext(configuration: tls)
+        try configuration.tls.clientContext(secure: configuration.url.secure)
     }
 
     private static var now: Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
