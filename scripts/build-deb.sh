@@ -33,11 +33,11 @@ echo "==> man pages from the argument parser (swift-argument-parser's generate-m
 manuals=.build/plugins/GenerateManual/outputs
 rm -rf "$manuals"
 swift package generate-manual --configuration release --section 8 \
-    --authors "gqlmux developers<maintainers@gqlmux.invalid>" >/dev/null
+    --authors "gqlmux developers<maintainers@gqlmux.invalid>"
 cp "$manuals/gqlmuxd/gqlmuxd.8" "$out/gqlmuxd.8"
 rm -rf "$manuals"
 swift package generate-manual --configuration release --section 1 \
-    --authors "gqlmux developers<maintainers@gqlmux.invalid>" >/dev/null
+    --authors "gqlmux developers<maintainers@gqlmux.invalid>"
 cp "$manuals/gqlmuxctl/gqlmuxctl.1" "$out/gqlmuxctl.1"
 
 echo "==> swift build -c release --static-swift-stdlib"

@@ -39,7 +39,7 @@ check() {  # check DESCRIPTION COMMAND...
 check "lintian reports no error and no warning" test "$lintian_rc" = 0
 
 # The test upstream the installed daemon talks to (not part of the package).
-swift build --product gqlmux-test-upstream >/dev/null
+swift build --product gqlmux-test-upstream
 bin=$(swift build --show-bin-path)
 
 pristine=$(scripts/fresh-machine.sh root)

@@ -39,7 +39,9 @@ final class ConnectionPool {
             settings.transport.lazy = true
         }
         let box = WeakPoolBox(self)
+        let loop = eventLoop
         return try UpstreamTransport(configuration: settings, eventLoop: eventLoop) { event in
+            loop.assertInEventLoop()
             box.pool?.observer(index, event)
         }
     }
@@ -128,8 +130,9 @@ final class ConnectionPool {
     var reconnectCountOnLoop: Int { members.reduce(0) { $0 + $1.reconnectCount } }
 }
 
+/// `@unchecked Sendable` — safe because `pool` is set once at creation and read only by the
+/// transports' observers on the pool's event loop (`makeTransport` asserts it there).
 private final class WeakPoolBox: @unchecked Sendable {
-    // Safe: read only from the pool's event loop, where every transport reports its events.
     weak var pool: ConnectionPool?
     init(_ pool: ConnectionPool) { self.pool = pool }
 }

@@ -18,6 +18,8 @@ final class EventLog: Sendable {
 }
 
 /// A test upstream + a daemon on a temporary socket.
+/// `@unchecked Sendable` — safe because only its test task changes it (`restartDaemon`);
+/// closures passed to `eventually` only read it between those changes.
 final class DaemonRig: @unchecked Sendable {
     let server: TestUpstreamServer
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -107,6 +109,8 @@ final class DaemonRig: @unchecked Sendable {
 }
 
 /// A raw local-protocol client: writes lines, collects the lines it reads.
+/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop, what it records is
+/// in a lock-protected box, and `channel` is set once before any other use.
 final class LineClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     private let box = NIOLockedValueBox<(lines: [String], closed: Bool)>(([], false))

@@ -6,6 +6,8 @@ import Glibc
 #endif
 
 /// A real datagram socket to act as systemd's `NOTIFY_SOCKET` (file path or abstract name).
+/// `@unchecked Sendable` — safe because every property is a `let`: the datagrams its reader
+/// thread receives go into a lock-protected box, and the `Thread` is only started and kept.
 final class NotifySocket: @unchecked Sendable {
     let fd: Int32
     /// The value for `NOTIFY_SOCKET`: a path, or `@name` for the abstract namespace.

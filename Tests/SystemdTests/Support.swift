@@ -36,6 +36,8 @@ enum Paths {
 }
 
 /// A child process with captured stderr.
+/// `@unchecked Sendable` — safe because what the pipe handlers write is in lock-protected
+/// boxes, and `Process` is driven by the one test task that made it.
 final class Child: @unchecked Sendable {
     let process = Process()
     private let errors = Pipe()
