@@ -146,17 +146,17 @@ package final class HTTPOperations: @unchecked Sendable {
     }
 
     /// A JSON object body is the ExecutionResult, whatever the status (GraphQL over HTTP puts
-    /// request errors in one with a 4xx); anything else becomes an error naming the status.
+    /// request errors in one with a 4xx); anything else ends the operation with
+    /// `connectionLost`, naming the status.
     static func updates(for response: HTTPResponse, url: HTTPURL) -> [OperationUpdate] {
         let isObject = response.body.withUnsafeReadableBytes { (try? JSONScanner.scanObject($0)) != nil }
         if isObject {
             return [.next(response.body), .finished(.completed)]
         }
-        var payload = ByteBuffer()
-        payload.writeStaticString(#"[{"message":"#)
-        payload.writeJSONString("HTTP \(response.status.code) \(response.status.reasonPhrase) from \(url) (not a GraphQL response)")
-        payload.writeString(#","extensions":{"code":"UPSTREAM_HTTP_ERROR","status":\#(response.status.code)}}]"#)
-        return [.finished(.error(.upstream(payload)))]
+        // No GraphQL answer (a proxy's error page, an empty body): the operation failed in
+        // transit, told with the contract's CONNECTION_LOST like a dropped connection.
+        let reason = "HTTP \(response.status.code) \(response.status.reasonPhrase) from \(url) is not a GraphQL response; the operation was not retried"
+        return [.finished(.error(.transport(.connectionLost(reason: reason))))]
     }
 }
 
