@@ -40,17 +40,9 @@ extension ServerMessage {
         case "connection_ack":
             return .connectionAck(payload: try envelope.optionalObjectPayload())
         case "next":
-            let id = try envelope.requiredID()
-            guard envelope.payloadKind == .object, let body = envelope.payload else {
-                throw ProtocolViolation("'next' payload must be an object")
-            }
-            return .next(id: id, payload: body)
+            return try next(envelope)
         case "error":
-            let id = try envelope.requiredID()
-            guard envelope.payloadKind == .array, let body = envelope.payload else {
-                throw ProtocolViolation("'error' payload must be an array of errors")
-            }
-            return .error(id: id, payload: body)
+            return try error(envelope, singleObjectAllowed: false)
         case "complete":
             return .complete(id: try envelope.requiredID())
         case "ping":
@@ -59,6 +51,38 @@ extension ServerMessage {
             return .pong(payload: try envelope.optionalObjectPayload())
         default:
             throw ProtocolViolation("unexpected message type '\(envelope.type)'")
+        }
+    }
+}
+
+extension ServerMessage {
+    /// A result (`next`, graphql-ws `data`): an id and an object payload, kept as a slice.
+    static func next(_ envelope: Envelope) throws(ProtocolViolation) -> ServerMessage {
+        let id = try envelope.requiredID()
+        guard envelope.payloadKind == .object, let body = envelope.payload else {
+            throw ProtocolViolation("'\(envelope.type)' payload must be an object")
+        }
+        return .next(id: id, payload: body)
+    }
+
+    /// An operation's error: an array of GraphQL errors. graphql-ws servers may send one error
+    /// object (`singleObjectAllowed`); it is wrapped, so clients always get an array.
+    static func error(_ envelope: Envelope, singleObjectAllowed: Bool) throws(ProtocolViolation) -> ServerMessage {
+        let id = try envelope.requiredID()
+        switch (envelope.payloadKind, envelope.payload) {
+        case (.array, let body?):
+            return .error(id: id, payload: body)
+        case (.object, let body?) where singleObjectAllowed:
+            var wrapped = ByteBuffer()
+            wrapped.writeStaticString("[")
+            wrapped.writeImmutableBuffer(body)
+            wrapped.writeStaticString("]")
+            return .error(id: id, payload: wrapped)
+        default:
+            throw ProtocolViolation(
+                singleObjectAllowed
+                    ? "'error' payload must be an error object or an array of errors" : "'error' payload must be an array of errors"
+            )
         }
     }
 }

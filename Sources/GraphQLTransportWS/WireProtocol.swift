@@ -65,27 +65,9 @@ extension ServerMessage {
         case "connection_error":
             return .connectionError(payload: envelope.payload)
         case "data":
-            let id = try envelope.requiredID()
-            guard envelope.payloadKind == .object, let body = envelope.payload else {
-                throw ProtocolViolation("'data' payload must be an object")
-            }
-            return .next(id: id, payload: body)
+            return try next(envelope)
         case "error":
-            // subscriptions-transport-ws sends one error object; the local protocol (and the
-            // modern one) carry an array of errors, so one object is wrapped.
-            let id = try envelope.requiredID()
-            switch (envelope.payloadKind, envelope.payload) {
-            case (.array, let body?):
-                return .error(id: id, payload: body)
-            case (.object, let body?):
-                var wrapped = ByteBuffer()
-                wrapped.writeStaticString("[")
-                wrapped.writeImmutableBuffer(body)
-                wrapped.writeStaticString("]")
-                return .error(id: id, payload: wrapped)
-            default:
-                throw ProtocolViolation("'error' payload must be an error object or an array of errors")
-            }
+            return try error(envelope, singleObjectAllowed: true)
         case "complete":
             return .complete(id: try envelope.requiredID())
         default:
