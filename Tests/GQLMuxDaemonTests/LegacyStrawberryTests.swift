@@ -7,128 +7,92 @@ import Testing
 /// Issue 8: strawberry with ONLY the legacy graphql-ws protocol enabled (as Apollo Server 2/3
 /// and Hasura setups are), through the daemon with `protocol = "auto"` (the default).
 @Suite(.serialized) struct LegacyStrawberryTests {
-    /// A daemon in this process against `strawberry`, on a socket in a temporary directory.
-    struct Rig {
-        let directory: String
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let log = EventLog()
-        let daemon: Daemon
-        var socket: String { directory + "/gqlmux.sock" }
-
-        init(_ strawberry: StrawberryServer, upstream: String) async throws {
-            directory = NSTemporaryDirectory() + "gqlmuxd-legacy-" + UUID().uuidString.prefix(8)
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            let configuration = try DaemonConfiguration.parse(
-                "[upstream]\nurl = \"\(strawberry.url)\"\nreconnect_interval = 0.2\nreconnect_max_interval = 1\n\(upstream)\n"
-                    + "[socket]\npath = \"\(directory)/gqlmux.sock\"\n"
-            )
-            daemon = try Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events)
-            try await daemon.start()
-        }
-
-        func status(_ client: LineClient) async -> String {
-            let before = client.lines(containing: #""type":"status""#).count
-            client.send(#"{"type":"status","id":"status"}"#)
-            await eventually("status answered") { client.lines(containing: #""type":"status""#).count > before }
-            return client.lines(containing: #""type":"status""#).last ?? ""
-        }
-
-        func tearDown() async {
-            await daemon.shutdown()
-            try? await group.shutdownGracefully()
-            try? FileManager.default.removeItem(atPath: directory)
-        }
-    }
-
     @Test func autoSelectsTheLegacyProtocolAndSubscriptionsSurviveARestart() async throws {
-        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
-        let strawberry = try StrawberryServer(python: python, protocols: "legacy")
-        try await strawberry.start()
-        defer { strawberry.kill() }
-        let rig = try await Rig(strawberry, upstream: #"connecting_payload = { token = "secret" }"#)
-        await eventually("connected to strawberry over graphql-ws", within: 15) { rig.log.count(.connected) == 1 }
-        #expect(rig.log.all(.connected).first?["GQLMUX_PROTOCOL"] == "graphql-ws")
+        try await StrawberryRig.with(protocols: "legacy", upstream: { _ in #"connecting_payload = { token = "secret" }"# }) { strawberry, rig in
+            await eventually("connected to strawberry over graphql-ws", within: 15) { rig.log.count(.connected) == 1 }
+            #expect(rig.log.all(.connected).first?["GQLMUX_PROTOCOL"] == "graphql-ws")
 
-        let clients = try await [LineClient.connect(rig.socket, group: rig.group), LineClient.connect(rig.socket, group: rig.group)]
-        for (i, client) in clients.enumerated() { client.subscribe(id: "t\(i)", "subscription { tick(intervalMs: 50) }") }
-        await eventually("both clients receive ticks (data → next)") {
-            clients.allSatisfy { $0.lines(containing: #""type":"next""#).count >= 3 }
+            let clients = try await [LineClient.connect(rig.socket, group: rig.group), LineClient.connect(rig.socket, group: rig.group)]
+            for (i, client) in clients.enumerated() { client.subscribe(id: "t\(i)", "subscription { tick(intervalMs: 50) }") }
+            await eventually("both clients receive ticks (data → next)") {
+                clients.allSatisfy { $0.lines(containing: #""type":"next""#).count >= 3 }
+            }
+            let status = await rig.status(clients[0])
+            #expect(status.contains(#""protocol":"graphql-ws""#), "\(status)")
+            #expect(status.contains(#""subscriptions":{"local":2,"upstream":1}"#), "\(status)")
+
+            // strawberry's legacy handler runs subscriptions only: its error reaches the client as
+            // an array of errors (queries need http_url there, below).
+            clients[0].subscribe(id: "q", "{ hello }")
+            await eventually("the query's error") { !clients[0].lines(containing: #""type":"error","id":"q""#).isEmpty }
+            #expect(clients[0].lines(containing: #""id":"q""#).last?.contains(#""payload":[{"#) == true)
+
+            // SIGKILL and restart in the middle: reconnecting, then `start` again and ticks go on.
+            strawberry.kill()
+            await eventually("reconnecting told") { clients.allSatisfy { !$0.lines(containing: #""state":"reconnecting""#).isEmpty } }
+            let counts = clients.map { $0.lines(containing: #""type":"next""#).count }
+            try await strawberry.start()
+            await eventually("ticks again after the restart", within: 20) {
+                zip(clients, counts).allSatisfy { client, before in client.lines(containing: #""type":"next""#).count >= before + 2 }
+            }
+            #expect(rig.log.count(.reconnected) == 1)
         }
-        let status = await rig.status(clients[0])
-        #expect(status.contains(#""protocol":"graphql-ws""#), "\(status)")
-        #expect(status.contains(#""subscriptions":{"local":2,"upstream":1}"#), "\(status)")
-
-        // strawberry's legacy handler runs subscriptions only: its error reaches the client as
-        // an array of errors (queries need http_url there, below).
-        clients[0].subscribe(id: "q", "{ hello }")
-        await eventually("the query's error") { !clients[0].lines(containing: #""type":"error","id":"q""#).isEmpty }
-        #expect(clients[0].lines(containing: #""id":"q""#).last?.contains(#""payload":[{"#) == true)
-
-        // SIGKILL and restart in the middle: reconnecting, then `start` again and ticks go on.
-        strawberry.kill()
-        await eventually("reconnecting told") { clients.allSatisfy { !$0.lines(containing: #""state":"reconnecting""#).isEmpty } }
-        let counts = clients.map { $0.lines(containing: #""type":"next""#).count }
-        try await strawberry.start()
-        await eventually("ticks again after the restart", within: 20) {
-            zip(clients, counts).allSatisfy { client, before in client.lines(containing: #""type":"next""#).count >= before + 2 }
-        }
-        #expect(rig.log.count(.reconnected) == 1)
-        await rig.tearDown()
     }
 
     @Test func aWrongTokenIsAConnectionErrorAndTheTransportFailsWithoutRetrying() async throws {
-        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
-        let strawberry = try StrawberryServer(python: python, protocols: "legacy")
-        try await strawberry.start()
-        defer { strawberry.kill() }
-        let rig = try await Rig(strawberry, upstream: "protocol = \"graphql-ws\"\nconnecting_payload = { token = \"wrong\" }")
-        await eventually("failed", within: 15) { rig.log.count(.failed) == 1 }
-        let reason = rig.log.all(.failed).first?["GQLMUX_REASON"] ?? ""
-        #expect(reason.hasPrefix("connection_error"), "\(reason)")
-        #expect(rig.log.count(.connecting) == 1, "one attempt, no hot loop")
-        #expect(rig.log.count(.reconnecting) == 0)
-        let client = try await LineClient.connect(rig.socket, group: rig.group)
-        let status = await rig.status(client)
-        #expect(status.contains(#""state":"failed""#), "\(status)")
-        await rig.tearDown()
+        try await StrawberryRig.with(protocols: "legacy", upstream: { _ in "protocol = \"graphql-ws\"\nconnecting_payload = { token = \"wrong\" }" }) {
+            _,
+            rig in
+            await eventually("failed", within: 15) { rig.log.count(.failed) == 1 }
+            let reason = rig.log.all(.failed).first?["GQLMUX_REASON"] ?? ""
+            #expect(reason.hasPrefix("connection_error"), "\(reason)")
+            #expect(rig.log.count(.connecting) == 1, "one attempt, no hot loop")
+            #expect(rig.log.count(.reconnecting) == 0)
+            let client = try await LineClient.connect(rig.socket, group: rig.group)
+            let status = await rig.status(client)
+            #expect(status.contains(#""state":"failed""#), "\(status)")
+        }
     }
 
     @Test func withHTTPURLQueriesAndMutationsWorkWhileTheSocketIsPausedAndAMutationRunsOnce() async throws {
-        let python = try #require(StrawberryServer.python, "no interop virtualenv: run scripts/test.sh")
-        let strawberry = try StrawberryServer(python: python, protocols: "legacy")
-        try await strawberry.start()
-        defer { strawberry.kill() }
-        let httpURL = strawberry.url.replacingOccurrences(of: "ws://", with: "http://")
-        let rig = try await Rig(strawberry, upstream: "connecting_payload = { token = \"secret\" }\nhttp_url = \"\(httpURL)\"")
-        await eventually("connected", within: 15) { rig.log.count(.connected) == 1 }
-        let client = try await LineClient.connect(rig.socket, group: rig.group)
-        client.subscribe(id: "q", "{ hello }")
-        await eventually("the query answered over HTTP") {
-            client.lines.contains(#"{"type":"next","id":"q","payload":{"data":{"hello":"world"}}}"#)
-                && client.lines.contains(#"{"type":"complete","id":"q"}"#)
+        try await StrawberryRig.with(
+            protocols: "legacy",
+            upstream: { "connecting_payload = { token = \"secret\" }\nhttp_url = \"\(Self.httpURL($0))\"" }
+        ) { strawberry, rig in
+            let httpURL = Self.httpURL(strawberry)
+            await eventually("connected", within: 15) { rig.log.count(.connected) == 1 }
+            let client = try await LineClient.connect(rig.socket, group: rig.group)
+            client.subscribe(id: "q", "{ hello }")
+            await eventually("the query answered over HTTP") {
+                client.lines.contains(#"{"type":"next","id":"q","payload":{"data":{"hello":"world"}}}"#)
+                    && client.lines.contains(#"{"type":"complete","id":"q"}"#)
+            }
+            let status = await rig.status(client)
+            #expect(status.contains(#""httpURL":"\#(httpURL)""#), "\(status)")
+
+            // Pause the WebSocket: queries and mutations still go over HTTP.
+            client.send(#"{"type":"pause","id":"p"}"#)
+            await eventually("paused") { client.lines.contains(#"{"type":"ok","id":"p"}"#) }
+            #expect(await rig.status(client).contains(#""state":"paused""#))
+            client.subscribe(id: "before", "{ count }")
+            await eventually("count read") { !client.lines(containing: #""id":"before","payload""#).isEmpty }
+            let before = try #require(Self.number(client.lines(containing: #""id":"before","payload""#).first, "count"))
+            client.subscribe(id: "m", "mutation { increment }")
+            await eventually("the mutation answered") { !client.lines(containing: #""id":"m","payload""#).isEmpty }
+            #expect(Self.number(client.lines(containing: #""id":"m","payload""#).first, "increment") == before + 1)
+            client.subscribe(id: "after", "{ count }")
+            await eventually("count read again") { !client.lines(containing: #""id":"after","payload""#).isEmpty }
+            #expect(Self.number(client.lines(containing: #""id":"after","payload""#).first, "count") == before + 1, "the server ran it once")
+
+            // A GraphQL error over HTTP is the result's errors, as over the socket.
+            client.subscribe(id: "bad", "{ nope }")
+            await eventually("the error result") { !client.lines(containing: #""id":"bad""#).isEmpty }
+            #expect(client.lines(containing: #""id":"bad""#).first?.contains(#""errors":"#) == true)
         }
-        let status = await rig.status(client)
-        #expect(status.contains(#""httpURL":"\#(httpURL)""#), "\(status)")
+    }
 
-        // Pause the WebSocket: queries and mutations still go over HTTP.
-        client.send(#"{"type":"pause","id":"p"}"#)
-        await eventually("paused") { client.lines.contains(#"{"type":"ok","id":"p"}"#) }
-        #expect(await rig.status(client).contains(#""state":"paused""#))
-        client.subscribe(id: "before", "{ count }")
-        await eventually("count read") { !client.lines(containing: #""id":"before","payload""#).isEmpty }
-        let before = try #require(Self.number(client.lines(containing: #""id":"before","payload""#).first, "count"))
-        client.subscribe(id: "m", "mutation { increment }")
-        await eventually("the mutation answered") { !client.lines(containing: #""id":"m","payload""#).isEmpty }
-        #expect(Self.number(client.lines(containing: #""id":"m","payload""#).first, "increment") == before + 1)
-        client.subscribe(id: "after", "{ count }")
-        await eventually("count read again") { !client.lines(containing: #""id":"after","payload""#).isEmpty }
-        #expect(Self.number(client.lines(containing: #""id":"after","payload""#).first, "count") == before + 1, "the server ran it once")
-
-        // A GraphQL error over HTTP is the result's errors, as over the socket.
-        client.subscribe(id: "bad", "{ nope }")
-        await eventually("the error result") { !client.lines(containing: #""id":"bad""#).isEmpty }
-        #expect(client.lines(containing: #""id":"bad""#).first?.contains(#""errors":"#) == true)
-        await rig.tearDown()
+    static func httpURL(_ strawberry: StrawberryServer) -> String {
+        strawberry.url.replacingOccurrences(of: "ws://", with: "http://")
     }
 
     /// `"name":N` in a `next` line's data.
