@@ -39,8 +39,19 @@ package final class HTTPOperations: @unchecked Sendable {
     package let eventLoop: any EventLoop
     private var configuration: Configuration
     private var sslContext: NIOSSLContext?
-    /// Requests not yet answered: their promise, and their connection once it is open.
-    private var pending: [String: (promise: EventLoopPromise<HTTPResponse>, channel: (any Channel)?)] = [:]
+    /// A request not yet answered: its promise, and its connection once it is open.
+    private struct Request {
+        var promise: EventLoopPromise<HTTPResponse>
+        var payload: ByteBuffer
+        var configuration: Configuration
+        var started = false
+        var channel: (any Channel)?
+    }
+
+    private var pending: [String: Request] = [:]
+    /// Requests waiting for one of the `maxInFlight` places, oldest first.
+    private var waiting: [String] = []
+    private var inFlight = 0
     private var nextID = 0
 
     package init(configuration: Configuration, eventLoop: any EventLoop) throws {
@@ -60,6 +71,10 @@ package final class HTTPOperations: @unchecked Sendable {
         self.configuration = configuration
     }
 
+    /// At most this many requests are on the wire at once; the others wait their turn in order
+    /// (within `http_timeout`), so a flood of queries from one client cannot exhaust sockets.
+    package static let maxInFlight = 32
+
     /// POSTs `payload` (the request object: query, variables, operationName, extensions) and
     /// tells `handler` the result (`next`, then `completed`) or the failure. Returns the id.
     package func sendOnLoop(payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
@@ -67,12 +82,48 @@ package final class HTTPOperations: @unchecked Sendable {
         nextID += 1
         let id = "http-\(nextID)"
         let configuration = self.configuration
-        let done = eventLoop.makePromise(of: HTTPResponse.self)
-        pending[id] = (done, nil)
-        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeout.nanoseconds)) {
-            done.fail(HTTPFailure("no answer from \(configuration.url) within \(configuration.timeout.seconds)s"))
-        }
         let url = configuration.url
+        let done = eventLoop.makePromise(of: HTTPResponse.self)
+        pending[id] = Request(promise: done, payload: payload, configuration: configuration)
+        let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeout.nanoseconds)) {
+            done.fail(HTTPFailure("no answer from \(url) within \(configuration.timeout.seconds)s"))
+        }
+        done.futureResult.whenComplete { result in
+            timeout.cancel()
+            if let request = self.pending.removeValue(forKey: id) {
+                request.channel?.close(promise: nil)
+                if request.started { self.inFlight -= 1 }
+            }
+            self.waiting.removeAll { $0 == id }
+            self.startWaiting()
+            switch result {
+            case .success(let response):
+                for update in Self.updates(for: response, url: url) { handler(update) }
+            case .failure(let error):
+                let message = "\(url): \(describe(error)); the operation was not retried"
+                handler(.finished(.error(.transport(.connectionLost(reason: message)))))
+            }
+        }
+        waiting.append(id)
+        startWaiting()
+        return id
+    }
+
+    /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are on the wire.
+    private func startWaiting() {
+        while inFlight < Self.maxInFlight, !waiting.isEmpty {
+            let id = waiting.removeFirst()
+            guard let request = pending[id] else { continue }
+            pending[id]?.started = true
+            inFlight += 1
+            start(id, request)
+        }
+    }
+
+    private func start(_ id: String, _ request: Request) {
+        let configuration = request.configuration
+        let url = configuration.url
+        let done = request.promise
         let sslContext = self.sslContext
         ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.timeout.nanoseconds))
@@ -97,32 +148,20 @@ package final class HTTPOperations: @unchecked Sendable {
                         return
                     }
                     self.pending[id]?.channel = channel
-                    Self.write(payload, configuration: configuration, to: channel)
+                    Self.write(request.payload, configuration: configuration, to: channel)
                 case .failure(let error):
                     done.fail(error)
                 }
             }
-        done.futureResult.whenComplete { result in
-            timeout.cancel()
-            self.pending.removeValue(forKey: id)?.channel?.close(promise: nil)
-            switch result {
-            case .success(let response):
-                for update in Self.updates(for: response, url: url) { handler(update) }
-            case .failure(let error):
-                let message = "\(url): \(describe(error)); the operation was not retried"
-                handler(.finished(.error(.transport(.connectionLost(reason: message)))))
-            }
-        }
-        return id
     }
 
     /// The client no longer wants `id`: its connection is closed (a mutation already sent may
     /// still run on the server; it is never sent again).
     package func cancelOnLoop(id: String) {
         eventLoop.preconditionInEventLoop()
-        guard let request = pending.removeValue(forKey: id) else { return }
-        request.channel?.close(promise: nil)
-        request.promise.fail(HTTPFailure("cancelled"))
+        // The completion handler of `sendOnLoop` forgets it, closes its connection and frees
+        // its place for the next waiting request.
+        pending[id]?.promise.fail(HTTPFailure("cancelled"))
     }
 
     /// Ends every request in flight (daemon stop).

@@ -1,6 +1,9 @@
+import GQLMuxTestSupport
 import GraphQLTransportWS
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import Testing
 
 @testable import Upstream
@@ -32,5 +35,42 @@ import Testing
         #expect(try HTTPURL("https://[::1]/g?x=1").description == "https://[::1]/g?x=1")
         #expect(throws: UpstreamURLError.self) { try HTTPURL("ws://h/g") }
         #expect(throws: UpstreamURLError.self) { try HTTPURL("http://h:0/g") }
+    }
+}
+
+/// A flood of queries over `http_url` holds at most `maxInFlight` connections; the rest wait
+/// their turn and start as places free up.
+@Suite struct HTTPOperationsLimitTests {
+    /// Accepts connections and never answers; counts them.
+    final class SilentHTTPServer: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let accepted = NIOLockedValueBox(0)
+        func channelActive(context: ChannelHandlerContext) {
+            accepted.withLockedValue { $0 += 1 }
+            context.fireChannelActive()
+        }
+    }
+
+    @Test func atMostMaxInFlightConnectionsAtOnce() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let server = SilentHTTPServer()
+        let listener = try await ServerBootstrap(group: group)
+            .childChannelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(server) } }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let url = try HTTPURL("http://127.0.0.1:\(listener.localAddress!.port!)/graphql")
+        let loop = group.next()
+        let http = try HTTPOperations(configuration: .init(url: url, timeout: .seconds(30)), eventLoop: loop)
+        let ids = try await loop.submit {
+            (0..<(HTTPOperations.maxInFlight + 10)).map { _ in
+                http.sendOnLoop(payload: ByteBuffer(string: #"{"query":"{ hello }"}"#)) { _ in }
+            }
+        }.get()
+        await eventually("maxInFlight connections") { server.accepted.withLockedValue { $0 } == HTTPOperations.maxInFlight }
+        // Freeing one place starts the oldest waiting request.
+        try await loop.submit { http.cancelOnLoop(id: ids[0]) }.get()
+        await eventually("one more connection") { server.accepted.withLockedValue { $0 } == HTTPOperations.maxInFlight + 1 }
+        try await loop.submit { http.shutdownOnLoop() }.get()
+        try await listener.close()
+        try await group.shutdownGracefully()
     }
 }
