@@ -40,6 +40,10 @@ extension GQLMuxClient {
         connecting = true
         let handler = ClientLineHandler(client: self)
         ClientBootstrap(group: eventLoop)
+            // One socket read (≤ 64 KiB) per readable event: once a subscription's buffer is full
+            // and reading stops, at most the read in progress and one more arrive (NIO's default
+            // of 4 reads per event let ~180 KB more in, seen on a fresh machine).
+            .channelOption(.maxMessagesPerRead, value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: 64 << 20)))
