@@ -130,7 +130,7 @@ let package = Package(
         .target(
             name: "TestUpstream",
             dependencies: [
-                "GraphQLTransportWS",
+                "GraphQLTransportWS", "Spawn",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -143,7 +143,7 @@ let package = Package(
         .executableTarget(
             name: "gqlmux-bench",
             dependencies: [
-                "TestUpstream", "Upstream", "GraphQLTransportWS",
+                "TestUpstream", "Upstream", "GraphQLTransportWS", "Spawn",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -187,7 +187,11 @@ let package = Package(
             swiftSettings: strict
         ),
         // Helpers shared by the test targets.
-        .target(name: "GQLMuxTestSupport", swiftSettings: strict),
+        .target(name: "GQLMuxTestSupport", dependencies: ["Spawn"], swiftSettings: strict),
+        // Child processes without Foundation's Process (posix_spawn, a reader thread, waitpid):
+        // for the tests, the strawberry rig and the benchmark.
+        .target(name: "Spawn", dependencies: ["CSpawn"], swiftSettings: strict),
+        .target(name: "CSpawn"),
         .testTarget(
             name: "SystemdTests",
             dependencies: [

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import Spawn
 
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,7 @@ import Glibc
 /// `@unchecked Sendable` — safe because one test drives it from one task at a time.
 package final class StrawberryServer: @unchecked Sendable {
     package let port: Int
-    private var process: Process?
+    private var process: ChildProcess?
     private let python: String
 
     /// `GQLMUX_INTEROP_PYTHON`, else `.venv-interop/bin/python` at the package root.
@@ -39,14 +40,14 @@ package final class StrawberryServer: @unchecked Sendable {
     package var url: String { "ws://127.0.0.1:\(port)/graphql" }
 
     package func start() async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-m", "uvicorn", "interop.strawberry_app:app", "--host", "127.0.0.1", "--port", "\(port)", "--log-level", "warning"]
-        process.currentDirectoryURL = URL(fileURLWithPath: Self.root)
-        var environment = ProcessInfo.processInfo.environment
-        environment["GQLMUX_INTEROP_PROTOCOLS"] = protocols
-        process.environment = environment
-        try process.run()
+        let process = try ChildProcess(
+            python,
+            ["-m", "uvicorn", "interop.strawberry_app:app", "--host", "127.0.0.1", "--port", "\(port)", "--log-level", "warning"],
+            environment: ["GQLMUX_INTEROP_PROTOCOLS": protocols],
+            workingDirectory: Self.root,
+            stdout: .inherit,
+            stderr: .inherit
+        )
         self.process = process
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
@@ -60,8 +61,8 @@ package final class StrawberryServer: @unchecked Sendable {
     /// Kills the server abruptly (SIGKILL): clients see the TCP connection vanish.
     package func kill() {
         guard let process else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.signal(SIGKILL)
+        process.waitBlocking()
         self.process = nil
     }
 

@@ -1,11 +1,12 @@
 import Foundation
+import Spawn
 
 /// gqlmuxd as a child process on a temporary socket, for the reports.
 struct BenchDaemon {
-    let process = Process()
+    let process: ChildProcess
     let directory: String
     var socketPath: String { directory + "/gqlmux.sock" }
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Starts gqlmuxd against `upstreamURL` and waits for its socket.
     /// - Parameters:
@@ -15,17 +16,14 @@ struct BenchDaemon {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try "[upstream]\nurl = \"\(upstreamURL)\"\n\(upstreamConfig)\n[socket]\npath = \"\(directory)/gqlmux.sock\"\n\(extraConfig)\n"
             .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["--config", directory + "/gqlmuxd.toml"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess(path, ["--config", directory + "/gqlmuxd.toml"], stdout: .discard, stderr: .discard)
         while !FileManager.default.fileExists(atPath: directory + "/gqlmux.sock") { try await Task.sleep(for: .milliseconds(20)) }
         try await Task.sleep(for: .milliseconds(300))
     }
 
     func stop() {
-        process.terminate()
-        process.waitUntilExit()
+        process.signal(SIGTERM)
+        process.waitBlocking()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

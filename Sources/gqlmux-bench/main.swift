@@ -68,12 +68,12 @@ func cpuSeconds(_ pid: Int32) -> Double {
 
 func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
-print("gqlmux benchmark — \(ProcessInfo.processInfo.activeProcessorCount) cores, gqlmuxd pid \(daemon.processIdentifier)")
+print("gqlmux benchmark — \(ProcessInfo.processInfo.activeProcessorCount) cores, gqlmuxd pid \(daemon.pid)")
 print("")
-let restRSS = rssKiB(daemon.processIdentifier)
+let restRSS = rssKiB(daemon.pid)
 
 // 1. Memory: RSS at rest and per 1,000 idle subscriptions (distinct, so 10,000 upstream too).
-let beforeIdle = rssKiB(daemon.processIdentifier)
+let beforeIdle = rssKiB(daemon.pid)
 var idleClients: [BenchClient] = []
 for c in 0..<10 {
     let client = try await BenchClient.connect(socketPath, group: clientGroup)
@@ -86,7 +86,7 @@ for c in 0..<10 {
 }
 _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 10_000 }
 try await Task.sleep(for: .milliseconds(500))
-let afterIdle = rssKiB(daemon.processIdentifier)
+let afterIdle = rssKiB(daemon.pid)
 print("memory (gqlmuxd RSS)")
 print("  at start:                        \(restRSS) KiB")
 print("  before idle subscriptions:       \(beforeIdle) KiB")
@@ -126,7 +126,7 @@ for payload in [256, 4096] {
         let base = clients.map { $0.lines.value }
         let messages = max(200, min(20_000, 2_000_000 / (n * (payload / 256))))
         let padding = payload - 30
-        let cpuBefore = cpuSeconds(daemon.processIdentifier)
+        let cpuBefore = cpuSeconds(daemon.pid)
         let start = ContinuousClock.now
         var sent = 0
         while sent < messages {
@@ -139,7 +139,7 @@ for payload in [256, 4096] {
             zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
         }
         let elapsed = seconds(ContinuousClock.now - start)
-        let cpu = cpuSeconds(daemon.processIdentifier) - cpuBefore
+        let cpu = cpuSeconds(daemon.pid) - cpuBefore
         let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
         let rate = Double(delivered) / elapsed
         // The physical reference, beside it in the same run: same subscribers, same line size.

@@ -1,22 +1,9 @@
 import Foundation
 import Testing
 
-/// Runs a command and returns its exit status and stdout.
-func run(_ arguments: [String], stdin: String = "") throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = arguments
-    let input = Pipe()
-    let output = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    input.fileHandleForWriting.write(Data(stdin.utf8))
-    try input.fileHandleForWriting.close()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+/// Runs `arguments` through `/usr/bin/env` with `stdin`: its exit status, stdout and stderr.
+func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int32, output: String) {
+    try await runCommand("/usr/bin/env", arguments, stdin: .bytes(Array(stdin.utf8)), seconds: 20)
 }
 
 @Suite(.serialized) struct LimitsAndSecurityTests {
@@ -48,7 +35,7 @@ func run(_ arguments: [String], stdin: String = "") throws -> (status: Int32, ou
 
     @Test func peersOutsideAllowedUIDsAreRefusedWithForbidden() async throws {
         try await DaemonRig.with(socketConfig: "mode = \"0666\"", extraConfig: "[security]\nallowed_uids = [4242]") { rig in
-            let refused = try run(
+            let refused = try await run(
                 ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
                 stdin: #"{"type":"ping"}"# + "\n"
             )
@@ -59,7 +46,7 @@ func run(_ arguments: [String], stdin: String = "") throws -> (status: Int32, ou
 
     @Test func adminVerbsNeedAnAdmin() async throws {
         try await DaemonRig.with(socketConfig: "mode = \"0666\"") { rig in
-            let nobody = try run(
+            let nobody = try await run(
                 ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
                 stdin: #"{"type":"pause","id":"p"}"# + "\n" + #"{"type":"status","id":"s"}"# + "\n"
             )

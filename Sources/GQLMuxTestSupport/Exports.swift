@@ -1,0 +1,2 @@
+/// Every test target gets `ChildProcess` and `runCommand` with the support helpers.
+@_exported import Spawn
