@@ -77,11 +77,18 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The pure multiplexer core: the one registry of operations (dedup, reference counts,
+        // subscribers, states); events in, actions out.
+        .target(
+            name: "Multiplexing",
+            dependencies: ["GraphQLTransportWS"],
+            swiftSettings: strict
+        ),
         // The daemon: configuration, Unix socket server, sessions, fan-out.
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation",
+                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -169,6 +176,7 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS", "RequestValidation",
+                "Multiplexing",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -199,6 +207,11 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "MultiplexingTests",
+            dependencies: ["Multiplexing", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(

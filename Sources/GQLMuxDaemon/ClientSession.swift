@@ -16,8 +16,6 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     var eventLoop: any EventLoop { channel.eventLoop }
     private(set) var credentials: PeerCredentials?
     private(set) var name = ""
-    /// Local id → the upstream entry it reads from.
-    private(set) var operations: [String: UpstreamEntry] = [:]
     /// Once closing (error, slow consumer, shutdown) nothing more is written.
     private var closing = false
     /// Lines written since the last flush, sent as one write.
@@ -99,10 +97,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             subscribe(id: id, payload: payload)
         case .complete:
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'complete' needs a non-empty string 'id'") }
-            if let entry = operations.removeValue(forKey: id) {
-                daemon.fanout.unsubscribe(entry, session: self, localID: id)
-                daemon.statusChanged()
-            }
+            daemon.fanout.complete(session: self, localID: id)
+            daemon.statusChanged()
         case .ping:
             send(LocalEncode.message(.pong, payload: payload))
         case .pong:
@@ -121,22 +117,9 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     // MARK: - Verbs
 
     private func subscribe(id: String, payload: ByteBuffer) {
-        guard operations[id] == nil else {
-            sendError(id: id, code: LocalErrorCode.duplicateID, message: "operation id '\(id)' is already in use")
-            return
-        }
-        guard operations.count < daemon.configuration.limits.maxOperationsPerClient else {
-            daemon.events.emit(
-                .limitExceeded,
-                fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
-                message: "max_operations_per_client reached (\(peerDescription))"
-            )
-            sendError(
-                id: id,
-                code: LocalErrorCode.limitExceeded,
-                message: "max_operations_per_client (\(daemon.configuration.limits.maxOperationsPerClient)) reached"
-            )
-            return
+        // A duplicate id and the per-client limit are named before the payload is parsed.
+        if let refusal = daemon.fanout.admission(session: self, localID: id) {
+            return daemon.fanout.refuse(self, id, refusal)
         }
         let request: SubscribeRequest
         do {
@@ -145,24 +128,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             sendError(id: id, code: error.code, message: error.message)
             return
         }
-        do {
-            operations[id] = try daemon.fanout.subscribe(request, session: self, localID: id)
-        } catch {
-            let limits = daemon.configuration.connections
-            daemon.events.emit(
-                .limitExceeded,
-                fields(["GQLMUX_LIMIT": "max_connections"]),
-                message:
-                    "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
-            )
-            sendError(
-                id: id,
-                code: LocalErrorCode.limitExceeded,
-                message:
-                    "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
-            )
-            return
-        }
+        daemon.fanout.subscribe(request, session: self, localID: id)
         daemon.statusChanged()
     }
 
@@ -256,11 +222,6 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         return now - buffered
     }
 
-    /// The upstream finished this operation; forget it without completing upstream.
-    func operationFinished(localID: String) {
-        operations[localID] = nil
-    }
-
     /// Sends an `error` without id and closes this client only.
     func protocolError(_ message: String) {
         daemon.events.emit(.clientProtocolError, fields(), message: message)
@@ -286,20 +247,13 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         channel.eventLoop.scheduleTask(in: force ? .seconds(1) : .milliseconds(500)) { channel.close(promise: nil) }
     }
 
-    /// Graceful daemon stop: `SHUTTING_DOWN` for each operation, then close.
+    /// Graceful daemon stop, after the fan-out told each operation `SHUTTING_DOWN`: close.
     func shutDown() {
-        guard !closing else { return }
-        for id in operations.keys.sorted() {
-            sendError(id: id, code: LocalErrorCode.shuttingDown, message: "gqlmuxd is shutting down", flush: false)
-        }
-        operations.removeAll()
         fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")
     }
 
     private func dropOperations() {
-        let ops = operations
-        operations.removeAll()
-        for (id, entry) in ops { daemon.fanout.unsubscribe(entry, session: self, localID: id) }
+        daemon.fanout.clientGone(self)
     }
 
     /// `pid 123, uid 1000, "name"` for log messages.

@@ -66,7 +66,7 @@ package final class Daemon: @unchecked Sendable {
             observer: { connection, event in box.daemon?.transportEvent(event, connection: connection) }
         )
         box.daemon = self
-        self.fanout = Fanout(pool: pool, events: events, metrics: metrics, totalBufferBytes: configuration.limits.totalBufferBytes)
+        self.fanout = Fanout(pool: pool, events: events, metrics: metrics, limits: configuration.limits)
         if let http = configuration.upstream.httpOperations {
             fanout.http = try HTTPOperations(configuration: http, eventLoop: eventLoop)
         }
@@ -185,6 +185,7 @@ package final class Daemon: @unchecked Sendable {
             (try? await eventLoop.submit {
                 self.fanout.http?.shutdownOnLoop()
                 let sessions = Array(self.sessions.values)
+                self.fanout.shutDown()
                 for session in sessions { session.shutDown() }
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
@@ -227,7 +228,7 @@ package final class Daemon: @unchecked Sendable {
             self.configuration.limits = next.limits
             self.configuration.limits.maxLineBytes = limits.maxLineBytes
             self.configuration.limits.clientBufferBytes = limits.clientBufferBytes
-            self.fanout.totalBufferBytes = self.configuration.limits.totalBufferBytes
+            self.fanout.apply(self.configuration.limits)
             self.configuration.security = next.security
             self.configuration.upstream.headers = upstream.headers
             self.configuration.upstream.connectingPayload = upstream.connectingPayload
@@ -323,7 +324,7 @@ package final class Daemon: @unchecked Sendable {
     }
 
     /// Local operations across every client.
-    private var localOperationCount: Int { sessions.values.reduce(0) { $0 + $1.operations.count } }
+    private var localOperationCount: Int { fanout.localCount }
 
     /// The `status` answer (DESIGN.md section 4: at least upstream.state, upstream.url,
     /// upstream.reconnects, clients, subscriptions.local/upstream, messages.in/out).

@@ -1,23 +1,40 @@
 import GraphQLTransportWS
 import LocalProtocol
+import Multiplexing
 import NIOCore
 import RequestValidation
 import Upstream
 
-/// The dedup table and reference counts: N local subscribers of one key share one upstream
-/// operation; the last one to leave completes it upstream. Lives on the daemon's loop.
+/// The I/O side of the ``Multiplexer``: it feeds the core client and upstream events and performs
+/// its actions (place or complete an upstream operation, write lines, log, count). The core
+/// owns every registry of operations; this owns where each upstream operation lives on the
+/// wire, the delivery of `next` frames and the once-per-loop-turn flush.
 ///
 /// `@unchecked Sendable` — safe because it is used only on the daemon's event loop: from
-/// `ClientSession` handlers and transport callbacks of channels on that loop; `subscribe` and
-/// `unsubscribe` assert it.
+/// `ClientSession` handlers and transport callbacks of channels on that loop; every entry point
+/// (`subscribe`, `complete`, `clientGone`, `shutDown`, the transport handler) asserts it.
 final class Fanout: @unchecked Sendable {
+    /// What the hot path needs per subscriber: the session and its encoded `next` prefix.
+    struct Delivery {
+        unowned let session: ClientSession
+        /// `{"type":"next","id":LOCAL_ID,"payload":` built once at subscribe.
+        let prefix: ByteBuffer
+    }
+
+    typealias Core = Multiplexer<ObjectIdentifier, Delivery>
+
+    /// Where one upstream operation lives: a pooled WebSocket connection or `http_url`.
+    private struct Placement {
+        var transport: UpstreamTransport?
+        var upstreamID = ""
+        var overHTTP = false
+    }
+
     let pool: ConnectionPool
     /// Queries and mutations go here when `[upstream] http_url` is set.
     var http: HTTPOperations?
-    private var byKey: [String: UpstreamEntry] = [:]
-    /// Live upstream operations. Ids are per connection (each transport numbers its own), so the
-    /// entry itself is the key.
-    private var live: [ObjectIdentifier: UpstreamEntry] = [:]
+    private var core: Core
+    private var placements: [Core.OperationID: Placement] = [:]
     let events: DaemonEvents
     let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
@@ -33,131 +50,205 @@ final class Fanout: @unchecked Sendable {
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
 
-    init(pool: ConnectionPool, events: DaemonEvents, metrics: DaemonMetrics, totalBufferBytes: Int) {
+    init(pool: ConnectionPool, events: DaemonEvents, metrics: DaemonMetrics, limits: DaemonConfiguration.Limits) {
         self.pool = pool
         self.events = events
         self.metrics = metrics
-        self.totalBufferBytes = totalBufferBytes
+        self.totalBufferBytes = limits.totalBufferBytes
+        self.core = Core(maxOperationsPerClient: limits.maxOperationsPerClient)
     }
 
-    var upstreamCount: Int { live.count }
+    /// A reload's new limits.
+    func apply(_ limits: DaemonConfiguration.Limits) {
+        totalBufferBytes = limits.totalBufferBytes
+        core.maxOperationsPerClient = limits.maxOperationsPerClient
+    }
 
-    /// Every upstream connection is at `max_operations_per_connection` and the pool at
-    /// `max_connections`: a new upstream operation cannot be placed.
-    struct PoolFull: Error {}
+    var upstreamCount: Int { core.upstreamCount }
+    var localCount: Int { core.localCount }
+    func operationCount(of session: ClientSession) -> Int { core.operationCount(of: ObjectIdentifier(session)) }
 
-    /// Adds a local subscriber, joining an identical live subscription when there is one.
-    /// - Throws: ``PoolFull`` when a new upstream operation is needed and no connection has room.
-    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) throws -> UpstreamEntry {
+    // MARK: - Events in
+
+    /// Whether `session` may start an operation named `localID` (checked before its payload is
+    /// parsed, so a duplicate id is named as such): nil when it may.
+    func admission(session: ClientSession, localID: String) -> Core.Refusal? {
         pool.eventLoop.assertInEventLoop()
-        let subscriber = UpstreamEntry.Subscriber(session: session, localID: localID, prefix: LocalEncode.nextPrefix(id: localID))
-        if request.kind == .subscription, let entry = byKey[request.dedupKey] {
-            entry.subscribers.append(subscriber)
-            session.send(LocalEncode.state(id: localID, entry.state.rawValue))
-            events.emit(
-                .subscribed,
-                ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_SHARED": "true"],
-                message: "operation \(localID) joined upstream subscription \(entry.upstreamID) (\(entry.subscribers.count) subscribers)"
-            )
-            return entry
-        }
-        let overHTTP = request.kind != .subscription && http != nil
-        var transport: UpstreamTransport?
-        if !overHTTP {
-            guard let placed = try? pool.transportForNewOperation() else { throw PoolFull() }
-            transport = placed
-        }
-        let entry = UpstreamEntry(dedupKey: request.kind == .subscription ? request.dedupKey : nil, kind: request.kind)
-        entry.subscribers.append(subscriber)
-        if let key = entry.dedupKey { byKey[key] = entry }
-        let handler: OperationHandler = { [weak self, weak entry] update in
-            guard let self, let entry else { return }
-            self.deliver(update, to: entry)
-        }
-        if let transport {
-            entry.transport = transport
-            entry.upstreamID = transport.subscribeOnLoop(kind: request.kind, payload: request.payload, handler: handler)
-        } else if let http {
-            entry.overHTTP = true
-            entry.upstreamID = http.sendOnLoop(payload: request.payload, handler: handler)
-        }
-        // The transport may have finished it at once (shutting down): register only a live one.
-        if entry.subscribers.isEmpty {
-            if let key = entry.dedupKey, byKey[key] === entry { byKey[key] = nil }
-        } else {
-            live[ObjectIdentifier(entry)] = entry
-        }
-        var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_LOCAL_ID": localID, "GQLMUX_OPERATION_KIND": "\(request.kind)"]
-        if let transport, let index = pool.index(of: transport) { fields["GQLMUX_CONNECTION"] = "\(index)" }
-        if entry.overHTTP { fields["GQLMUX_HTTP"] = "true" }
-        events.emit(.subscribed, fields, message: "operation \(localID) sent upstream as \(request.kind) \(entry.upstreamID)")
-        return entry
+        return core.admission(client: ObjectIdentifier(session), localID: localID)
     }
 
-    /// Removes one local subscriber; the last one out completes the upstream operation.
-    func unsubscribe(_ entry: UpstreamEntry, session: ClientSession, localID: String) {
+    /// A local `subscribe` that passed validation.
+    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) {
         pool.eventLoop.assertInEventLoop()
-        entry.remove(session: session, localID: localID)
-        guard entry.subscribers.isEmpty, live[ObjectIdentifier(entry)] === entry else { return }
-        forget(entry)
-        if entry.overHTTP {
-            http?.cancelOnLoop(id: entry.upstreamID)
-        } else {
-            entry.transport?.completeOnLoop(id: entry.upstreamID)
-        }
-        events.emit(
-            .completed,
-            ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "last subscriber left"],
-            message: "upstream operation \(entry.upstreamID) completed: last subscriber left"
-        )
+        let delivery = Delivery(session: session, prefix: LocalEncode.nextPrefix(id: localID))
+        let key = request.kind == .subscription ? request.dedupKey : nil
+        asking = (session, request.payload)
+        defer { asking = nil }
+        perform(core.subscribe(client: ObjectIdentifier(session), localID: localID, kind: request.kind, key: key, tag: delivery))
     }
 
-    private func forget(_ entry: UpstreamEntry) {
-        live[ObjectIdentifier(entry)] = nil
-        if let key = entry.dedupKey, byKey[key] === entry { byKey[key] = nil }
+    /// A local `complete`.
+    func complete(session: ClientSession, localID: String) {
+        pool.eventLoop.assertInEventLoop()
+        perform(core.complete(client: ObjectIdentifier(session), localID: localID))
     }
 
-    private func deliver(_ update: OperationUpdate, to entry: UpstreamEntry) {
+    /// The session closed or failed: its operations lose their subscriber.
+    func clientGone(_ session: ClientSession) {
+        pool.eventLoop.assertInEventLoop()
+        perform(core.clientGone(ObjectIdentifier(session)))
+    }
+
+    /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
+    func shutDown() {
+        pool.eventLoop.assertInEventLoop()
+        perform(core.shutDown())
+    }
+
+    private func upstream(_ update: OperationUpdate, _ id: Core.OperationID) {
+        pool.eventLoop.assertInEventLoop()
         switch update {
         case .next(let payload):
+            // The hot path: the core's subscriber list read in place, no action values.
             messagesIn += 1
-            for subscriber in entry.subscribers where subscriber.session.writeNext(prefix: subscriber.prefix, payload: payload) {
-                messagesOut += 1
-                markDirty(subscriber.session)
+            for subscriber in core.subscribers(of: id) {
+                let session = subscriber.tag.session
+                if session.writeNext(prefix: subscriber.tag.prefix, payload: payload) {
+                    messagesOut += 1
+                    markDirty(session)
+                }
             }
         case .state(let state):
-            entry.state = state
-            // Lifecycle states are told for subscriptions only; a query just answers.
-            guard entry.kind == .subscription else { return }
-            for subscriber in entry.subscribers {
-                subscriber.session.send(LocalEncode.state(id: subscriber.localID, state.rawValue), flush: false)
-                markDirty(subscriber.session)
-            }
+            perform(core.upstreamState(id, state))
         case .finished(let finish):
-            forget(entry)
-            let subscribers = entry.subscribers
-            entry.subscribers.removeAll()
-            for subscriber in subscribers {
-                subscriber.session.operationFinished(localID: subscriber.localID)
-                subscriber.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
-                markDirty(subscriber.session)
-            }
-            if case .error(let error) = finish {
-                var fields = ["GQLMUX_OPERATION_ID": entry.upstreamID]
-                if case .transport(let failure) = error { fields["GQLMUX_ERROR_CODE"] = Self.localError(failure).code }
-                metrics.errorSent(code: fields["GQLMUX_ERROR_CODE"] ?? "upstream", count: subscribers.count)
+            perform(core.upstreamFinished(id, finish))
+        }
+    }
+
+    // MARK: - Actions out
+
+    private func perform(_ actions: [Core.Action]) {
+        for action in actions {
+            switch action {
+            case .open(let id, let kind, let first):
+                open(id, kind: kind, payload: first)
+            case .joined(let id, let subscriber, let state, let count):
+                subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state)))
+                let upstreamID = placements[id]?.upstreamID ?? ""
                 events.emit(
-                    .operationError,
-                    fields,
-                    message: "upstream operation \(entry.upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")
+                    .subscribed,
+                    ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
+                    message: "operation \(subscriber.localID) joined upstream subscription \(upstreamID) (\(count) subscribers)"
                 )
-            } else if finish == .completed {
+            case .close(let id, .lastSubscriberLeft):
+                guard let placement = placements.removeValue(forKey: id) else { continue }
+                if placement.overHTTP {
+                    http?.cancelOnLoop(id: placement.upstreamID)
+                } else {
+                    placement.transport?.completeOnLoop(id: placement.upstreamID)
+                }
                 events.emit(
                     .completed,
-                    ["GQLMUX_OPERATION_ID": entry.upstreamID, "GQLMUX_REASON": "upstream completed"],
-                    message: "upstream operation \(entry.upstreamID) completed by the server"
+                    ["GQLMUX_OPERATION_ID": placement.upstreamID, "GQLMUX_REASON": "last subscriber left"],
+                    message: "upstream operation \(placement.upstreamID) completed: last subscriber left"
+                )
+            case .tellState(let subscriber, let state):
+                subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state)), flush: false)
+                markDirty(subscriber.tag.session)
+            case .finish(let subscriber, let finish):
+                subscriber.tag.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
+                markDirty(subscriber.tag.session)
+            case .finished(let id, let finish, let count):
+                finished(placements.removeValue(forKey: id)?.upstreamID ?? "", finish, subscribers: count)
+            case .refuse(_, let localID, let refusal):
+                // Refusals answer the `subscribe` being handled: its session asked.
+                if let session = asking?.session { refuse(session, localID, refusal) }
+            case .shutDown(let subscriber):
+                subscriber.tag.session.sendError(
+                    id: subscriber.localID,
+                    code: LocalErrorCode.shuttingDown,
+                    message: "gqlmuxd is shutting down",
+                    flush: false
                 )
             }
+        }
+    }
+
+    /// The `subscribe` being handled, set around `core.subscribe`: its session gets the
+    /// refusals, its payload goes upstream on `open`.
+    private var asking: (session: ClientSession, payload: ByteBuffer)?
+
+    private func open(_ id: Core.OperationID, kind: OperationKind, payload first: Core.Subscriber) {
+        guard let payload = asking?.payload else { return }
+        let overHTTP = kind != .subscription && http != nil
+        var placement = Placement(overHTTP: overHTTP)
+        if !overHTTP {
+            guard let transport = try? pool.transportForNewOperation() else {
+                perform(core.upstreamRefused(id))
+                return
+            }
+            placement.transport = transport
+        }
+        placements[id] = placement
+        let handler: OperationHandler = { [weak self] update in self?.upstream(update, id) }
+        if let transport = placement.transport {
+            placements[id]!.upstreamID = transport.subscribeOnLoop(kind: kind, payload: payload, handler: handler)
+        } else if let http {
+            placements[id]!.upstreamID = http.sendOnLoop(payload: payload, handler: handler)
+        }
+        let upstreamID = placements[id]?.upstreamID ?? ""
+        var fields = ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)"]
+        if let transport = placement.transport, let index = pool.index(of: transport) { fields["GQLMUX_CONNECTION"] = "\(index)" }
+        if overHTTP { fields["GQLMUX_HTTP"] = "true" }
+        events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(upstreamID)")
+    }
+    /// Answers a refused `subscribe` with the local error that names why.
+    func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal) {
+        switch refusal {
+        case .duplicateID:
+            session.sendError(id: localID, code: LocalErrorCode.duplicateID, message: "operation id '\(localID)' is already in use")
+        case .tooManyOperations(let limit):
+            events.emit(
+                .limitExceeded,
+                session.fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
+                message: "max_operations_per_client reached (\(session.peerDescription))"
+            )
+            session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
+        case .upstreamFull:
+            let limits = pool.limits
+            events.emit(
+                .limitExceeded,
+                session.fields(["GQLMUX_LIMIT": "max_connections"]),
+                message:
+                    "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
+            )
+            session.sendError(
+                id: localID,
+                code: LocalErrorCode.limitExceeded,
+                message:
+                    "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
+            )
+        case .shuttingDown:
+            session.sendError(id: localID, code: LocalErrorCode.shuttingDown, message: "gqlmuxd is shutting down")
+        }
+    }
+
+    private func finished(_ upstreamID: String, _ finish: OperationFinish, subscribers: Int) {
+        if case .error(let error) = finish {
+            var fields = ["GQLMUX_OPERATION_ID": upstreamID]
+            if case .transport(let failure) = error { fields["GQLMUX_ERROR_CODE"] = Self.localError(failure).code }
+            metrics.errorSent(code: fields["GQLMUX_ERROR_CODE"] ?? "upstream", count: subscribers)
+            events.emit(
+                .operationError,
+                fields,
+                message: "upstream operation \(upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")
+            )
+        } else if finish == .completed {
+            events.emit(
+                .completed,
+                ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_REASON": "upstream completed"],
+                message: "upstream operation \(upstreamID) completed by the server"
+            )
         }
     }
 
@@ -209,5 +300,17 @@ final class Fanout: @unchecked Sendable {
             change += session.flush()
         }
         bufferedChanged(by: change)
+    }
+}
+
+extension LocalOperationState {
+    /// An upstream operation's state in the local protocol's words.
+    init(_ state: OperationState) {
+        switch state {
+        case .pending: self = .pending
+        case .active: self = .active
+        case .reconnecting: self = .reconnecting
+        case .paused: self = .paused
+        }
     }
 }

@@ -50,6 +50,12 @@ package enum LocalMessageType: String, Sendable, CaseIterable {
 }
 
 /// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
+/// The lifecycle words of a `state` message (DESIGN.md section 4), owned by the local protocol:
+/// the daemon maps its upstream operation states onto them.
+package enum LocalOperationState: String, Sendable, CaseIterable {
+    case pending, active, reconnecting, paused
+}
+
 package enum LocalEncode {
     /// `{"type":"next","id":ID,"payload":` — the per-subscriber prefix; the upstream
     /// payload bytes and ``nextSuffix`` follow.
@@ -89,12 +95,13 @@ package enum LocalEncode {
         message(.complete, id: id)
     }
 
-    package static func state(id: String, _ state: String) -> ByteBuffer {
+    /// `{"type":"state","id":ID,"state":STATE}`
+    package static func state(id: String, _ state: LocalOperationState) -> ByteBuffer {
         var b = ByteBuffer()
         b.writeStaticString(#"{"type":"state","id":"#)
         b.writeJSONString(id)
         b.writeStaticString(#","state":"#)
-        b.writeJSONString(state)
+        b.writeJSONString(state.rawValue)
         b.writeStaticString("}\n")
         return b
     }

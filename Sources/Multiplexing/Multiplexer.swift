@@ -1,0 +1,232 @@
+import GraphQLTransportWS
+
+/// The ONE registry of the daemon's operations: which local operation reads which upstream
+/// operation, dedup keys, reference counts, subscriber lists and each upstream operation's
+/// state. Pure: events in, actions out, no I/O, no clock (nothing here waits on time).
+///
+/// States of one upstream operation:
+///
+///     (none) ──subscribe, no live key──▶ open(pending) ──upstream state──▶ pending/active/reconnecting/paused
+///        ▲                                 │  ▲  subscribe same key: joins, told the current state
+///        │                                 │  └─ complete / client gone: one subscriber fewer
+///        └── last subscriber left (close) ─┤
+///        └── upstream finished (finish each subscriber) / refused (pool full) / shut down
+///
+/// Local operations belong to a client (`Client`) and are named by the client's id for it.
+/// `Tag` is whatever the I/O layer keeps per subscriber for the hot path (the daemon: the
+/// session and its encoded `next` prefix); the core never looks at it.
+package struct Multiplexer<Client: Hashable, Tag> {
+    /// One upstream operation's handle, unique for the multiplexer's life.
+    package struct OperationID: Hashable, Sendable, CustomStringConvertible {
+        package let value: Int
+        package var description: String { "\(value)" }
+    }
+
+    /// A local operation reading an upstream one.
+    package struct Subscriber {
+        package let client: Client
+        package let localID: String
+        package let tag: Tag
+
+        package init(client: Client, localID: String, tag: Tag) {
+            self.client = client
+            self.localID = localID
+            self.tag = tag
+        }
+    }
+
+    /// Why a `subscribe` was refused; nothing else changed.
+    package enum Refusal: Equatable, Sendable {
+        /// The client already uses this local id.
+        case duplicateID
+        /// The client has `maxOperationsPerClient` operations.
+        case tooManyOperations(limit: Int)
+        /// No upstream connection can take a new operation (`upstreamRefused`).
+        case upstreamFull
+        /// The daemon is shutting down.
+        case shuttingDown
+    }
+
+    /// Why an upstream operation was closed by us.
+    package enum CloseReason: Equatable, Sendable {
+        case lastSubscriberLeft
+    }
+
+    /// What the I/O layer must do, in order.
+    package enum Action {
+        /// Send a new operation upstream (choose a connection, or refuse with
+        /// `upstreamRefused`); `first` asked for it.
+        case open(OperationID, kind: OperationKind, first: Subscriber)
+        /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
+        case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
+        /// Complete the upstream operation: nobody reads it any more.
+        case close(OperationID, CloseReason)
+        /// Tell one subscriber its operation's new state.
+        case tellState(Subscriber, OperationState)
+        /// Tell one subscriber its operation ended (its local id is free again).
+        case finish(Subscriber, OperationFinish)
+        /// The upstream operation ended for `subscribers` local operations (for logs, metrics).
+        case finished(OperationID, OperationFinish, subscribers: Int)
+        /// Refuse a `subscribe`.
+        case refuse(client: Client, localID: String, Refusal)
+        /// Every operation of a client ends with the daemon's shutdown; tell it.
+        case shutDown(Subscriber)
+    }
+
+    private struct Operation {
+        let kind: OperationKind
+        /// Set for deduplicated subscriptions; nil for queries and mutations (never shared).
+        let key: String?
+        var state: OperationState = .pending
+        var subscribers: [Subscriber] = []
+    }
+
+    package var maxOperationsPerClient: Int
+    private var operations: [OperationID: Operation] = [:]
+    private var byKey: [String: OperationID] = [:]
+    /// Each client's local ids and the upstream operation each reads.
+    private var clients: [Client: [String: OperationID]] = [:]
+    private var nextID = 1
+    private var shuttingDown = false
+
+    package init(maxOperationsPerClient: Int) {
+        self.maxOperationsPerClient = maxOperationsPerClient
+    }
+
+    // MARK: - Reading
+
+    /// The live upstream operations.
+    package var upstreamCount: Int { operations.count }
+    /// The live local operations of every client.
+    package var localCount: Int { clients.values.reduce(0) { $0 + $1.count } }
+    /// The local operations of one client.
+    package func operationCount(of client: Client) -> Int { clients[client]?.count ?? 0 }
+    /// Who reads `id` now, in join order. The hot path: no copy of the list is made.
+    package func subscribers(of id: OperationID) -> [Subscriber] { operations[id]?.subscribers ?? [] }
+    package func state(of id: OperationID) -> OperationState? { operations[id]?.state }
+    package func kind(of id: OperationID) -> OperationKind? { operations[id]?.kind }
+    /// The upstream operation a client's local id reads.
+    package func operation(of client: Client, localID: String) -> OperationID? { clients[client]?[localID] }
+
+    // MARK: - Events from clients
+
+    /// Whether `client` may start an operation named `localID` now: nil, or why not.
+    package func admission(client: Client, localID: String) -> Refusal? {
+        if shuttingDown { return .shuttingDown }
+        guard let own = clients[client] else { return maxOperationsPerClient > 0 ? nil : .tooManyOperations(limit: maxOperationsPerClient) }
+        if own[localID] != nil { return .duplicateID }
+        if own.count >= maxOperationsPerClient { return .tooManyOperations(limit: maxOperationsPerClient) }
+        return nil
+    }
+
+    /// A client asks for an operation. `key` is the dedup key of a subscription (nil: never
+    /// shared, as for queries and mutations).
+    package mutating func subscribe(client: Client, localID: String, kind: OperationKind, key: String?, tag: Tag) -> [Action] {
+        if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
+        let subscriber = Subscriber(client: client, localID: localID, tag: tag)
+        let sharedKey = kind == .subscription ? key : nil
+        if let sharedKey, let id = byKey[sharedKey] {
+            operations[id]!.subscribers.append(subscriber)
+            clients[client, default: [:]][localID] = id
+            let operation = operations[id]!
+            return [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
+        }
+        let id = OperationID(value: nextID)
+        nextID += 1
+        operations[id] = Operation(kind: kind, key: sharedKey, subscribers: [subscriber])
+        if let sharedKey { byKey[sharedKey] = id }
+        clients[client, default: [:]][localID] = id
+        return [.open(id, kind: kind, first: subscriber)]
+    }
+
+    /// A client completes one of its operations (unknown ids are ignored: it may have ended).
+    package mutating func complete(client: Client, localID: String) -> [Action] {
+        guard let id = clients[client]?.removeValue(forKey: localID) else { return [] }
+        if clients[client]?.isEmpty == true { clients[client] = nil }
+        return leave(id, client: client, localID: localID)
+    }
+
+    /// A client is gone: each of its operations loses a subscriber.
+    package mutating func clientGone(_ client: Client) -> [Action] {
+        guard let own = clients.removeValue(forKey: client) else { return [] }
+        var actions: [Action] = []
+        for (localID, id) in own.sorted(by: { $0.key < $1.key }) { actions += leave(id, client: client, localID: localID) }
+        return actions
+    }
+
+    private mutating func leave(_ id: OperationID, client: Client, localID: String) -> [Action] {
+        guard var operation = operations[id] else { return [] }
+        operation.subscribers.removeAll { $0.client == client && $0.localID == localID }
+        guard operation.subscribers.isEmpty else {
+            operations[id] = operation
+            return []
+        }
+        forget(id)
+        return [.close(id, .lastSubscriberLeft)]
+    }
+
+    // MARK: - Events from upstream
+
+    /// No connection could take the operation `open` asked for: refuse its first subscriber.
+    package mutating func upstreamRefused(_ id: OperationID) -> [Action] {
+        guard let operation = operations[id] else { return [] }
+        forget(id)
+        return operation.subscribers.map { subscriber in
+            release(subscriber, id)
+            return .refuse(client: subscriber.client, localID: subscriber.localID, .upstreamFull)
+        }
+    }
+
+    /// The upstream operation changed state. Subscriptions tell their subscribers; a query or
+    /// mutation just answers.
+    package mutating func upstreamState(_ id: OperationID, _ state: OperationState) -> [Action] {
+        guard operations[id] != nil else { return [] }
+        operations[id]!.state = state
+        let operation = operations[id]!
+        guard operation.kind == .subscription else { return [] }
+        return operation.subscribers.map { .tellState($0, state) }
+    }
+
+    /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
+    /// its local id is free again.
+    package mutating func upstreamFinished(_ id: OperationID, _ finish: OperationFinish) -> [Action] {
+        guard let operation = operations[id] else { return [] }
+        forget(id)
+        var actions: [Action] = operation.subscribers.map { subscriber in
+            release(subscriber, id)
+            return .finish(subscriber, finish)
+        }
+        actions.append(.finished(id, finish, subscribers: operation.subscribers.count))
+        return actions
+    }
+
+    // MARK: - Shutdown
+
+    /// The daemon stops: every local operation is told, nothing is closed upstream one by one
+    /// (the connections close), and every later `subscribe` is refused.
+    package mutating func shutDown() -> [Action] {
+        shuttingDown = true
+        var actions: [Action] = []
+        for id in operations.keys.sorted(by: { $0.value < $1.value }) {
+            actions += operations[id]!.subscribers.map { .shutDown($0) }
+        }
+        operations.removeAll()
+        byKey.removeAll()
+        clients.removeAll()
+        return actions
+    }
+
+    private mutating func forget(_ id: OperationID) {
+        guard let operation = operations.removeValue(forKey: id) else { return }
+        if let key = operation.key, byKey[key] == id { byKey[key] = nil }
+    }
+
+    private mutating func release(_ subscriber: Subscriber, _ id: OperationID) {
+        guard clients[subscriber.client]?[subscriber.localID] == id else { return }
+        clients[subscriber.client]![subscriber.localID] = nil
+        if clients[subscriber.client]!.isEmpty { clients[subscriber.client] = nil }
+    }
+}
+
+extension Multiplexer.Action: Equatable where Client: Equatable, Tag: Equatable {}
+extension Multiplexer.Subscriber: Equatable where Tag: Equatable {}
