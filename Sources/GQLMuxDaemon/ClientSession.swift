@@ -175,17 +175,41 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// than two per message (see scripts/bench.sh). False when nothing was written.
     func writeNext(prefix: ByteBuffer, payload: ByteBuffer) -> Bool {
         guard !closing else { return false }
+        if batch.capacity == 0 { reserveBatch() }
         batch.writeImmutableBuffer(prefix)
         if payload.readableBytes >= Self.sharedPayloadBytes {
             queued.append(batch)
             queued.append(payload)
-            batch = ByteBuffer()
+            startBatch()
         } else {
             batch.writeImmutableBuffer(payload)
         }
         batch.writeStaticString(LocalEncode.nextSuffix)
+        if batch.readableBytes >= Self.batchChunkBytes {
+            queued.append(batch)
+            startBatch()
+        }
         return true
     }
+
+    /// A new batch is empty (an idle client holds no buffer); its first line reserves room for
+    /// what the last flush carried, up to a chunk, so it does not grow by repeated reallocation
+    /// (realloc and free were 9 % of fan-out time).
+    private func startBatch() {
+        batch = ByteBuffer()
+    }
+
+    private func reserveBatch() {
+        batch.reserveCapacity(Swift.min(Swift.max(lastBatchBytes, 512), Self.batchChunkBytes + 2_048))
+    }
+
+    /// Bytes of the last flush: the size hint for the next batch.
+    private var lastBatchBytes = 0
+
+    /// A batch this full is queued and a new one begun, so no batch outgrows 64 KiB of
+    /// capacity: glibc serves 128 KiB and more with a fresh mmap, whose pages fault in on every
+    /// write (about 7 % of fan-out time with 100 subscribers before this cap).
+    static let batchChunkBytes = 32 * 1_024
 
     /// Payloads at least this big are queued by reference instead of copied into the batch:
     /// a copy per client would multiply memory by the number of clients behind.
@@ -209,7 +233,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             channel.write(batch, promise: nil)
         }
         channel.flush()
-        batch = ByteBuffer()
+        lastBatchBytes = written
+        startBatch()
         buffered += written
         return written
     }

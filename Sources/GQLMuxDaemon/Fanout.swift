@@ -15,10 +15,20 @@ import Upstream
 /// (`subscribe`, `complete`, `clientGone`, `shutDown`, the transport handler) asserts it.
 final class Fanout: @unchecked Sendable {
     /// What the hot path needs per subscriber: the session and its encoded `next` prefix.
+    /// The reference is strong (an `unowned` one costs a check and two atomic operations per
+    /// delivery); the core drops it when the session goes (`clientGone` from `channelInactive`).
     struct Delivery {
-        unowned let session: ClientSession
+        let session: ClientSession
+        /// `session` unretained, for the hot path (`session` above owns it).
+        let handle: Unmanaged<ClientSession>
         /// `{"type":"next","id":LOCAL_ID,"payload":` built once at subscribe.
         let prefix: ByteBuffer
+
+        init(session: ClientSession, prefix: ByteBuffer) {
+            self.session = session
+            self.handle = Unmanaged.passUnretained(session)
+            self.prefix = prefix
+        }
     }
 
     typealias Core = Multiplexer<ObjectIdentifier, Delivery>
@@ -111,13 +121,21 @@ final class Fanout: @unchecked Sendable {
         case .next(let payload):
             // The hot path: the core's subscriber list read in place, no action values.
             messagesIn += 1
-            for subscriber in core.subscribers(of: id) {
-                let session = subscriber.tag.session
-                if session.writeNext(prefix: subscriber.tag.prefix, payload: payload) {
-                    messagesOut += 1
-                    markDirty(session)
+            // Read in place through the buffer, each session through its unretained handle: no
+            // element copy and no reference count traffic per delivery (retain/release pairs
+            // were 13 % of fan-out time). `Delivery.session` keeps every session alive meanwhile.
+            var delivered = 0
+            core.subscribers(of: id).withUnsafeBufferPointer { subscribers in
+                for index in subscribers.indices {
+                    subscribers[index].tag.handle._withUnsafeGuaranteedRef { session in
+                        if session.writeNext(prefix: subscribers[index].tag.prefix, payload: payload) {
+                            delivered += 1
+                            markDirty(session)
+                        }
+                    }
                 }
             }
+            messagesOut += delivered
         case .state(let state):
             perform(core.upstreamState(id, state))
         case .finished(let finish):

@@ -68,6 +68,47 @@ func cpuSeconds(_ pid: Int32) -> Double {
 
 func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
+/// One fan-out run: `subscribers` local clients of one upstream subscription, `messages` ticks of
+/// `payload` bytes. Returns what arrived, what was expected, wall and gqlmuxd CPU seconds.
+func fanout(subscribers n: Int, payload: Int, messages: Int) async throws -> (Int, Int, Double, Double, Bool) {
+    var clients: [BenchClient] = []
+    for i in 0..<n {
+        let c = try await BenchClient.connect(socketPath, group: clientGroup)
+        c.send(#"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription { tick }"}}"# + "\n")
+        clients.append(c)
+    }
+    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.lines.value >= 1 } }
+    let base = clients.map { $0.lines.value }
+    let padding = payload - 30
+    let cpuBefore = cpuSeconds(daemon.pid)
+    let start = ContinuousClock.now
+    var sent = 0
+    while sent < messages {
+        let batch = min(500, messages - sent)
+        await upstream.tick(count: batch, padding: padding)
+        sent += batch
+    }
+    let expected = n * messages
+    let done = await waitUntil(.seconds(600)) {
+        zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
+    }
+    let elapsed = seconds(ContinuousClock.now - start)
+    let cpu = cpuSeconds(daemon.pid) - cpuBefore
+    let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
+    for c in clients { c.channel.close(promise: nil) }
+    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+    return (delivered, expected, elapsed, cpu, done)
+}
+
+// `gqlmux-bench GQLMUXD fanout N BYTES MESSAGES`: one fan-out run only, for a profiler
+// wrapped around gqlmuxd (see scripts/profile.sh).
+if arguments.count > 5, arguments[2] == "fanout", let n = Int(arguments[3]), let bytes = Int(arguments[4]), let messages = Int(arguments[5]) {
+    let (delivered, expected, elapsed, cpu, _) = try await fanout(subscribers: n, payload: bytes, messages: messages)
+    print(String(format: "fan-out %d × %d B: %d/%d deliveries in %.3f s, gqlmuxd CPU %.3f s", n, bytes, delivered, expected, elapsed, cpu))
+    bench.stop()
+    exit(0)
+}
+
 print("gqlmux benchmark — \(ProcessInfo.processInfo.activeProcessorCount) cores, gqlmuxd pid \(daemon.pid)")
 print("")
 let restRSS = rssKiB(daemon.pid)
@@ -116,31 +157,8 @@ print(
 var fanoutRows: [(n: Int, payload: Int, rate: Double, reference: Double)] = []
 for payload in [256, 4096] {
     for n in [1, 10, 100, 500] {
-        var clients: [BenchClient] = []
-        for i in 0..<n {
-            let c = try await BenchClient.connect(socketPath, group: clientGroup)
-            c.send(#"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription { tick }"}}"# + "\n")
-            clients.append(c)
-        }
-        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.lines.value >= 1 } }
-        let base = clients.map { $0.lines.value }
         let messages = max(200, min(20_000, 2_000_000 / (n * (payload / 256))))
-        let padding = payload - 30
-        let cpuBefore = cpuSeconds(daemon.pid)
-        let start = ContinuousClock.now
-        var sent = 0
-        while sent < messages {
-            let batch = min(500, messages - sent)
-            await upstream.tick(count: batch, padding: padding)
-            sent += batch
-        }
-        let expected = n * messages
-        let done = await waitUntil {
-            zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
-        }
-        let elapsed = seconds(ContinuousClock.now - start)
-        let cpu = cpuSeconds(daemon.pid) - cpuBefore
-        let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
+        let (delivered, expected, elapsed, cpu, done) = try await fanout(subscribers: n, payload: payload, messages: messages)
         let rate = Double(delivered) / elapsed
         // The physical reference, beside it in the same run: same subscribers, same line size.
         // Best of 3: the first run of a size pays for socket buffers and page faults.
@@ -160,8 +178,6 @@ for payload in [256, 4096] {
                 + String(format: "%6.1f%%", 100 * rate / reference)
                 + (done ? "" : "   (incomplete: \(delivered)/\(expected))")
         )
-        for c in clients { c.channel.close(promise: nil) }
-        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
     }
 }
 print("")

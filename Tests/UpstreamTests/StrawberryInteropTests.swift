@@ -105,7 +105,9 @@ import Testing
             #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")
             let before = recorder.nexts("good").count
             await eventually("good keeps ticking") { recorder.nexts("good").count >= before + 2 && recorder.states("good").last == .active }
-            #expect(recorder.finish("good") == nil)
+            // On failure, the whole story: connection events and each operation's non-next updates.
+            let story = { (key: String) in recorder.updates(key).filter { if case .next = $0 { false } else { true } } }
+            #expect(recorder.finish("good") == nil, "events: \(recorder.events)\ngood: \(story("good"))\nbad: \(story("bad"))")
         }
     }
 }
