@@ -173,18 +173,18 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// Hot path: prefix + the upstream payload bytes (forwarded, never re-encoded) + suffix,
     /// appended to this client's batch. One NIO write per client per loop turn is far cheaper
     /// than two per message (see scripts/bench.sh). False when nothing was written.
-    func writeNext(prefix: ByteBuffer, payload: ByteBuffer) -> Bool {
+    func writeNext(prefix: UnsafePointer<ByteBuffer>, payload: borrowing ByteBuffer) -> Bool {
         guard !closing else { return false }
         if batch.capacity == 0 { reserveBatch() }
-        batch.writeImmutableBuffer(prefix)
         if payload.readableBytes >= Self.sharedPayloadBytes {
+            batch.writeImmutableBuffer(prefix.pointee)
             queued.append(batch)
-            queued.append(payload)
+            queued.append(copy payload)
             startBatch()
+            batch.writeStaticString(LocalEncode.nextSuffix)
         } else {
-            batch.writeImmutableBuffer(payload)
+            Self.appendLine(prefix.pointee, payload, to: &batch)
         }
-        batch.writeStaticString(LocalEncode.nextSuffix)
         if batch.readableBytes >= Self.batchChunkBytes {
             queued.append(batch)
             startBatch()
@@ -205,6 +205,27 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     /// Bytes of the last flush: the size hint for the next batch.
     private var lastBatchBytes = 0
+
+    /// prefix + payload + `}\n` with one capacity check and three copies, through NIO's
+    /// inlinable raw-bytes accessors (its `writeBuffer` is not inlined and pays an exclusivity
+    /// check per call: 15 % of fan-out time).
+    @inline(__always)
+    private static func appendLine(_ prefix: borrowing ByteBuffer, _ payload: borrowing ByteBuffer, to batch: inout ByteBuffer) {
+        prefix.withUnsafeReadableBytes { head in
+            payload.withUnsafeReadableBytes { body in
+                LocalEncode.nextSuffix.withUTF8Buffer { tail in
+                    let total = head.count + body.count + tail.count
+                    batch.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+                        let start = out.baseAddress!
+                        if let source = head.baseAddress { start.copyMemory(from: source, byteCount: head.count) }
+                        if let source = body.baseAddress { (start + head.count).copyMemory(from: source, byteCount: body.count) }
+                        (start + head.count + body.count).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
+                        return total
+                    }
+                }
+            }
+        }
+    }
 
     /// A batch this full is queued and a new one begun, so no batch outgrows 64 KiB of
     /// capacity: glibc serves 128 KiB and more with a fresh mmap, whose pages fault in on every

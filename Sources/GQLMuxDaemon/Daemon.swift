@@ -78,6 +78,7 @@ package final class Daemon: @unchecked Sendable {
     /// Binds the socket (replacing a stale file) or adopts `listeningFD`, then starts the upstream.
     /// Its state is written on the loop (`onLoop`), like every other access to it.
     package func start(listeningFD: CInt? = nil) async throws {
+        Fanout.keepFreedHeap()
         let configuration = try await onLoop { self.configuration }
         // Metrics first: its address is set before any client can ask `status` for it.
         var bound: (channel: any Channel, address: String)?

@@ -33,6 +33,9 @@ final class Fanout: @unchecked Sendable {
 
     typealias Core = Multiplexer<ObjectIdentifier, Delivery>
 
+    /// Where a subscriber's `tag.prefix` lies within it, for the hot path's by-address reads.
+    private static let prefixOffset = MemoryLayout<Core.Subscriber>.offset(of: \Core.Subscriber.tag.prefix)!
+
     /// Where one upstream operation lives: a pooled WebSocket connection or `http_url`.
     private struct Placement {
         var transport: UpstreamTransport?
@@ -124,11 +127,14 @@ final class Fanout: @unchecked Sendable {
             // Read in place through the buffer, each session through its unretained handle: no
             // element copy and no reference count traffic per delivery (retain/release pairs
             // were 13 % of fan-out time). `Delivery.session` keeps every session alive meanwhile.
+            // The prefix is passed by address for the same reason (a copy retains its storage).
             var delivered = 0
             core.subscribers(of: id).withUnsafeBufferPointer { subscribers in
+                guard let base = subscribers.baseAddress else { return }
                 for index in subscribers.indices {
+                    let prefix = UnsafeRawPointer(base + index).advanced(by: Self.prefixOffset).assumingMemoryBound(to: ByteBuffer.self)
                     subscribers[index].tag.handle._withUnsafeGuaranteedRef { session in
-                        if session.writeNext(prefix: subscribers[index].tag.prefix, payload: payload) {
+                        if session.writeNext(prefix: prefix, payload: payload) {
                             delivered += 1
                             markDirty(session)
                         }

@@ -124,13 +124,18 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
         sendText(#"{"type":"complete","id":\#(jsonString(id))}"#)
     }
 
-    func tick(_ n: Int, padding: Int = 0) -> Int {
+    /// Sends tick `n` to every subscription; with `flush` false the frames wait for `flush()`.
+    func tick(_ n: Int, padding: Int = 0, flush: Bool = true) -> Int {
         let pad = padding > 0 ? Self.padding(padding) : ""
         for id in subscriptions {
-            sendText(#"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)\#(pad)}}}"#)
+            let frame = ByteBuffer(string: #"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)\#(pad)}}}"#)
+            channel.write(WebSocketFrame(fin: true, opcode: .text, data: frame), promise: nil)
         }
+        if flush { channel.flush() }
         return subscriptions.count
     }
+
+    func flush() { channel.flush() }
 
     nonisolated(unsafe) private static var paddings: [Int: String] = [:]
     private static func padding(_ size: Int) -> String {
