@@ -19,7 +19,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// Once closing (error, slow consumer, shutdown) nothing more is written.
     private var closing = false
     /// Lines written since the last flush, sent as one write.
-    private var batch = ByteBuffer()
+    private var batch = ClientSession.emptyBatch
     /// Buffers queued before `batch` in this turn: earlier batch parts and large upstream
     /// payloads passed by reference, so N clients behind on one message share its bytes.
     private var queued: [ByteBuffer] = []
@@ -173,17 +173,18 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// Hot path: prefix + the upstream payload bytes (forwarded, never re-encoded) + suffix,
     /// appended to this client's batch. One NIO write per client per loop turn is far cheaper
     /// than two per message (see scripts/bench.sh). False when nothing was written.
-    func writeNext(prefix: UnsafePointer<ByteBuffer>, payload: borrowing ByteBuffer) -> Bool {
+    /// `prefix` and `body` are the bytes of the subscriber's prefix and of `payload`.
+    func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) -> Bool {
         guard !closing else { return false }
         if batch.capacity == 0 { reserveBatch() }
-        if payload.readableBytes >= Self.sharedPayloadBytes {
-            batch.writeImmutableBuffer(prefix.pointee)
+        if body.count >= Self.sharedPayloadBytes {
+            batch.writeBytes(prefix)
             queued.append(batch)
             queued.append(copy payload)
             startBatch()
             batch.writeStaticString(LocalEncode.nextSuffix)
         } else {
-            Self.appendLine(prefix.pointee, payload, to: &batch)
+            Self.appendLine(prefix, body, to: &batch)
         }
         if batch.readableBytes >= Self.batchChunkBytes {
             queued.append(batch)
@@ -196,8 +197,12 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// what the last flush carried, up to a chunk, so it does not grow by repeated reallocation
     /// (realloc and free were 9 % of fan-out time).
     private func startBatch() {
-        batch = ByteBuffer()
+        batch = Self.emptyBatch
     }
+
+    /// One empty buffer every idle batch shares: the first line then allocates once, at the
+    /// hinted size (`ByteBuffer()` allocated, and the reserve allocated again and freed it).
+    private static let emptyBatch = ByteBuffer()
 
     private func reserveBatch() {
         batch.reserveCapacity(Swift.min(Swift.max(lastBatchBytes, 512), Self.batchChunkBytes + 2_048))
@@ -210,19 +215,15 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// inlinable raw-bytes accessors (its `writeBuffer` is not inlined and pays an exclusivity
     /// check per call: 15 % of fan-out time).
     @inline(__always)
-    private static func appendLine(_ prefix: borrowing ByteBuffer, _ payload: borrowing ByteBuffer, to batch: inout ByteBuffer) {
-        prefix.withUnsafeReadableBytes { head in
-            payload.withUnsafeReadableBytes { body in
-                LocalEncode.nextSuffix.withUTF8Buffer { tail in
-                    let total = head.count + body.count + tail.count
-                    batch.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
-                        let start = out.baseAddress!
-                        if let source = head.baseAddress { start.copyMemory(from: source, byteCount: head.count) }
-                        if let source = body.baseAddress { (start + head.count).copyMemory(from: source, byteCount: body.count) }
-                        (start + head.count + body.count).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
-                        return total
-                    }
-                }
+    private static func appendLine(_ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer, to batch: inout ByteBuffer) {
+        LocalEncode.nextSuffix.withUTF8Buffer { tail in
+            let total = head.count + body.count + tail.count
+            batch.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
+                let start = out.baseAddress!
+                if let source = head.baseAddress { start.copyMemory(from: source, byteCount: head.count) }
+                if let source = body.baseAddress { (start + head.count).copyMemory(from: source, byteCount: body.count) }
+                (start + head.count + body.count).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
+                return total
             }
         }
     }
