@@ -214,11 +214,16 @@ package final class ChildProcess: Sendable {
     private func startReader(_ readers: [(fd: Int32, isStdout: Bool)]) {
         let context = Unmanaged.passRetained(ReaderContext(child: self, readers: readers)).toOpaque()
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { raw in
-            let context = Unmanaged<ReaderContext>.fromOpaque(raw!).takeRetainedValue()
-            context.child.readUntilEndOfFile(context.readers)
-            return nil
-        }, context)
+        let result = pthread_create(
+            &thread,
+            nil,
+            { raw in
+                let context = Unmanaged<ReaderContext>.fromOpaque(raw!).takeRetainedValue()
+                context.child.readUntilEndOfFile(context.readers)
+                return nil
+            },
+            context
+        )
         if result == 0 {
             pthread_detach(thread)
         } else {

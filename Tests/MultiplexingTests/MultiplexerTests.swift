@@ -98,9 +98,11 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         let id = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1)))
         _ = mux.upstreamState(id, .active)
         _ = mux.upstreamState(id, .paused)
-        #expect(mux.subscribe(client: "late", localID: "9", kind: .subscription, key: "k", tag: 9) == [
-            .joined(id, subscriber: subscriber("late", "9", 9), state: .paused, subscribers: 2)
-        ])
+        #expect(
+            mux.subscribe(client: "late", localID: "9", kind: .subscription, key: "k", tag: 9) == [
+                .joined(id, subscriber: subscriber("late", "9", 9), state: .paused, subscribers: 2)
+            ]
+        )
     }
 
     @Test func aQueryIsNotToldStates() throws {
@@ -115,9 +117,11 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         let id = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1)))
         _ = mux.subscribe(client: "b", localID: "2", kind: .subscription, key: "k", tag: 2)
         let failure = OperationFinish.error(.transport(.connectionLost(reason: "gone")))
-        #expect(mux.upstreamFinished(id, failure) == [
-            .finish(subscriber("a", "1", 1), failure), .finish(subscriber("b", "2", 2), failure), .finished(id, failure, subscribers: 2),
-        ])
+        #expect(
+            mux.upstreamFinished(id, failure) == [
+                .finish(subscriber("a", "1", 1), failure), .finish(subscriber("b", "2", 2), failure), .finished(id, failure, subscribers: 2),
+            ]
+        )
         #expect(mux.upstreamCount == 0 && mux.localCount == 0)
         // Nothing is closed upstream for it, and the ids may be used again.
         #expect(mux.complete(client: "a", localID: "1").isEmpty)
@@ -147,9 +151,11 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         var mux = Mux(maxOperationsPerClient: 2)
         _ = mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1)
         _ = mux.subscribe(client: "a", localID: "2", kind: .subscription, key: "k", tag: 2)
-        #expect(mux.subscribe(client: "a", localID: "3", kind: .query, key: nil, tag: 3) == [
-            .refuse(client: "a", localID: "3", .tooManyOperations(limit: 2))
-        ])
+        #expect(
+            mux.subscribe(client: "a", localID: "3", kind: .query, key: nil, tag: 3) == [
+                .refuse(client: "a", localID: "3", .tooManyOperations(limit: 2))
+            ]
+        )
         #expect(mux.admission(client: "b", localID: "3") == nil)
         _ = mux.complete(client: "a", localID: "1")
         #expect(mux.admission(client: "a", localID: "3") == nil)
