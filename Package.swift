@@ -218,7 +218,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MultiplexingTests",
-            dependencies: ["Multiplexing", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["Multiplexing", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,4 +1,4 @@
-import CSpawn
+internal import CSpawn
 import Synchronization
 
 #if canImport(Glibc)
@@ -38,7 +38,7 @@ package final class ChildProcess: Sendable {
     /// Variables a child never inherits from the test runner.
     package static let systemdVariables = ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"]
 
-    package let pid: pid_t
+    package let pid: Int32
     private let captured: Mutex<(stdout: [UInt8], stderr: [UInt8], openPipes: Int)>
     /// The wait status once reaped; after that `pid` may belong to someone else.
     private let reaped = Mutex<Int32?>(nil)

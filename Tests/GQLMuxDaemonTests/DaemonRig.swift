@@ -38,8 +38,7 @@ final class DaemonRig: @unchecked Sendable {
     ) async throws {
         server = TestUpstreamServer(options: options)
         try await server.start()
-        directory = NSTemporaryDirectory() + "gqlmuxd-test-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        directory = try makeTemporaryDirectory("gqlmuxd-test")
         let toml = """
             [upstream]
             url = "\(server.url)"

@@ -115,8 +115,7 @@ import Testing
         options.closeAfterAck = 1011
         let server = TestUpstreamServer(options: options)
         try await server.start()
-        let dir = NSTemporaryDirectory() + "gqlmuxd-flap-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try makeTemporaryDirectory("gqlmuxd-flap")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let config = """
             [upstream]

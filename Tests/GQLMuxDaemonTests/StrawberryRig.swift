@@ -34,8 +34,7 @@ struct StrawberryRig {
     }
 
     init(_ strawberry: StrawberryServer, upstream: String) async throws {
-        directory = NSTemporaryDirectory() + "gqlmuxd-legacy-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        directory = try makeTemporaryDirectory("gqlmuxd-legacy")
         let configuration = try DaemonConfiguration.parse(
             "[upstream]\nurl = \"\(strawberry.url)\"\nreconnect_interval = 0.2\nreconnect_max_interval = 1\n\(upstream)\n"
                 + "[socket]\npath = \"\(directory)/gqlmux.sock\"\n"

@@ -1,3 +1,4 @@
+import GQLMuxTestSupport
 import GraphQLTransportWS
 import Multiplexing
 import NIOCore
@@ -193,19 +194,8 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
 /// Random event sequences against a plain model of who reads what: the registry never loses,
 /// duplicates or leaks a subscriber, and exactly the last one out closes an operation.
 @Suite struct MultiplexerModelTests {
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test(arguments: 1...20) func randomEventsKeepTheRegistryConsistent(seed: UInt64) {
-        var random = Generator(state: seed)
+        var random = SplitMix64(seed: seed)
         var mux = Mux(maxOperationsPerClient: 4)
         /// (client, localID) → operation, as the actions told it.
         var model: [String: Mux.OperationID] = [:]

@@ -23,12 +23,7 @@ enum Paths {
 
     static func binary(_ name: String) -> String { binDir + "/" + name }
 
-    static func temporaryDirectory(_ prefix: String) throws -> String {
-        let path = NSTemporaryDirectory() + prefix + "-" + UUID().uuidString.prefix(8)
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        chmod(path, 0o755)
-        return path
-    }
+    static func temporaryDirectory(_ prefix: String) throws -> String { try makeTemporaryDirectory(prefix) }
 
     static func tool(_ name: String) -> String? {
         ["/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/"].map { $0 + name }.first { FileManager.default.isExecutableFile(atPath: $0) }

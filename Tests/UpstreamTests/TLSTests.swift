@@ -15,8 +15,7 @@ struct PrivateCA {
     var key: String { directory + "/server.key" }
 
     static func make() throws -> PrivateCA {
-        let directory = NSTemporaryDirectory() + "gqlmux-tls-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try makeTemporaryDirectory("gqlmux-tls")
         let script = """
             set -e
             cd '\(directory)'
