@@ -12,18 +12,37 @@
 ///   re-subscribe burst charges nobody.
 /// - The charged operations form a probation group. After each ack the clean operations are
 ///   re-sent, then the first group (a trial). A close within `blameWindow` of a trial blames
-///   that group only: a group of one is quarantined, a larger one is split in halves, tried
-///   one after the other (bisection: log2(n) more closes at most). A group that passes its
-///   window is clean again, and the next group is tried.
+///   that group and any operation sent for the first time during it (a newcomer): a suspect
+///   alone is quarantined, more are split in halves, tried one after the other (bisection:
+///   log2(n) more closes at most). A client-blaming close names the newcomer sent last, when
+///   it alone was. A group that passes its window is clean again, and the next group is tried.
 /// - A connection that stays up `healthyAfter` ends the trial of everything it carries.
 extension TransportStateMachine {
     static let blamingCloseCodes: Set<UInt16> = [4400, 1007, 1009, 4409]
 
     mutating func chargeBlame(generation gen: Int, closeCode: UInt16?, reason: String, now: Instant, into actions: inout [TransportAction]) {
+        let strong = closeCode.map(Self.blamingCloseCodes.contains) ?? false
         if case .connected(let c) = phase, let trial = c.trial, let passesAt = c.probationAt, now < passesAt {
-            // A trial was in flight: its group is to blame, nothing else.
+            // A trial was in flight: its group is to blame, and with it any operation sent for
+            // the first time since (a new subscribe, or one that arrived while reconnecting and
+            // went out in the same instant as the trial): the server may have refused that one.
             probation.removeFirst()
-            let alive = trial.filter { operations[$0] != nil }
+            let newcomers = sortedIDs().filter { id in
+                guard !trial.contains(id), let op = operations[id], op.sentOn == gen, op.onTrial, let at = op.sentAt else { return false }
+                return at + options.blameWindow >= passesAt  // sent since the trial began
+            }
+            let alive = trial.filter { operations[$0] != nil } + newcomers
+            // A client-blaming close names what was sent last, when one operation alone was.
+            if strong, !newcomers.isEmpty, let latest = alive.compactMap({ operations[$0]?.sentAt }).max() {
+                let last = alive.filter { operations[$0]?.sentAt == latest }
+                if last.count == 1 {
+                    quarantine(last[0], closeCode: closeCode, reason: reason, into: &actions)
+                    // The interrupted trial neither passed nor failed: it is tried again.
+                    let rest = trial.filter { operations[$0] != nil }
+                    if !rest.isEmpty { probation.insert(rest, at: 0) }
+                    return
+                }
+            }
             if alive.count == 1 {
                 quarantine(alive[0], closeCode: closeCode, reason: reason, into: &actions)
             } else if !alive.isEmpty {
@@ -32,7 +51,6 @@ extension TransportStateMachine {
             }
             return
         }
-        let strong = closeCode.map(Self.blamingCloseCodes.contains) ?? false
         let recent = sortedIDs().filter { id in
             guard let op = operations[id], op.sentOn == gen, let at = op.sentAt else { return false }
             return now - at <= options.blameWindow && (strong || op.onTrial)

@@ -37,6 +37,42 @@ import Testing
         #expect(h.machine.state(of: good) == .active)
     }
 
+    /// Seen on strawberry under load: an innocent subscription was on trial (a connection drop
+    /// right after its first send charged it) when a bad one arrived during the reconnect. At
+    /// the ack both went out in the same instant, and the server's 4400 was blamed on the trial
+    /// alone. A newcomer sent during a trial shares the suspicion; bisection finds the culprit.
+    @Test func aNewcomerSentDuringATrialSharesTheBlame() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let good = h.subscribe()
+        h.advance(ms: 100)
+        h.serverClose(nil, "connection lost (1006)")  // charges good: sent first 100 ms ago
+        let bad = h.subscribe(.subscription, "subscription { tick( }")  // arrives while reconnecting
+        h.advance(ms: 1_000)
+        var back = h.connectAndAck()
+        #expect(sends(good, in: back) == 1 && sends(bad, in: back) == 1)  // the same instant
+        var closes = 0
+        // The server closes 4400 whenever it reads `bad`; nothing else is wrong.
+        while sends(bad, in: back) > 0 && closes < 10 {
+            h.advance(ms: 50)
+            let closed = h.serverClose(4400, "Syntax Error")
+            closes += 1
+            #expect(closed.finish(good) == nil, "good blamed after \(closes) closes: \(closed)")
+            if closed.finish(bad) != nil { break }
+            h.advance(ms: 2_000)
+            back = h.connectAndAck()
+            back += h.advance(ms: 1_500)  // a trial that stays up passes; the next one is sent
+        }
+        #expect(h.log.finish(bad) != nil, "bad never quarantined")
+        #expect(h.log.finish(good) == nil)
+        #expect(closes <= 3)
+        h.advance(ms: 60_000)
+        h.connectAndAck()
+        h.advance(ms: 20_000)
+        #expect(h.machine.state(of: good) == .active)
+    }
+
     @Test func anAmbiguousCloseAfterANewSubscribePutsItOnTrialAndASecondQuarantinesIt() {
         var h = Harness()
         h.start()
