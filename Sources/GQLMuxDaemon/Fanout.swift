@@ -205,7 +205,11 @@ final class Fanout: @unchecked Sendable {
     private var asking: (session: ClientSession, payload: ByteBuffer)?
 
     private func open(_ id: Core.OperationID, kind: OperationKind, payload first: Core.Subscriber) {
-        guard let payload = asking?.payload else { return }
+        guard let payload = asking?.payload else {
+            // The core asks to open only while a `subscribe` is handled; keep it consistent anyway.
+            assertionFailure("open outside subscribe")
+            return perform(core.upstreamRefused(id))
+        }
         let overHTTP = kind != .subscription && http != nil
         var placement = Placement(overHTTP: overHTTP)
         if !overHTTP {
