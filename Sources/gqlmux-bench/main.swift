@@ -150,7 +150,8 @@ print("")
 
 // 3. Fan-out throughput: one upstream subscription → N local subscribers.
 print("fan-out (1 upstream subscription → N local subscribers; deliveries/s = N × messages / time)")
-print("  reference: N Unix socketpairs, the same line bytes written 64 lines per write, one poll loop reading (no JSON); best of 3")
+print("  reference: N Unix socketpairs, the same line bytes written 64 lines per write, one poll loop reading (no JSON)")
+print("  each figure (gqlmuxd and reference) is the best of 3 runs")
 print(
     "  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second   reference/s   gqlmuxd ÷ reference"
 )
@@ -158,7 +159,12 @@ var fanoutRows: [(n: Int, payload: Int, rate: Double, reference: Double)] = []
 for payload in [256, 4096] {
     for n in [1, 10, 100, 500] {
         let messages = max(200, min(20_000, 2_000_000 / (n * (payload / 256))))
-        let (delivered, expected, elapsed, cpu, done) = try await fanout(subscribers: n, payload: payload, messages: messages)
+        // Best of 3, as the reference below: both sides of the ratio get the same chances on a
+        // shared, noisy machine. A run counts only when everything arrived.
+        var runs: [(delivered: Int, expected: Int, elapsed: Double, cpu: Double, done: Bool)] = []
+        for _ in 0..<3 { runs.append(try await fanout(subscribers: n, payload: payload, messages: messages)) }
+        let best = runs.filter(\.done).min { $0.elapsed < $1.elapsed } ?? runs[0]
+        let (delivered, expected, elapsed, cpu, done) = best
         let rate = Double(delivered) / elapsed
         // The physical reference, beside it in the same run: same subscribers, same line size.
         // Best of 3: the first run of a size pays for socket buffers and page faults.
