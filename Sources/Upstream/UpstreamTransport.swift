@@ -170,6 +170,7 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     private func perform(_ actions: [TransportAction]) {
         var toFlush: [Int: any Channel] = [:]
+        var updates: [(String, OperationUpdate)] = []
         for action in actions {
             switch action {
             case .connect(let generation):
@@ -197,12 +198,17 @@ package final class UpstreamTransport: @unchecked Sendable {
             case .event(let event):
                 observer(event)
             case .operation(let id, let update):
-                guard let handler = handlers[id] else { continue }
-                if case .finished = update { handlers[id] = nil }
-                handler(update)
+                updates.append((id, update))
             }
         }
+        // Frames reach the server before the operations' handlers run: after a reconnect,
+        // 10,000 re-subscribes go out first, then 10,000 clients hear `active`.
         for channel in toFlush.values { channel.flush() }
+        for (id, update) in updates {
+            guard let handler = handlers[id] else { continue }
+            if case .finished = update { handlers[id] = nil }
+            handler(update)
+        }
         rescheduleTimer()
     }
 
