@@ -11,6 +11,7 @@ import Glibc
 extension GQLMuxClient {
     /// Registers and sends an operation; returns its local id. On the loop.
     func start(_ operation: ClientOperation) -> String {
+        eventLoop.assertInEventLoop()
         guard !closed else {
             operation.onFinish(GQLMuxError.clientClosed)
             return ""
@@ -28,6 +29,7 @@ extension GQLMuxClient {
 
     /// Stops one operation at the daemon and finishes it locally.
     func cancel(id: String) {
+        eventLoop.assertInEventLoop()
         guard let operation = operations.removeValue(forKey: id) else { return }
         forgetPressure(id)
         channel?.writeAndFlush(LocalEncode.complete(id: id), promise: nil)
@@ -36,6 +38,7 @@ extension GQLMuxClient {
     }
 
     func connectIfNeeded() {
+        eventLoop.assertInEventLoop()
         guard channel == nil, !connecting, !closed else { return }
         connecting = true
         let handler = ClientLineHandler(client: self)
@@ -63,6 +66,7 @@ extension GQLMuxClient {
     }
 
     private func connected(_ channel: any Channel) {
+        eventLoop.assertInEventLoop()
         guard !closed else {
             channel.close(promise: nil)
             return
@@ -83,6 +87,7 @@ extension GQLMuxClient {
     }
 
     private func connectFailed(_ error: any Error) {
+        eventLoop.assertInEventLoop()
         guard everConnected, configuration.reconnect else {
             let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
             let failure = GQLMuxError.daemonUnavailable.with(message: "cannot connect to \(configuration.socketPath): \(reason)")
@@ -108,6 +113,7 @@ extension GQLMuxClient {
     }
 
     func failAll(_ error: any Error) {
+        eventLoop.assertInEventLoop()
         let ops = operations
         operations.removeAll()
         fullOperations.removeAll()
@@ -117,6 +123,7 @@ extension GQLMuxClient {
 
     /// The connection closed: subscriptions wait for the daemon, the rest fail.
     func disconnected(connectionError: GQLMuxError?) {
+        eventLoop.assertInEventLoop()
         channel = nil
         guard !closed else { return }
         if let fatal = connectionError, fatal != .shuttingDown {
@@ -147,6 +154,7 @@ extension GQLMuxClient {
 
     /// A subscription's buffer became full (true) or drained to half (false).
     func pressure(_ full: Bool, on id: String) {
+        eventLoop.assertInEventLoop()
         guard operations[id] != nil else { return }
         if full {
             fullOperations.insert(id)
@@ -158,6 +166,7 @@ extension GQLMuxClient {
     }
 
     func forgetPressure(_ id: String) {
+        eventLoop.assertInEventLoop()
         guard fullOperations.remove(id) != nil else { return }
         updateReading()
     }
@@ -178,6 +187,7 @@ extension GQLMuxClient {
 
     /// One message from the daemon that names an operation.
     func received(_ envelope: Envelope) {
+        eventLoop.assertInEventLoop()
         guard let id = envelope.id, let operation = operations[id] else { return }
         let payload = envelope.payload.map { String(buffer: $0) }
         switch LocalMessageType(rawValue: envelope.type) {

@@ -17,7 +17,8 @@ import NIOPosix
 /// mutations in flight fail with ``GQLMuxError/connectionLost``.
 ///
 /// `@unchecked Sendable` — safe because its mutable state is confined to its own event loop:
-/// the public methods hop there (`eventLoop.execute`/`submit`), and channel callbacks run there.
+/// the public methods hop there (`eventLoop.execute`/`submit`), channel callbacks run there, and
+/// every on-loop method (`GQLMuxClient+Connection.swift`) asserts it.
 public final class GQLMuxClient: @unchecked Sendable {
     /// How a client finds gqlmuxd, names itself, reconnects and buffers results.
     public struct Configuration: Sendable {

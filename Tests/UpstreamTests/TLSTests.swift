@@ -35,39 +35,39 @@ struct PrivateCA {
         let ca = try PrivateCA.make()
         var options = TestUpstreamServer.Options()
         options.tls = (ca.certificate, ca.key)
-        let rig = try await Rig.make(server: options) { $0.tls.caFile = ca.caFile }
-        #expect(rig.server.url.hasPrefix("wss://"))
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active over TLS") { rig.recorder.states("s").last == .active }
-        await rig.server.tick()
-        await eventually("tick over TLS") { rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#] }
-        await rig.tearDown()
+        try await Rig.with(server: options, configure: { $0.tls.caFile = ca.caFile }) { rig in
+            #expect(rig.server.url.hasPrefix("wss://"))
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active over TLS") { rig.recorder.states("s").last == .active }
+            await rig.server.tick()
+            await eventually("tick over TLS") { rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#] }
+        }
     }
 
     @Test func certificateVerificationIsOnByDefault() async throws {
         let ca = try PrivateCA.make()
         var options = TestUpstreamServer.Options()
         options.tls = (ca.certificate, ca.key)
-        let rig = try await Rig.make(server: options)
-        rig.transport.start()
-        await eventually("refused: untrusted certificate") {
-            rig.recorder.connectionStates.contains { if case .reconnecting = $0 { true } else { false } }
+        try await Rig.with(server: options) { rig in
+            rig.transport.start()
+            await eventually("refused: untrusted certificate") {
+                rig.recorder.connectionStates.contains { if case .reconnecting = $0 { true } else { false } }
+            }
+            let causes = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, _, let c) = $0 { c } else { nil } }
+            print("untrusted certificate cause: \(causes[0])")
+            #expect(causes[0].contains("handshake") || causes[0].contains("certificate") || causes[0].contains("CERTIFICATE"))
+            #expect(await rig.server.currentStats.connections == 0)
         }
-        let causes = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, _, let c) = $0 { c } else { nil } }
-        print("untrusted certificate cause: \(causes[0])")
-        #expect(causes[0].contains("handshake") || causes[0].contains("certificate") || causes[0].contains("CERTIFICATE"))
-        #expect(await rig.server.currentStats.connections == 0)
-        await rig.tearDown()
     }
 
     @Test func insecureSkipVerifyAcceptsAnyCertificate() async throws {
         let ca = try PrivateCA.make()
         var options = TestUpstreamServer.Options()
         options.tls = (ca.certificate, ca.key)
-        let rig = try await Rig.make(server: options) { $0.tls.insecureSkipVerify = true }
-        rig.transport.start()
-        await eventually("connected without verification") { rig.recorder.events.contains(.connected) }
-        await rig.tearDown()
+        try await Rig.with(server: options, configure: { $0.tls.insecureSkipVerify = true }) { rig in
+            rig.transport.start()
+            await eventually("connected without verification") { rig.recorder.events.contains(.connected) }
+        }
     }
 }

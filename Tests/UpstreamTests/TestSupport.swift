@@ -62,6 +62,22 @@ struct Rig {
         return Rig(server: server, transport: transport, recorder: recorder, group: group)
     }
 
+    /// Makes a rig, runs `body` with it, and always tears it down, even when `body` throws.
+    static func with(
+        server options: TestUpstreamServer.Options = .init(),
+        configure: (inout UpstreamConfiguration) -> Void = { _ in },
+        _ body: (Rig) async throws -> Void
+    ) async throws {
+        let rig = try await make(server: options, configure)
+        do {
+            try await body(rig)
+        } catch {
+            await rig.tearDown()
+            throw error
+        }
+        await rig.tearDown()
+    }
+
     func tearDown() async {
         try? await transport.shutdown().get()
         await server.shutdown()

@@ -8,179 +8,182 @@ import Testing
 
 @Suite(.serialized) struct TransportTests {
     @Test func subscribesReceivesTicksAndSendsHeaders() async throws {
-        let rig = try await Rig.make {
+        try await Rig.with(configure: {
             $0.headers = [("Authorization", "Bearer abc")]
             $0.clientName = "tests"
             $0.clientVersion = "1.2"
+        }) { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("subscription active upstream") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await rig.server.tick()
+            await rig.server.tick()
+            await eventually("two ticks") { rig.recorder.nexts("s").count == 2 }
+            #expect(rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#])
+            #expect(rig.recorder.states("s") == [.pending, .active])
+            let headers = await rig.server.currentStats.lastRequestHeaders
+            #expect(headers["authorization"] == "Bearer abc")
+            #expect(headers["apollographql-client-name"] == "tests")
+            #expect(headers["apollographql-client-version"] == "1.2")
+            // protocol = "auto" (the default) offers both, modern first; the server picked the modern one.
+            #expect(headers["sec-websocket-protocol"] == "graphql-transport-ws, graphql-ws")
+            #expect(await rig.server.currentStats.lastInitPayload == "")
         }
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("subscription active upstream") { await rig.server.currentStats.activeSubscriptions == 1 }
-        await rig.server.tick()
-        await rig.server.tick()
-        await eventually("two ticks") { rig.recorder.nexts("s").count == 2 }
-        #expect(rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#])
-        #expect(rig.recorder.states("s") == [.pending, .active])
-        let headers = await rig.server.currentStats.lastRequestHeaders
-        #expect(headers["authorization"] == "Bearer abc")
-        #expect(headers["apollographql-client-name"] == "tests")
-        #expect(headers["apollographql-client-version"] == "1.2")
-        // protocol = "auto" (the default) offers both, modern first; the server picked the modern one.
-        #expect(headers["sec-websocket-protocol"] == "graphql-transport-ws, graphql-ws")
-        #expect(await rig.server.currentStats.lastInitPayload == "")
-        await rig.tearDown()
     }
 
     @Test func reconnectsAndResubscribesAfterAServerKill() async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("subscribed") { await rig.server.currentStats.activeSubscriptions == 1 }
-        await rig.server.stop()
-        await eventually("reconnecting state") { rig.recorder.states("s").contains(.reconnecting) }
-        try await Task.sleep(for: .milliseconds(300))
-        let killedAt = ContinuousClock.now
-        try await rig.server.start()
-        await eventually("resubscribed on the new server") { await rig.server.currentStats.activeSubscriptions == 1 }
-        let elapsed = ContinuousClock.now - killedAt
-        print("reconnect after restart took \(elapsed)")
-        await rig.server.tick()
-        await eventually("tick after reconnect") { rig.recorder.nexts("s").count == 1 }
-        #expect(rig.recorder.states("s") == [.pending, .active, .reconnecting, .active])
-        #expect(rig.recorder.count(.reconnected) == 1)
-        #expect(rig.recorder.events.contains { if case .disconnected = $0 { true } else { false } })
-        await rig.tearDown()
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("subscribed") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await rig.server.stop()
+            await eventually("reconnecting state") { rig.recorder.states("s").contains(.reconnecting) }
+            try await Task.sleep(for: .milliseconds(300))
+            let killedAt = ContinuousClock.now
+            try await rig.server.start()
+            await eventually("resubscribed on the new server") { await rig.server.currentStats.activeSubscriptions == 1 }
+            let elapsed = ContinuousClock.now - killedAt
+            print("reconnect after restart took \(elapsed)")
+            await rig.server.tick()
+            await eventually("tick after reconnect") { rig.recorder.nexts("s").count == 1 }
+            #expect(rig.recorder.states("s") == [.pending, .active, .reconnecting, .active])
+            #expect(rig.recorder.count(.reconnected) == 1)
+            #expect(rig.recorder.events.contains { if case .disconnected = $0 { true } else { false } })
+        }
     }
 
     @Test func ackTimeoutClosesAndRetries() async throws {
         var options = TestUpstreamServer.Options()
         options.sendAck = false
-        let rig = try await Rig.make(server: options) { $0.transport.ackTimeout = .milliseconds(200) }
-        rig.transport.start()
-        await eventually("second connection after ack timeout") { await rig.server.currentStats.connectionInits >= 2 }
-        #expect(await rig.server.currentStats.clientCloseCodes.contains(4408))
-        await rig.server.setOptions { $0.sendAck = true }
-        try await rig.subscribe(key: "s")
-        await eventually("eventually acked and subscribed") { rig.recorder.states("s").last == .active }
-        await rig.tearDown()
+        try await Rig.with(server: options, configure: { $0.transport.ackTimeout = .milliseconds(200) }) { rig in
+            rig.transport.start()
+            await eventually("second connection after ack timeout") { await rig.server.currentStats.connectionInits >= 2 }
+            #expect(await rig.server.currentStats.clientCloseCodes.contains(4408))
+            await rig.server.setOptions { $0.sendAck = true }
+            try await rig.subscribe(key: "s")
+            await eventually("eventually acked and subscribed") { rig.recorder.states("s").last == .active }
+        }
     }
 
     @Test func detectsASilentPeerWithPingAndPongTimeout() async throws {
-        let rig = try await Rig.make {
+        try await Rig.with(configure: {
             $0.transport.pingInterval = .milliseconds(200)
             $0.transport.pongTimeout = .milliseconds(300)
+        }) { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active") { rig.recorder.states("s").last == .active }
+            await eventually("a pong for a client ping") { rig.recorder.count(.pong(received: true)) >= 1 }
+            await rig.server.setSilent(true)
+            let silentAt = ContinuousClock.now
+            await eventually("declared dead") { rig.recorder.states("s").contains(.reconnecting) }
+            print("silent peer detected after \(ContinuousClock.now - silentAt)")
+            await rig.server.setSilent(false)
+            await eventually("back") { rig.recorder.states("s").last == .active }
         }
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active") { rig.recorder.states("s").last == .active }
-        await eventually("a pong for a client ping") { rig.recorder.count(.pong(received: true)) >= 1 }
-        await rig.server.setSilent(true)
-        let silentAt = ContinuousClock.now
-        await eventually("declared dead") { rig.recorder.states("s").contains(.reconnecting) }
-        print("silent peer detected after \(ContinuousClock.now - silentAt)")
-        await rig.server.setSilent(false)
-        await eventually("back") { rig.recorder.states("s").last == .active }
-        await rig.tearDown()
     }
 
     @Test(arguments: [UInt16(4401), 4403, 4406])
     func fatalCloseCodesFailWithoutReconnecting(code: UInt16) async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active") { rig.recorder.states("s").last == .active }
-        await rig.server.closeAll(code: code, reason: "nope")
-        await eventually("finished") { rig.recorder.finish("s") != nil }
-        guard case .error(.transport(.upstreamClosed(_, code, "nope"))) = rig.recorder.finish("s") else {
-            Issue.record("unexpected finish \(String(describing: rig.recorder.finish("s")))")
-            return
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active") { rig.recorder.states("s").last == .active }
+            await rig.server.closeAll(code: code, reason: "nope")
+            await eventually("finished") { rig.recorder.finish("s") != nil }
+            guard case .error(.transport(.upstreamClosed(_, code, "nope"))) = rig.recorder.finish("s") else {
+                Issue.record("unexpected finish \(String(describing: rig.recorder.finish("s")))")
+                return
+            }
+            #expect(try await rig.transport.connectionState.get() == .failed(closeCode: code, reason: "nope"))
+            #expect(try await rig.transport.isQuiet.get(), "failed: no timer, no connect, so no retry can come")
+            #expect(await rig.server.currentStats.connections == 1)
         }
-        #expect(try await rig.transport.connectionState.get() == .failed(closeCode: code, reason: "nope"))
-        #expect(try await rig.transport.isQuiet.get(), "failed: no timer, no connect, so no retry can come")
-        #expect(await rig.server.currentStats.connections == 1)
-        await rig.tearDown()
     }
 
     @Test(arguments: [UInt16(1000), 1011, 4500])
     func retryableCloseCodesReconnect(code: UInt16) async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active") { rig.recorder.states("s").last == .active }
-        await rig.server.closeAll(code: code, reason: "later")
-        await eventually("reconnected") { await rig.server.currentStats.connections == 2 }
-        await eventually("active again") { rig.recorder.states("s") == [.pending, .active, .reconnecting, .active] }
-        await rig.tearDown()
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active") { rig.recorder.states("s").last == .active }
+            await rig.server.closeAll(code: code, reason: "later")
+            await eventually("reconnected") { await rig.server.currentStats.connections == 2 }
+            await eventually("active again") { rig.recorder.states("s") == [.pending, .active, .reconnecting, .active] }
+        }
     }
 
     @Test func rejectedAuthIsFatalAndCorrectCredentialsWorkAfterUpdate() async throws {
         var options = TestUpstreamServer.Options()
         options.requiredToken = "good"
-        let rig = try await Rig.make(server: options) {
-            $0.connectingPayload = .inline(ByteBuffer(string: #"{"token":"bad"}"#))
+        try await Rig.with(
+            server: options,
+            configure: {
+                $0.connectingPayload = .inline(ByteBuffer(string: #"{"token":"bad"}"#))
+            }
+        ) { rig in
+            rig.transport.start()
+            await eventually("failed") {
+                if case .failed(4403, _) = try! await rig.transport.connectionState.get() { return true }
+                return false
+            }
+            try await rig.transport.update { $0.connectingPayload = .inline(ByteBuffer(string: #"{"token":"good"}"#)) }.get()
+            try await rig.subscribe(key: "s")
+            await eventually("active with the new token") { rig.recorder.states("s").last == .active }
+            #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"good"}"#)
         }
-        rig.transport.start()
-        await eventually("failed") {
-            if case .failed(4403, _) = try! await rig.transport.connectionState.get() { return true }
-            return false
-        }
-        try await rig.transport.update { $0.connectingPayload = .inline(ByteBuffer(string: #"{"token":"good"}"#)) }.get()
-        try await rig.subscribe(key: "s")
-        await eventually("active with the new token") { rig.recorder.states("s").last == .active }
-        #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"good"}"#)
-        await rig.tearDown()
     }
 
     @Test func mutationInFlightIsTerminatedAndNeverReplayed() async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        try await rig.subscribe(key: "m", "mutation { hold }", kind: .mutation)
-        await eventually("mutation reached the server") { await rig.server.currentStats.mutations == 1 }
-        await rig.server.closeAll(code: 1011, reason: "internal error")
-        await eventually("mutation lost") { rig.recorder.finish("m") != nil }
-        guard case .error(let error) = rig.recorder.finish("m") else {
-            Issue.record("mutation not finished with an error")
-            return
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            try await rig.subscribe(key: "m", "mutation { hold }", kind: .mutation)
+            await eventually("mutation reached the server") { await rig.server.currentStats.mutations == 1 }
+            await rig.server.closeAll(code: 1011, reason: "internal error")
+            await eventually("mutation lost") { rig.recorder.finish("m") != nil }
+            guard case .error(let error) = rig.recorder.finish("m") else {
+                Issue.record("mutation not finished with an error")
+                return
+            }
+            #expect(error == .transport(.connectionLost(reason: "upstream connection lost; the operation was not retried")))
+            await eventually("subscription back") { rig.recorder.states("s").last == .active && rig.recorder.states("s").count == 4 }
+            // A barrier: once an operation sent after the reconnect has been answered, the server
+            // has read everything sent before it, so a replayed mutation would be counted.
+            _ = try await rig.subscribe(key: "barrier", "{ hello }", kind: .query)
+            await eventually("barrier answered") { !rig.recorder.nexts("barrier").isEmpty }
+            #expect(await rig.server.currentStats.mutations == 1)
         }
-        #expect(error == .transport(.connectionLost(reason: "upstream connection lost; the operation was not retried")))
-        await eventually("subscription back") { rig.recorder.states("s").last == .active && rig.recorder.states("s").count == 4 }
-        // A barrier: once an operation sent after the reconnect has been answered, the server
-        // has read everything sent before it, so a replayed mutation would be counted.
-        _ = try await rig.subscribe(key: "barrier", "{ hello }", kind: .query)
-        await eventually("barrier answered") { !rig.recorder.nexts("barrier").isEmpty }
-        #expect(await rig.server.currentStats.mutations == 1)
-        await rig.tearDown()
     }
 
     @Test func queryAndMutationGetOneResult() async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "q", "{ hello }", kind: .query)
-        try await rig.subscribe(key: "m", "mutation { increment }", kind: .mutation)
-        await eventually("both completed") { rig.recorder.finish("q") == .completed && rig.recorder.finish("m") == .completed }
-        #expect(rig.recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
-        #expect(rig.recorder.nexts("m") == [#"{"data":{"increment":1}}"#])
-        await rig.tearDown()
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "q", "{ hello }", kind: .query)
+            try await rig.subscribe(key: "m", "mutation { increment }", kind: .mutation)
+            await eventually("both completed") { rig.recorder.finish("q") == .completed && rig.recorder.finish("m") == .completed }
+            #expect(rig.recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
+            #expect(rig.recorder.nexts("m") == [#"{"data":{"increment":1}}"#])
+        }
     }
 
     @Test func pauseHoldsSubscriptionsAndResumeRestoresThem() async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active") { rig.recorder.states("s").last == .active }
-        rig.transport.pause()
-        await eventually("paused and closed upstream") {
-            await rig.server.currentStats.openConnections == 0 && rig.recorder.states("s").last == .paused
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active") { rig.recorder.states("s").last == .active }
+            rig.transport.pause()
+            await eventually("paused and closed upstream") {
+                await rig.server.currentStats.openConnections == 0 && rig.recorder.states("s").last == .paused
+            }
+            #expect(try await rig.transport.isQuiet.get(), "paused: no timer, no connect")
+            #expect(await rig.server.currentStats.connections == 1)
+            #expect(await rig.server.currentStats.clientCloseCodes == [1000])
+            rig.transport.resume()
+            await eventually("active again") { rig.recorder.states("s").last == .active }
+            await rig.server.tick()
+            await eventually("tick after resume") { rig.recorder.nexts("s").count == 1 }
         }
-        #expect(try await rig.transport.isQuiet.get(), "paused: no timer, no connect")
-        #expect(await rig.server.currentStats.connections == 1)
-        #expect(await rig.server.currentStats.clientCloseCodes == [1000])
-        rig.transport.resume()
-        await eventually("active again") { rig.recorder.states("s").last == .active }
-        await rig.server.tick()
-        await eventually("tick after resume") { rig.recorder.nexts("s").count == 1 }
-        await rig.tearDown()
     }
 
     @Test func payloadUpdateReconnectsAndKeepsSubscriptions() async throws {
@@ -188,80 +191,80 @@ import Testing
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let file = directory.appendingPathComponent("payload.json").path
         try #"{"token":"one"}"#.write(toFile: file, atomically: true, encoding: .utf8)
-        let rig = try await Rig.make { $0.connectingPayload = .file(file) }
-        rig.transport.start()
-        try await rig.subscribe(key: "a")
-        try await rig.subscribe(key: "b")
-        await eventually("both active") { await rig.server.currentStats.activeSubscriptions == 2 }
-        #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
-        try #"{"token":"two"}"#.write(toFile: file, atomically: true, encoding: .utf8)
-        try await rig.transport.update { $0.headers = [("Authorization", "Bearer two")] }.get()
-        await eventually("second connection with both subscriptions") {
-            let stats = await rig.server.currentStats
-            return stats.connections == 2 && stats.activeSubscriptions == 2
+        try await Rig.with(configure: { $0.connectingPayload = .file(file) }) { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "a")
+            try await rig.subscribe(key: "b")
+            await eventually("both active") { await rig.server.currentStats.activeSubscriptions == 2 }
+            #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
+            try #"{"token":"two"}"#.write(toFile: file, atomically: true, encoding: .utf8)
+            try await rig.transport.update { $0.headers = [("Authorization", "Bearer two")] }.get()
+            await eventually("second connection with both subscriptions") {
+                let stats = await rig.server.currentStats
+                return stats.connections == 2 && stats.activeSubscriptions == 2
+            }
+            #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
+            #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
+            #expect(rig.recorder.finish("a") == nil && rig.recorder.finish("b") == nil)
+            await rig.server.tick()
+            await eventually("both tick") { rig.recorder.nexts("a").count == 1 && rig.recorder.nexts("b").count == 1 }
         }
-        #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
-        #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
-        #expect(rig.recorder.finish("a") == nil && rig.recorder.finish("b") == nil)
-        await rig.server.tick()
-        await eventually("both tick") { rig.recorder.nexts("a").count == 1 && rig.recorder.nexts("b").count == 1 }
-        await rig.tearDown()
         try? FileManager.default.removeItem(at: directory)
     }
 
     @Test func malformedServerFrameCloses4400AndReconnects() async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active") { rig.recorder.states("s").last == .active }
-        await rig.server.sendText("{not json")
-        await eventually("client closed with 4400") { await rig.server.currentStats.clientCloseCodes.contains(4400) }
-        await eventually("reconnected and resubscribed") {
-            await rig.server.currentStats.connections == 2 && rig.recorder.states("s").last == .active
+        try await Rig.with() { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active") { rig.recorder.states("s").last == .active }
+            await rig.server.sendText("{not json")
+            await eventually("client closed with 4400") { await rig.server.currentStats.clientCloseCodes.contains(4400) }
+            await eventually("reconnected and resubscribed") {
+                await rig.server.currentStats.connections == 2 && rig.recorder.states("s").last == .active
+            }
+            await rig.server.sendBinary([1, 2, 3])
+            await eventually("binary frame is a violation too") { await rig.server.currentStats.connections == 3 }
         }
-        await rig.server.sendBinary([1, 2, 3])
-        await eventually("binary frame is a violation too") { await rig.server.currentStats.connections == 3 }
-        await rig.tearDown()
     }
 
     @Test func answersServerPingsAndWebSocketPings() async throws {
-        let rig = try await Rig.make()
-        rig.transport.start()
-        await eventually("connected") { rig.recorder.events.contains(.connected) }
-        await rig.server.sendText(#"{"type":"ping","payload":{"n":42}}"#)
-        await rig.server.sendWebSocketPing("are-you-there")
-        await eventually("pong echoing the payload") { await rig.server.currentStats.pongPayloads == [#"{"n":42}"#] }
-        await eventually("websocket pong frame") { await rig.server.currentStats.webSocketPongs == ["are-you-there"] }
-        await rig.tearDown()
+        try await Rig.with() { rig in
+            rig.transport.start()
+            await eventually("connected") { rig.recorder.events.contains(.connected) }
+            await rig.server.sendText(#"{"type":"ping","payload":{"n":42}}"#)
+            await rig.server.sendWebSocketPing("are-you-there")
+            await eventually("pong echoing the payload") { await rig.server.currentStats.pongPayloads == [#"{"n":42}"#] }
+            await eventually("websocket pong frame") { await rig.server.currentStats.webSocketPongs == ["are-you-there"] }
+        }
     }
 
     @Test func failsClearlyWhenTheServerDoesNotSelectTheSubprotocol() async throws {
         var options = TestUpstreamServer.Options()
         options.selectSubprotocol = false
-        let rig = try await Rig.make(server: options)
-        rig.transport.start()
-        await eventually("reconnecting with a clear cause") {
-            rig.recorder.connectionStates.contains {
-                if case .reconnecting(_, _, let cause) = $0 {
-                    cause.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)")
-                } else {
-                    false
+        try await Rig.with(server: options) { rig in
+            rig.transport.start()
+            await eventually("reconnecting with a clear cause") {
+                rig.recorder.connectionStates.contains {
+                    if case .reconnecting(_, _, let cause) = $0 {
+                        cause.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)")
+                    } else {
+                        false
+                    }
                 }
             }
         }
-        await rig.tearDown()
     }
 
     @Test func refusedConnectionIsRetriedWithBackoff() async throws {
-        let rig = try await Rig.make()
-        await rig.server.stop()
-        rig.transport.start()
-        await eventually("three refused attempts") {
-            rig.recorder.connectionStates.filter { if case .reconnecting = $0 { true } else { false } }.count >= 3
+        try await Rig.with() { rig in
+            await rig.server.stop()
+            rig.transport.start()
+            await eventually("three refused attempts") {
+                rig.recorder.connectionStates.filter { if case .reconnecting = $0 { true } else { false } }.count >= 3
+            }
+            let delays = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, let d, _) = $0 { d.seconds } else { nil } }
+            #expect(delays[1] > delays[0] * 1.3 && delays[2] > delays[1] * 1.3)
         }
-        let delays = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, let d, _) = $0 { d.seconds } else { nil } }
-        #expect(delays[1] > delays[0] * 1.3 && delays[2] > delays[1] * 1.3)
-        await rig.tearDown()
     }
 
     @Test func upgradeThatNeverAnswersTimesOut() async throws {
@@ -282,32 +285,32 @@ import Testing
     }
 
     @Test func lazyTransportConnectsOnFirstSubscribeOnly() async throws {
-        let rig = try await Rig.make { $0.transport.lazy = true }
-        rig.transport.start()
-        #expect(try await rig.transport.isQuiet.get(), "lazy and idle: nothing scheduled")
-        #expect(await rig.server.currentStats.connections == 0)
-        let id = try await rig.subscribe(key: "s")
-        await eventually("connected on demand") { await rig.server.currentStats.activeSubscriptions == 1 }
-        rig.transport.complete(id: id)
-        await eventually("closed when idle (lazy_close_timeout 0)") { await rig.server.currentStats.openConnections == 0 }
-        #expect(await rig.server.currentStats.completesReceived == 1)
-        await rig.tearDown()
+        try await Rig.with(configure: { $0.transport.lazy = true }) { rig in
+            rig.transport.start()
+            #expect(try await rig.transport.isQuiet.get(), "lazy and idle: nothing scheduled")
+            #expect(await rig.server.currentStats.connections == 0)
+            let id = try await rig.subscribe(key: "s")
+            await eventually("connected on demand") { await rig.server.currentStats.activeSubscriptions == 1 }
+            rig.transport.complete(id: id)
+            await eventually("closed when idle (lazy_close_timeout 0)") { await rig.server.currentStats.openConnections == 0 }
+            #expect(await rig.server.currentStats.completesReceived == 1)
+        }
     }
 }
 
 @Suite(.serialized) struct MessageSizeTests {
     @Test func messageOverMaxMessageBytesDropsTheConnectionAndReconnects() async throws {
-        let rig = try await Rig.make { $0.maxMessageBytes = 2048 }
-        rig.transport.start()
-        try await rig.subscribe(key: "s")
-        await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
-        await rig.server.tick(count: 1, padding: 100)
-        await eventually("small message delivered") { rig.recorder.nexts("s").count == 1 }
-        await rig.server.tick(count: 1, padding: 10_000)
-        await eventually("connection replaced") { await rig.server.currentStats.connections == 2 }
-        await eventually("subscription active again") { rig.recorder.states("s").suffix(2) == [.reconnecting, .active] }
-        #expect(rig.recorder.nexts("s").count == 1)
-        #expect(rig.recorder.events.contains { if case .disconnected(1009, _) = $0 { true } else { false } })
-        await rig.tearDown()
+        try await Rig.with(configure: { $0.maxMessageBytes = 2048 }) { rig in
+            rig.transport.start()
+            try await rig.subscribe(key: "s")
+            await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await rig.server.tick(count: 1, padding: 100)
+            await eventually("small message delivered") { rig.recorder.nexts("s").count == 1 }
+            await rig.server.tick(count: 1, padding: 10_000)
+            await eventually("connection replaced") { await rig.server.currentStats.connections == 2 }
+            await eventually("subscription active again") { rig.recorder.states("s").suffix(2) == [.reconnecting, .active] }
+            #expect(rig.recorder.nexts("s").count == 1)
+            #expect(rig.recorder.events.contains { if case .disconnected(1009, _) = $0 { true } else { false } })
+        }
     }
 }
