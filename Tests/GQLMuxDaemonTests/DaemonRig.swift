@@ -89,13 +89,7 @@ final class DaemonRig: @unchecked Sendable {
         _ body: (DaemonRig) async throws -> Void
     ) async throws {
         let rig = try await DaemonRig(upstream: options, upstreamConfig: upstreamConfig, socketConfig: socketConfig, extraConfig: extraConfig)
-        do {
-            try await body(rig)
-        } catch {
-            await rig.tearDown()
-            throw error
-        }
-        await rig.tearDown()
+        try await scoped(rig, tearDown: { await $0.tearDown() }, body)
     }
 
     func tearDown() async {

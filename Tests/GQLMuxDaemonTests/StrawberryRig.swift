@@ -24,13 +24,7 @@ struct StrawberryRig {
         try await strawberry.start()
         defer { strawberry.kill() }
         let rig = try await StrawberryRig(strawberry, upstream: upstream(strawberry))
-        do {
-            try await body(strawberry, rig)
-        } catch {
-            await rig.tearDown()
-            throw error
-        }
-        await rig.tearDown()
+        try await scoped(rig, tearDown: { await $0.tearDown() }) { try await body(strawberry, $0) }
     }
 
     init(_ strawberry: StrawberryServer, upstream: String) async throws {

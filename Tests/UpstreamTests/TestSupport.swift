@@ -68,14 +68,7 @@ struct Rig {
         configure: (inout UpstreamConfiguration) -> Void = { _ in },
         _ body: (Rig) async throws -> Void
     ) async throws {
-        let rig = try await make(server: options, configure)
-        do {
-            try await body(rig)
-        } catch {
-            await rig.tearDown()
-            throw error
-        }
-        await rig.tearDown()
+        try await scoped(try await make(server: options, configure), tearDown: { await $0.tearDown() }, body)
     }
 
     func tearDown() async {
