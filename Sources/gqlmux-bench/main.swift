@@ -158,7 +158,7 @@ print(
 var fanoutRows: [(n: Int, payload: Int, rate: Double, reference: Double)] = []
 for payload in [256, 4096] {
     for n in [1, 10, 100, 500] {
-        let messages = max(200, min(20_000, 2_000_000 / (n * (payload / 256))))
+        let messages = max(600, min(60_000, 6_000_000 / (n * (payload / 256))))  // 6 M deliveries at 256 B: long enough to settle
         // Best of 3, as the reference below: both sides of the ratio get the same chances on a
         // shared, noisy machine. A run counts only when everything arrived.
         var runs: [(delivered: Int, expected: Int, elapsed: Double, cpu: Double, done: Bool)] = []
