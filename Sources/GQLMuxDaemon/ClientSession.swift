@@ -309,7 +309,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     /// Graceful daemon stop, after the fan-out told each operation `SHUTTING_DOWN`: close.
     func shutDown() {
-        fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")
+        fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
     }
 
     private func dropOperations() {

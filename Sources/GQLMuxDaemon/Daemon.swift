@@ -292,7 +292,7 @@ package final class Daemon: @unchecked Sendable {
     func sessionOpened(_ session: ClientSession) {
         eventLoop.assertInEventLoop()
         if stopping {
-            session.fail(code: LocalErrorCode.shuttingDown, "gqlmuxd is shutting down")
+            session.fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
             return
         }
         guard isAllowed(session.credentials) else {

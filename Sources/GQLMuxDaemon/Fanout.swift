@@ -38,6 +38,9 @@ final class Fanout: @unchecked Sendable {
 
     typealias Core = Multiplexer<ObjectIdentifier, Delivery>
 
+    /// The message of every `SHUTTING_DOWN` the daemon sends.
+    static let shuttingDownMessage = "gqlmuxd is shutting down"
+
     /// Where one upstream operation lives: a pooled WebSocket connection or `http_url`.
     private struct Placement {
         var transport: UpstreamTransport?
@@ -81,7 +84,6 @@ final class Fanout: @unchecked Sendable {
 
     var upstreamCount: Int { core.upstreamCount }
     var localCount: Int { core.localCount }
-    func operationCount(of session: ClientSession) -> Int { core.operationCount(of: ObjectIdentifier(session)) }
 
     // MARK: - Events in
 
@@ -167,7 +169,7 @@ final class Fanout: @unchecked Sendable {
                     ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
                     message: "operation \(subscriber.localID) joined upstream subscription \(upstreamID) (\(count) subscribers)"
                 )
-            case .close(let id, .lastSubscriberLeft):
+            case .close(let id):
                 guard let placement = placements.removeValue(forKey: id) else { continue }
                 if placement.overHTTP {
                     http?.cancelOnLoop(id: placement.upstreamID)
@@ -194,7 +196,7 @@ final class Fanout: @unchecked Sendable {
                 subscriber.tag.session.sendError(
                     id: subscriber.localID,
                     code: LocalErrorCode.shuttingDown,
-                    message: "gqlmuxd is shutting down",
+                    message: Self.shuttingDownMessage,
                     flush: false
                 )
             }
@@ -260,7 +262,7 @@ final class Fanout: @unchecked Sendable {
                     "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
             )
         case .shuttingDown:
-            session.sendError(id: localID, code: LocalErrorCode.shuttingDown, message: "gqlmuxd is shutting down")
+            session.sendError(id: localID, code: LocalErrorCode.shuttingDown, message: Self.shuttingDownMessage)
         }
     }
 
@@ -306,7 +308,7 @@ final class Fanout: @unchecked Sendable {
             extra.append(("closeReason", jsonString(closeReason)))
             return (LocalErrorCode.upstreamClosed, message, extra)
         case .shutDown:
-            return (LocalErrorCode.shuttingDown, "gqlmuxd is shutting down", [])
+            return (LocalErrorCode.shuttingDown, shuttingDownMessage, [])
         }
     }
 

@@ -47,11 +47,6 @@ package struct Multiplexer<Client: Hashable, Tag> {
         case shuttingDown
     }
 
-    /// Why an upstream operation was closed by us.
-    package enum CloseReason: Equatable, Sendable {
-        case lastSubscriberLeft
-    }
-
     /// What the I/O layer must do, in order.
     package enum Action {
         /// Send a new operation upstream (choose a connection, or refuse with
@@ -59,8 +54,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         case open(OperationID, kind: OperationKind, first: Subscriber)
         /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
         case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
-        /// Complete the upstream operation: nobody reads it any more.
-        case close(OperationID, CloseReason)
+        /// Complete the upstream operation: its last subscriber left.
+        case close(OperationID)
         /// Tell one subscriber its operation's new state.
         case tellState(Subscriber, OperationState)
         /// Tell one subscriber its operation ended (its local id is free again).
@@ -104,7 +99,6 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// Who reads `id` now, in join order. The hot path: no copy of the list is made.
     package func subscribers(of id: OperationID) -> [Subscriber] { operations[id]?.subscribers ?? [] }
     package func state(of id: OperationID) -> OperationState? { operations[id]?.state }
-    package func kind(of id: OperationID) -> OperationKind? { operations[id]?.kind }
     /// The upstream operation a client's local id reads.
     package func operation(of client: Client, localID: String) -> OperationID? { clients[client]?[localID] }
 
@@ -162,7 +156,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
             return []
         }
         forget(id)
-        return [.close(id, .lastSubscriberLeft)]
+        return [.close(id)]
     }
 
     // MARK: - Events from upstream

@@ -61,7 +61,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         _ = mux.subscribe(client: "b", localID: "1", kind: .subscription, key: "k", tag: 2)
         #expect(mux.complete(client: "a", localID: "1").isEmpty)
         #expect(mux.complete(client: "a", localID: "1").isEmpty)  // twice: nothing more
-        #expect(mux.complete(client: "b", localID: "1") == [.close(id, .lastSubscriberLeft)])
+        #expect(mux.complete(client: "b", localID: "1") == [.close(id)])
         #expect(mux.upstreamCount == 0 && mux.localCount == 0)
         let again = try #require(opened(mux.subscribe(client: "c", localID: "1", kind: .subscription, key: "k", tag: 3)))
         #expect(again != id)
@@ -77,7 +77,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         let own = try #require(opened(mux.subscribe(client: "a", localID: "2", kind: .subscription, key: "own", tag: 2)))
         let query = try #require(opened(mux.subscribe(client: "a", localID: "3", kind: .query, key: nil, tag: 3)))
         _ = mux.subscribe(client: "b", localID: "1", kind: .subscription, key: "shared", tag: 4)
-        #expect(mux.clientGone("a") == [.close(own, .lastSubscriberLeft), .close(query, .lastSubscriberLeft)])
+        #expect(mux.clientGone("a") == [.close(own), .close(query)])
         #expect(mux.subscribers(of: shared).map(\.client) == ["b"])
         #expect(mux.operationCount(of: "a") == 0)
         #expect(mux.clientGone("a").isEmpty)
@@ -235,7 +235,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
                     model[name(first.client, first.localID)] = id
                 case .joined(let id, let joiner, _, _):
                     model[name(joiner.client, joiner.localID)] = id
-                case .close(let id, _):
+                case .close(let id):
                     #expect(!model.values.contains(id), "closed while still read")
                     closed.insert(id)
                 case .finish(let reader, _):
