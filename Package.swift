@@ -100,6 +100,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: hotPath
@@ -223,7 +224,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GraphQLTransportWSTests",
-            dependencies: ["GraphQLTransportWS"],
+            dependencies: ["GraphQLTransportWS", "GQLMuxTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

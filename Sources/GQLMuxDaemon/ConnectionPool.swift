@@ -1,5 +1,6 @@
 import GraphQLTransportWS
 import NIOCore
+import NIOSSL
 import Upstream
 
 /// The upstream connections to one endpoint (DESIGN.md section 3): one by default; another,
@@ -16,22 +17,29 @@ final class ConnectionPool {
     let eventLoop: any EventLoop
     private(set) var members: [UpstreamTransport] = []
     private var configuration: UpstreamConfiguration
+    /// The TLS context of `configuration`, built off the loop: a connection opened later on
+    /// the loop reads no CA file.
+    private var sslContext: NIOSSLContext?
+    /// One payload file read at a time for all connections, off the loop.
+    private let payloads: ConnectingPayloadSource
     var limits: Limits
     private let observer: Observer
     private var started = false
     private var paused = false
 
-    init(configuration: UpstreamConfiguration, limits: Limits, eventLoop: any EventLoop, observer: @escaping Observer) throws {
-        self.configuration = configuration
+    init(upstream: PreparedUpstream, limits: Limits, eventLoop: any EventLoop, observer: @escaping Observer) {
+        self.configuration = upstream.configuration
+        self.sslContext = upstream.websocketTLS
+        self.payloads = ConnectingPayloadSource(eventLoop: eventLoop)
         self.limits = limits
         self.eventLoop = eventLoop
         self.observer = observer
-        members.append(try makeTransport(index: 0))
+        members.append(makeTransport(index: 0))
     }
 
     var primary: UpstreamTransport { members[0] }
 
-    private func makeTransport(index: Int) throws -> UpstreamTransport {
+    private func makeTransport(index: Int) -> UpstreamTransport {
         var settings = configuration
         if index > 0 {
             // An extra connection exists for operations that did not fit: it connects on its
@@ -40,7 +48,7 @@ final class ConnectionPool {
         }
         let box = WeakPoolBox(self)
         let loop = eventLoop
-        return try UpstreamTransport(configuration: settings, eventLoop: eventLoop) { event in
+        return UpstreamTransport(configuration: settings, sslContext: sslContext, payloads: payloads, eventLoop: eventLoop) { event in
             loop.assertInEventLoop()
             box.pool?.observer(index, event)
         }
@@ -50,13 +58,13 @@ final class ConnectionPool {
 
     /// The connection for a new upstream operation: the first with room, else a new one while
     /// fewer than `max_connections` exist; nil when every one is full (`LIMIT_EXCEEDED`).
-    func transportForNewOperation() throws -> UpstreamTransport? {
+    func transportForNewOperation() -> UpstreamTransport? {
         eventLoop.preconditionInEventLoop()
         let cap = limits.maxOperationsPerConnection
         guard cap > 0 else { return primary }
         if let open = members.first(where: { $0.operationCountOnLoop < cap }) { return open }
         guard members.count < limits.maxConnections else { return nil }
-        let transport = try makeTransport(index: members.count)
+        let transport = makeTransport(index: members.count)
         members.append(transport)
         if started { transport.start() }
         if paused { transport.pause() }
@@ -83,24 +91,26 @@ final class ConnectionPool {
         for member in members { member.resume() }
     }
 
-    /// Applies a reloaded configuration to every connection (and to those opened later).
-    func update(_ configuration: UpstreamConfiguration, limits: Limits) -> EventLoopFuture<Void> {
+    /// Applies a reloaded configuration to every connection (and to those opened later). Its
+    /// TLS context is already built, so this cannot fail halfway.
+    func applyOnLoop(_ upstream: PreparedUpstream, limits: Limits) {
         eventLoop.preconditionInEventLoop()
+        let configuration = upstream.configuration
         self.configuration = configuration
+        self.sslContext = upstream.websocketTLS
         self.limits = limits
-        let updates = members.map { member in
-            member.update { current in
-                current.url = configuration.url
-                current.headers = configuration.headers
-                current.connectingPayload = configuration.connectingPayload
-                current.clientName = configuration.clientName
-                current.clientVersion = configuration.clientVersion
-                current.tls = configuration.tls
-                current.protocols = configuration.protocols
-                current.reconnectIfConnected = configuration.reconnectIfConnected
-            }
+        for member in members {
+            var current = member.configurationOnLoop
+            current.url = configuration.url
+            current.headers = configuration.headers
+            current.connectingPayload = configuration.connectingPayload
+            current.clientName = configuration.clientName
+            current.clientVersion = configuration.clientVersion
+            current.tls = configuration.tls
+            current.protocols = configuration.protocols
+            current.reconnectIfConnected = configuration.reconnectIfConnected
+            member.applyOnLoop(current, sslContext: upstream.websocketTLS)
         }
-        return EventLoopFuture.andAllSucceed(updates, on: eventLoop)
     }
 
     func shutdown() -> EventLoopFuture<Void> {

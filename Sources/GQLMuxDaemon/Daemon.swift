@@ -21,8 +21,8 @@ package final class Daemon: @unchecked Sendable {
 
     package let eventLoop: any EventLoop
     package let events: DaemonEvents
-    private(set) var configuration: DaemonConfiguration
-    private let configPath: String?
+    var configuration: DaemonConfiguration
+    let configPath: String?
     /// The upstream connections (one unless `max_operations_per_connection` is reached).
     let pool: ConnectionPool
     private(set) var fanout: Fanout!
@@ -43,7 +43,9 @@ package final class Daemon: @unchecked Sendable {
     package var onReload: (@Sendable (Bool) -> Void)?
     private var statusScheduled = false
     /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
-    private var reloadError: String?
+    var reloadError: String?
+    /// The reload in progress, if any: the next one starts after it, so two never interleave.
+    var lastReload: EventLoopFuture<Void>?
 
     /// - Parameters:
     ///   - configuration: the parsed configuration.
@@ -58,9 +60,12 @@ package final class Daemon: @unchecked Sendable {
         self.configPath = configPath
         self.eventLoop = eventLoop
         self.events = events
+        // Start-up reads the CA files here, before anything is served; a reload prepares
+        // them off the loop (`Daemon+Reload.swift`).
+        let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
         let box = WeakDaemonBox()
-        self.pool = try ConnectionPool(
-            configuration: configuration.upstream,
+        self.pool = ConnectionPool(
+            upstream: upstream,
             limits: configuration.connections,
             eventLoop: eventLoop,
             observer: { connection, event in box.daemon?.transportEvent(event, connection: connection) }
@@ -68,7 +73,7 @@ package final class Daemon: @unchecked Sendable {
         box.daemon = self
         self.fanout = Fanout(pool: pool, events: events, metrics: metrics, limits: configuration.limits)
         if let http = configuration.upstream.httpOperations {
-            fanout.http = try HTTPOperations(configuration: http, eventLoop: eventLoop)
+            fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop)
         }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
@@ -206,68 +211,6 @@ package final class Daemon: @unchecked Sendable {
     func resume() {
         pool.resume()
         events.emit(.resumed, [:], message: "upstream resumed by an admin")
-    }
-
-    /// Re-reads the configuration file and applies credentials, headers and the URL;
-    /// subscriptions are kept (the transport reconnects if `reconnect_if_connected`).
-    package func reload() -> EventLoopFuture<Void> {
-        onReload?(true)
-        let done = eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
-            var next = self.configuration
-            if let path = self.configPath {
-                do {
-                    next = try DaemonConfiguration.load(path: path)
-                } catch {
-                    self.reloadError = "\(error)"
-                    self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed, configuration kept: \(error)")
-                    return self.eventLoop.makeFailedFuture(error)
-                }
-            }
-            self.reloadError = nil
-            let upstream = next.upstream
-            let limits = self.configuration.limits
-            self.configuration.limits = next.limits
-            self.configuration.limits.maxLineBytes = limits.maxLineBytes
-            self.configuration.limits.clientBufferBytes = limits.clientBufferBytes
-            self.fanout.apply(self.configuration.limits)
-            self.configuration.security = next.security
-            self.configuration.upstream.headers = upstream.headers
-            self.configuration.upstream.connectingPayload = upstream.connectingPayload
-            do {
-                try self.applyHTTP(upstream)
-            } catch {
-                self.reloadError = "[upstream] http_url: \(error)"
-                self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed for http_url: \(error)")
-                return self.eventLoop.makeFailedFuture(error)
-            }
-            self.configuration.connections = next.connections
-            return self.pool.update(upstream, limits: next.connections).map {
-                self.configuration.upstream.url = upstream.url
-                self.events.emit(.reloaded, [:], message: "configuration reloaded")
-            }
-        }
-        done.whenComplete { _ in
-            self.onReload?(false)
-            self.statusChanged()
-        }
-        return done
-    }
-
-    /// `[upstream] http_url` after a reload: new requests use the new settings; unset stops
-    /// using HTTP (requests in flight finish).
-    private func applyHTTP(_ upstream: UpstreamConfiguration) throws {
-        guard let settings = upstream.httpOperations else {
-            fanout.http = nil
-            configuration.upstream.httpURL = nil
-            return
-        }
-        if let http = fanout.http {
-            try http.updateOnLoop(settings)
-        } else {
-            fanout.http = try HTTPOperations(configuration: settings, eventLoop: eventLoop)
-        }
-        configuration.upstream.httpURL = upstream.httpURL
-        configuration.upstream.httpTimeout = upstream.httpTimeout
     }
 
     /// Admin verbs: root, the daemon's own uid, or `admin_uids` / `admin_gids`.
@@ -473,11 +416,11 @@ package final class Daemon: @unchecked Sendable {
         case .pong(let received):
             events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
         case .quarantined(let id, let code):
-            let closeCode = code.map(String.init) ?? "1006"
+            let closeCode = String(code)
             events.emit(
                 .quarantined,
                 ["GQLMUX_OPERATION_ID": id, "GQLMUX_CLOSE_CODE": closeCode],
-                message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)) right after it was sent; not sent again"
+                message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)), blaming what it was sent, right after it was sent; not sent again"
             )
         }
     }

@@ -216,7 +216,7 @@ final class Fanout: @unchecked Sendable {
         let overHTTP = kind != .subscription && http != nil
         var placement = Placement(overHTTP: overHTTP)
         if !overHTTP {
-            guard let transport = try? pool.transportForNewOperation() else {
+            guard let transport = pool.transportForNewOperation() else {
                 perform(core.upstreamRefused(id))
                 return
             }

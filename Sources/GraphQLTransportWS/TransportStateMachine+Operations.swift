@@ -14,6 +14,7 @@ extension TransportStateMachine {
             return (id, actions)
         }
         operations[id] = Operation(kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
+        if !kind.survivesReconnect { singleDeadlines[id] = now + options.operationTimeout }
         switch phase {
         case .connected(var c):
             c.idleCloseAt = nil
@@ -43,6 +44,21 @@ extension TransportStateMachine {
         finish(id, .cancelled, into: &actions)
         scheduleIdleCloseIfUnused(now: now, into: &actions)
         return actions
+    }
+
+    /// Queries and mutations past `operationTimeout` end with `CONNECTION_LOST`; one that was
+    /// sent is stopped upstream first.
+    mutating func expireSingles(now: Instant, into actions: inout [TransportAction]) {
+        guard let earliest = singleDeadlines.values.min(), earliest <= now else { return }
+        let due = singleDeadlines.filter { $0.value <= now }.sorted { $0.value < $1.value }.map(\.key)
+        let reason = "no result within operation_timeout (\(options.operationTimeout.seconds)s); the operation was not retried"
+        for id in due {
+            if case .connected(let c) = phase, operations[id]?.sentOn == c.generation {
+                append(.complete(id: id), generation: c.generation, into: &actions)
+            }
+            finish(id, .error(.transport(.connectionLost(reason: reason))), into: &actions)
+        }
+        scheduleIdleCloseIfUnused(now: now, into: &actions)
     }
 
     // MARK: - Helpers shared by the lifecycle
@@ -196,6 +212,7 @@ extension TransportStateMachine {
     }
 
     mutating func finish(_ id: String, _ finish: OperationFinish, into actions: inout [TransportAction]) {
+        singleDeadlines[id] = nil
         guard operations.removeValue(forKey: id) != nil else { return }
         actions.append(.operation(id: id, .finished(finish)))
     }

@@ -1,27 +1,38 @@
 /// Blame and quarantine: whatever one local client sends must not put everyone into a
-/// reconnect loop, and a server restart must not cost anyone a subscription.
+/// reconnect loop, and no outage may cost anyone a subscription.
+///
+/// Only a close that blames the client side (4400, 1007, 1009, 4409: "you sent something I
+/// cannot accept") is evidence against an operation. Every other close (1000, 1001, 1006,
+/// 1011–1014, a network error, a killed server) is an outage: nobody is charged, and every
+/// subscription is re-sent right after the next ack, whatever was sent just before. A rolling
+/// deploy drops connections right after clients re-subscribed, again and again; such a close
+/// says nothing about what was sent, so it must not hold back or end anything.
 ///
 /// States of one operation: clean → charged (on probation, in a group) → clean again (its
 /// group passed a trial) or quarantined (finished with `UPSTREAM_CLOSED`, never re-sent).
-/// Transitions:
-/// - A close that blames the client side (4400, 1007, 1009, 4409) within `blameWindow` of a
-///   send charges the operation(s) sent last (a server closes on what it read last; a burst
-///   shares one instant). A sole suspect is quarantined at once: the other subscribers pay one
-///   reconnect. Any other close (a crash, 1006, 1011, 1012) within the window charges only the
-///   latest operations on trial (sent for the first time), so a restart right after a
-///   re-subscribe burst charges nobody.
-/// - The charged operations form a probation group. After each ack the clean operations are
-///   re-sent, then the first group (a trial). A close within `blameWindow` of a trial blames
-///   that group and any operation sent for the first time during it (a newcomer): a suspect
-///   alone is quarantined, more are split in halves, tried one after the other (bisection:
-///   log2(n) more closes at most). A client-blaming close names the newcomer sent last, when
-///   it alone was. A group that passes its window is clean again, and the next group is tried.
+/// Transitions, all on a client-blaming close:
+/// - Within `blameWindow` of a send, it charges the operation(s) sent last (a server closes on
+///   what it read last; a burst shares one instant). A sole suspect is quarantined at once: the
+///   other subscribers pay one reconnect. Several form a probation group.
+/// - After each ack the clean operations are re-sent, then the first group (a trial). A
+///   client-blaming close within `blameWindow` of a trial blames that group and any operation
+///   sent for the first time during it (a newcomer): a suspect alone is quarantined, more are
+///   split in halves, tried one after the other (bisection: log2(n) more closes at most). It
+///   names the newcomer sent last, when that one alone was. A group that passes its window is
+///   clean again, and the next group is tried.
+/// - An outage during a trial interrupts it: the same group is tried again after the next ack.
 /// - A connection that stays up `healthyAfter` ends the trial of everything it carries.
 extension TransportStateMachine {
     static let blamingCloseCodes: Set<UInt16> = [4400, 1007, 1009, 4409]
 
+    /// Whether a close with `code` (nil: no close frame) blames what the client sent.
+    static func blamesClient(_ code: UInt16?) -> Bool {
+        code.map(blamingCloseCodes.contains) ?? false
+    }
+
     mutating func chargeBlame(generation gen: Int, closeCode: UInt16?, reason: String, now: Instant, into actions: inout [TransportAction]) {
-        let strong = closeCode.map(Self.blamingCloseCodes.contains) ?? false
+        // An outage is never evidence: an interrupted trial stays first in line, unchanged.
+        guard let code = closeCode, Self.blamesClient(code) else { return }
         if case .connected(let c) = phase, let trial = c.trial, let passesAt = c.probationAt, now < passesAt {
             // A trial was in flight: its group is to blame, and with it any operation sent for
             // the first time since (a new subscribe, or one that arrived while reconnecting and
@@ -32,11 +43,11 @@ extension TransportStateMachine {
                 return at + options.blameWindow >= passesAt  // sent since the trial began
             }
             let alive = trial.filter { operations[$0] != nil } + newcomers
-            // A client-blaming close names what was sent last, when one operation alone was.
-            if strong, !newcomers.isEmpty, let latest = alive.compactMap({ operations[$0]?.sentAt }).max() {
+            // It names what was sent last, when one operation alone was.
+            if !newcomers.isEmpty, let latest = alive.compactMap({ operations[$0]?.sentAt }).max() {
                 let last = alive.filter { operations[$0]?.sentAt == latest }
                 if last.count == 1 {
-                    quarantine(last[0], closeCode: closeCode, reason: reason, into: &actions)
+                    quarantine(last[0], closeCode: code, reason: reason, into: &actions)
                     // The interrupted trial neither passed nor failed: it is tried again.
                     let rest = trial.filter { operations[$0] != nil }
                     if !rest.isEmpty { probation.insert(rest, at: 0) }
@@ -44,7 +55,7 @@ extension TransportStateMachine {
                 }
             }
             if alive.count == 1 {
-                quarantine(alive[0], closeCode: closeCode, reason: reason, into: &actions)
+                quarantine(alive[0], closeCode: code, reason: reason, into: &actions)
             } else if !alive.isEmpty {
                 let half = alive.count / 2
                 probation.insert(contentsOf: [Array(alive[..<half]), Array(alive[half...])], at: 0)
@@ -53,12 +64,12 @@ extension TransportStateMachine {
         }
         let recent = sortedIDs().filter { id in
             guard let op = operations[id], op.sentOn == gen, let at = op.sentAt else { return false }
-            return now - at <= options.blameWindow && (strong || op.onTrial)
+            return now - at <= options.blameWindow
         }
         guard let latest = recent.compactMap({ operations[$0]?.sentAt }).max() else { return }
         let suspects = recent.filter { operations[$0]?.sentAt == latest }
-        if strong && suspects.count == 1 {
-            quarantine(suspects[0], closeCode: closeCode, reason: reason, into: &actions)
+        if suspects.count == 1 {
+            quarantine(suspects[0], closeCode: code, reason: reason, into: &actions)
             return
         }
         let held = Set(probation.joined())
@@ -66,13 +77,12 @@ extension TransportStateMachine {
         if !group.isEmpty { probation.append(group) }
     }
 
-    private mutating func quarantine(_ id: String, closeCode: UInt16?, reason: String, into actions: inout [TransportAction]) {
-        let code = closeCode.map(String.init) ?? "1006"
+    private mutating func quarantine(_ id: String, closeCode: UInt16, reason: String, into actions: inout [TransportAction]) {
         actions.append(.event(.quarantined(id: id, closeCode: closeCode)))
         let message =
-            "quarantined: the upstream closed the connection (\(code)\(reason.isEmpty ? "" : " \(reason)")) "
-            + "right after this operation was sent; it is not sent again"
-        finish(id, .error(.transport(.upstreamClosed(message: message, closeCode: closeCode ?? 1006, closeReason: reason))), into: &actions)
+            "quarantined: the upstream closed the connection (\(closeCode)\(reason.isEmpty ? "" : " \(reason)")), "
+            + "blaming what it was sent, right after this operation; it is not sent again"
+        finish(id, .error(.transport(.upstreamClosed(message: message, closeCode: closeCode, closeReason: reason))), into: &actions)
     }
 
     /// Sends the first probation group, if any, as a trial on the current connection.

@@ -62,6 +62,10 @@ package struct TransportStateMachine {
     private var failures = 0
     private var everConnected = false
     var started = false
+    /// When each query or mutation ends if no result came (`operationTimeout`); subscriptions
+    /// have none. Kept apart from ``operations`` so the deadline is found without a scan of
+    /// every subscription.
+    var singleDeadlines: [String: Instant] = [:]
     /// Charged operations in groups, tried one group at a time after each ack (see `Quarantine.swift`).
     var probation: [[String]] = []
     /// Completed reconnects, for the `status` verb.
@@ -118,14 +122,17 @@ package struct TransportStateMachine {
 
     /// The earliest instant at which ``tick(now:)`` has work to do.
     package var nextDeadline: Instant? {
+        let connection: Instant?
         switch phase {
         case .connecting(_, let deadline), .awaitingAck(_, let deadline), .backingOff(let deadline):
-            return deadline
+            connection = deadline
         case .connected(let c):
-            return [c.nextPing, c.pongDeadline, c.idleCloseAt, c.healthyAt, c.probationAt].compactMap { $0 }.min()
+            connection = [c.nextPing, c.pongDeadline, c.idleCloseAt, c.healthyAt, c.probationAt].compactMap { $0 }.min()
         case .idle, .paused, .failed, .shutDown:
-            return nil
+            connection = nil
         }
+        guard let single = singleDeadlines.values.min() else { return connection }
+        return connection.map { min($0, single) } ?? single
     }
 
     // MARK: - Lifecycle commands
@@ -211,6 +218,7 @@ package struct TransportStateMachine {
     /// Runs every timer whose deadline is at or before `now`.
     package mutating func tick(now: Instant) -> [TransportAction] {
         var actions: [TransportAction] = []
+        expireSingles(now: now, into: &actions)
         switch phase {
         case .connecting(let gen, let deadline) where now >= deadline:
             actions.append(.abort(generation: gen))
@@ -392,7 +400,15 @@ package struct TransportStateMachine {
             case .connectionError(let payload):
                 refused(generation: gen, payload, into: &actions)
             case .next(let id, let payload):
-                if operations[id]?.sentOn == gen { actions.append(.operation(id: id, .next(payload))) }
+                guard let op = operations[id], op.sentOn == gen else { break }
+                actions.append(.operation(id: id, .next(payload)))
+                if wire == .legacyWS && !op.kind.survivesReconnect {
+                    // A query or mutation has one result. Legacy servers may never say
+                    // `complete` after it (ariadne does not): the first `data` ends it.
+                    append(.complete(id: id), generation: gen, into: &actions)
+                    finish(id, .completed, into: &actions)
+                    scheduleIdleCloseIfUnused(now: now, into: &actions)
+                }
             case .error(let id, let payload):
                 if operations[id]?.sentOn == gen { finish(id, .error(.upstream(payload)), into: &actions) }
                 scheduleIdleCloseIfUnused(now: now, into: &actions)

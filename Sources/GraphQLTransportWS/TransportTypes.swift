@@ -21,6 +21,9 @@ package struct TransportOptions: Sendable, Equatable {
     /// (and any blame charged to its operations) is cleared: an upstream that acks and fails
     /// at once keeps growing the backoff.
     package var healthyAfter: Duration = .seconds(10)
+    /// How long a query or mutation may wait for its result (including any time spent waiting
+    /// for a connection) before it ends with `CONNECTION_LOST`.
+    package var operationTimeout: Duration = .seconds(30)
 
     package init() {}
 }
@@ -113,8 +116,9 @@ package enum TransportEvent: Sendable, Equatable {
     case disconnected(closeCode: UInt16?, reason: String)
     case ping(received: Bool)
     case pong(received: Bool)
-    /// Operation `id` was charged twice with an upstream close and is never sent again.
-    case quarantined(id: String, closeCode: UInt16?)
+    /// Operation `id` was singled out by a client-blaming close (4400, 1007, 1009, 4409) and is
+    /// never sent again.
+    case quarantined(id: String, closeCode: UInt16)
 }
 
 /// What the I/O layer must do after an event.

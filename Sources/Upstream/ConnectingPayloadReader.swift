@@ -6,14 +6,15 @@ import NIOPosix
 import Glibc
 #endif
 
-/// Produces the `connection_init` payload for one connect.
-enum ConnectingPayloadReader {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+/// Produces the `connection_init` payload for one connect. Blocking file I/O: called on a
+/// thread pool (``ConnectingPayloadSource``, a reload's preparation), never on the event loop.
+package enum ConnectingPayloadReader {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
     }
 
     /// Reads and validates the payload; a file is read anew each time.
-    static func read(_ payload: UpstreamConfiguration.ConnectingPayload) throws -> ByteBuffer? {
+    package static func read(_ payload: UpstreamConfiguration.ConnectingPayload) throws -> ByteBuffer? {
         switch payload {
         case .none:
             return nil

@@ -54,20 +54,24 @@ package final class HTTPOperations: @unchecked Sendable {
     private var inFlight = 0
     private var nextID = 0
 
-    package init(configuration: Configuration, eventLoop: any EventLoop) throws {
+    /// - Parameter sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.
+    package init(configuration: Configuration, sslContext: NIOSSLContext?, eventLoop: any EventLoop) {
         self.configuration = configuration
         self.eventLoop = eventLoop
-        self.sslContext = try Self.makeSSLContext(configuration)
+        self.sslContext = sslContext
     }
 
-    static func makeSSLContext(_ configuration: Configuration) throws -> NIOSSLContext? {
-        try configuration.tls.clientContext(secure: configuration.url.secure)
+    /// Builds the TLS context here (blocking: call it off the event loop).
+    package convenience init(configuration: Configuration, eventLoop: any EventLoop) throws {
+        let sslContext = try configuration.tls.clientContext(secure: configuration.url.secure)
+        self.init(configuration: configuration, sslContext: sslContext, eventLoop: eventLoop)
     }
 
-    /// Applies a reloaded configuration to the requests that start from now on.
-    package func updateOnLoop(_ configuration: Configuration) throws {
+    /// Applies a reloaded configuration, its TLS context already built, to the requests that
+    /// start from now on; cannot fail.
+    package func applyOnLoop(_ configuration: Configuration, sslContext: NIOSSLContext?) {
         eventLoop.preconditionInEventLoop()
-        sslContext = try Self.makeSSLContext(configuration)
+        self.sslContext = sslContext
         self.configuration = configuration
     }
 

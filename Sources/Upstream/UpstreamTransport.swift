@@ -20,9 +20,10 @@ package final class UpstreamTransport: @unchecked Sendable {
     package let eventLoop: any EventLoop
     private var configuration: UpstreamConfiguration
     private var sslContext: NIOSSLContext?
+    private let payloads: ConnectingPayloadSource
     private var machine: TransportStateMachine
     private var channels: [Int: any Channel] = [:]
-    /// Generations whose connect is in flight and still wanted.
+    /// Generations whose connect (payload read, then TCP, TLS, upgrade) is in flight and still wanted.
     private var pendingConnects: Set<Int> = []
     private var handlers: [String: OperationHandler] = [:]
     private var timer: Scheduled<Void>?
@@ -31,18 +32,23 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     /// - Parameters:
     ///   - configuration: the endpoint, credentials and timings.
+    ///   - sslContext: the TLS client context for a wss:// `url` (``PreparedUpstream``), built
+    ///     off the loop because it reads CA files.
+    ///   - payloads: reads `connecting_payload_file` off the loop; shared by a pool's connections.
     ///   - eventLoop: the loop that owns the transport and its connections.
     ///   - observer: transport events (connected, reconnected, disconnected, ping, pong, state).
-    /// - Throws: if the TLS configuration cannot be loaded (e.g. an unreadable `tls.ca_file`).
     package init(
         configuration: UpstreamConfiguration,
+        sslContext: NIOSSLContext?,
+        payloads: ConnectingPayloadSource,
         eventLoop: any EventLoop,
         observer: @escaping UpstreamEventObserver = { _ in }
-    ) throws {
+    ) {
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.observer = observer
-        self.sslContext = try Self.makeSSLContext(configuration)
+        self.sslContext = sslContext
+        self.payloads = payloads
         self.machine = TransportStateMachine(
             options: configuration.transport,
             random: { Double.random(in: 0..<1) },
@@ -50,8 +56,21 @@ package final class UpstreamTransport: @unchecked Sendable {
         )
     }
 
-    static func makeSSLContext(_ configuration: UpstreamConfiguration) throws -> NIOSSLContext? {
-        try configuration.tls.clientContext(secure: configuration.url.secure)
+    /// Builds the TLS context here (blocking: call it off the event loop).
+    /// - Throws: if the TLS configuration cannot be loaded (e.g. an unreadable `tls.ca_file`).
+    package convenience init(
+        configuration: UpstreamConfiguration,
+        eventLoop: any EventLoop,
+        observer: @escaping UpstreamEventObserver = { _ in }
+    ) throws {
+        let prepared = try PreparedUpstream(configuration, checkPayloadFile: false)
+        self.init(
+            configuration: configuration,
+            sslContext: prepared.websocketTLS,
+            payloads: ConnectingPayloadSource(eventLoop: eventLoop),
+            eventLoop: eventLoop,
+            observer: observer
+        )
     }
 
     private static var now: Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
@@ -75,15 +94,33 @@ package final class UpstreamTransport: @unchecked Sendable {
     package func complete(id: String) { eventLoop.execute { self.completeOnLoop(id: id) } }
 
     /// Applies new credentials (headers, connecting payload); reconnects at once when
-    /// `reconnectIfConnected` is set, keeping every subscription.
+    /// `reconnectIfConnected` is set, keeping every subscription. The TLS context is built on
+    /// a thread pool, then applied on the loop.
     package func update(_ change: @escaping @Sendable (inout UpstreamConfiguration) -> Void) -> EventLoopFuture<Void> {
-        eventLoop.submit {
-            var updated = self.configuration
-            change(&updated)
-            self.sslContext = try Self.makeSSLContext(updated)
-            self.configuration = updated
-            if updated.reconnectIfConnected { self.perform(self.machine.reconnectNow(now: Self.now)) }
-        }
+        eventLoop.submit { self.configuration }
+            .flatMap { current in
+                NIOThreadPool.singleton.runIfActive(eventLoop: self.eventLoop) { () throws -> PreparedUpstream in
+                    var updated = current
+                    change(&updated)
+                    return try PreparedUpstream(updated, checkPayloadFile: false)
+                }
+            }
+            .map { prepared in self.applyOnLoop(prepared.configuration, sslContext: prepared.websocketTLS) }
+    }
+
+    /// Applies a configuration whose TLS context is already built; cannot fail. Reconnects at
+    /// once when `reconnectIfConnected` is set, keeping every subscription.
+    package func applyOnLoop(_ configuration: UpstreamConfiguration, sslContext: NIOSSLContext?) {
+        eventLoop.preconditionInEventLoop()
+        self.sslContext = sslContext
+        self.configuration = configuration
+        if configuration.reconnectIfConnected { perform(machine.reconnectNow(now: Self.now)) }
+    }
+
+    /// The configuration in use, to derive a reloaded one from.
+    package var configurationOnLoop: UpstreamConfiguration {
+        eventLoop.preconditionInEventLoop()
+        return configuration
     }
 
     /// Completes every operation upstream, closes with 1000 and stops for good.
@@ -212,17 +249,30 @@ package final class UpstreamTransport: @unchecked Sendable {
         rescheduleTimer()
     }
 
+    /// Reads the connecting payload (a file off the loop), then opens the connection.
     private func connect(generation: Int) {
-        let payload: ByteBuffer?
-        do {
-            payload = try ConnectingPayloadReader.read(configuration.connectingPayload)
-        } catch {
-            let cause = "\(error)"
-            // Report on the next loop turn so the machine sees a completed connect action first.
-            eventLoop.execute { self.perform(self.machine.connectionFailed(generation: generation, cause: cause, now: Self.now)) }
-            return
-        }
         pendingConnects.insert(generation)
+        switch configuration.connectingPayload {
+        case .none:
+            open(generation: generation, payload: nil)
+        case .inline(let payload):
+            open(generation: generation, payload: payload)
+        case .file:
+            payloads.read(configuration.connectingPayload).whenComplete { result in
+                // Aborted meanwhile (connect timeout, pause, reload): a later attempt reads anew.
+                guard self.pendingConnects.contains(generation) else { return }
+                switch result {
+                case .success(let payload):
+                    self.open(generation: generation, payload: payload)
+                case .failure(let error):
+                    self.pendingConnects.remove(generation)
+                    self.perform(self.machine.connectionFailed(generation: generation, cause: "\(error)", now: Self.now))
+                }
+            }
+        }
+    }
+
+    private func open(generation: Int, payload: ByteBuffer?) {
         WebSocketConnector.connect(
             configuration: configuration,
             sslContext: sslContext,

@@ -141,3 +141,71 @@ extension OperationFinish {
         return false
     }
 }
+
+/// A query or mutation has exactly one result, whatever the server does after it.
+@Suite struct SingleResultTests {
+    /// ariadne's legacy handler sends a query's `data` and never `complete`: the first `data`
+    /// answers it, and the operation is stopped upstream.
+    @Test(arguments: [OperationKind.query, .mutation])
+    func theFirstLegacyDataEndsAQueryOrMutation(kind: OperationKind) {
+        var h = Harness()
+        h.start()
+        h.connectAndAck(protocol: .legacyWS)
+        let id = h.subscribe(kind, "{ hello }")
+        let data = h.receive(#"{"type":"data","id":"\#(id)","payload":{"data":{"hello":"world"}}}"#)
+        #expect(data.updates(id) == [.next(ByteBuffer(string: #"{"data":{"hello":"world"}}"#)), .finished(.completed)])
+        #expect(data.sentTexts == [#"{"type":"stop","id":"\#(id)"}"#])
+        #expect(h.machine.operationCount == 0)
+        #expect(h.receive(#"{"type":"complete","id":"\#(id)"}"#).updates(id).isEmpty)  // a late complete is ignored
+    }
+
+    @Test func aLegacySubscriptionStaysOpenAfterItsFirstData() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck(protocol: .legacyWS)
+        let id = h.subscribe()
+        h.receive(#"{"type":"data","id":"\#(id)","payload":{"data":{"tick":1}}}"#)
+        #expect(h.machine.state(of: id) == .active)
+    }
+
+    /// On both protocols a query that gets no result within `operationTimeout` ends with
+    /// `CONNECTION_LOST` naming the timeout, and is stopped upstream.
+    @Test(arguments: WireProtocol.allCases)
+    func aQueryWithoutAResultEndsAtTheOperationTimeout(wire: WireProtocol) {
+        var h = Harness { $0.operationTimeout = .seconds(3); $0.pingInterval = .zero }
+        h.start()
+        h.connectAndAck(protocol: wire)
+        let sub = h.subscribe()
+        let id = h.subscribe(.query, "{ slow }")
+        #expect(h.advance(ms: 2_999).updates(id).isEmpty)
+        let expired = h.advance(ms: 1)
+        guard case .error(.transport(.connectionLost(let reason))) = expired.finish(id) else {
+            Issue.record("not ended: \(expired)")
+            return
+        }
+        #expect(reason.contains("operation_timeout"))
+        #expect(expired.sentTexts.count == 1 && expired.sentTexts[0].contains(#""id":"\#(id)""#))  // complete / stop
+        #expect(h.machine.state(of: sub) == .active)  // subscriptions have no such timeout
+    }
+
+    /// The clock runs while the query waits for a connection too: it never hangs on an outage.
+    @Test func aQueuedQueryEndsAtTheOperationTimeoutDuringAnOutage() {
+        var h = Harness { $0.operationTimeout = .seconds(5); $0.connectTimeout = .seconds(60) }
+        h.start()
+        let id = h.subscribe(.query, "{ hello }")  // connecting: queued
+        #expect(h.machine.nextDeadline == h.now + .seconds(5))
+        let expired = h.advance(ms: 5_000)
+        #expect(expired.finish(id) != nil && expired.sentTexts.isEmpty)
+        #expect(h.machine.singleDeadlines.isEmpty)
+    }
+
+    @Test func anAnsweredQueryLeavesNoDeadline() {
+        var h = Harness()
+        h.start()
+        h.connectAndAck()
+        let id = h.subscribe(.query, "{ hello }")
+        h.receive(#"{"type":"next","id":"\#(id)","payload":{"data":{"hello":"w"}}}"#)
+        h.receive(#"{"type":"complete","id":"\#(id)"}"#)
+        #expect(h.machine.singleDeadlines.isEmpty)
+    }
+}

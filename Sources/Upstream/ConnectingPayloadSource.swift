@@ -1,0 +1,36 @@
+import NIOCore
+import NIOPosix
+
+/// Reads `connecting_payload_file` for each connect on a thread pool, never on the event loop
+/// that serves every client: the file may be on a slow mount, or a FIFO fed by a credentials
+/// helper that takes seconds to answer.
+///
+/// One read per path at a time: connects that start while a read is in flight (another pool
+/// connection, a retry after a connect timeout) share its result, so a FIFO that nobody writes
+/// holds one pool thread, not one per attempt. Confined to ``eventLoop``; shared by the
+/// connections of one pool.
+/// `@unchecked Sendable` — safe because `inFlight` is touched only on ``eventLoop``
+/// (`read` preconditions it; the completion callbacks run there).
+package final class ConnectingPayloadSource: @unchecked Sendable {
+    package let eventLoop: any EventLoop
+    private let threadPool: NIOThreadPool
+    private var inFlight: [String: EventLoopFuture<ByteBuffer?>] = [:]
+
+    package init(eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton) {
+        self.eventLoop = eventLoop
+        self.threadPool = threadPool
+    }
+
+    /// The payload for one connect; a file's result always arrives on a later loop turn.
+    package func read(_ payload: UpstreamConfiguration.ConnectingPayload) -> EventLoopFuture<ByteBuffer?> {
+        eventLoop.preconditionInEventLoop()
+        guard case .file(let path) = payload else {
+            return eventLoop.makeSucceededFuture(try? ConnectingPayloadReader.read(payload))
+        }
+        if let shared = inFlight[path] { return shared }
+        let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.read(payload) }
+        inFlight[path] = read
+        read.whenComplete { _ in self.inFlight[path] = nil }
+        return read
+    }
+}

@@ -1,0 +1,49 @@
+import NIOCore
+import NIOSSL
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An upstream configuration with its file I/O already done: the TLS client contexts (which
+/// read `tls.ca_file`) and, when asked, a check of `connecting_payload_file`. Built off the
+/// event loop (blocking); applying one to a running transport cannot fail, so a reload is
+/// applied whole or not at all.
+package struct PreparedUpstream: Sendable {
+    package let configuration: UpstreamConfiguration
+    /// For the WebSocket `url` (nil for ws://).
+    package let websocketTLS: NIOSSLContext?
+    /// For `http_url` (nil when unset or http://).
+    package let httpTLS: NIOSSLContext?
+
+    /// A preparation failure, naming the key: `[upstream.tls] ca_file: …`.
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// Blocking: reads the CA file (once per secure endpoint) and, with `checkPayloadFile`, a
+    /// regular `connecting_payload_file` (a FIFO or device is left for the connect to read:
+    /// reading it here would consume what a credentials helper writes for the connect).
+    package init(_ configuration: UpstreamConfiguration, checkPayloadFile: Bool) throws(Failure) {
+        self.configuration = configuration
+        do {
+            websocketTLS = try configuration.tls.clientContext(secure: configuration.url.secure)
+            httpTLS = try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure) }
+        } catch {
+            throw Failure(description: "[upstream.tls] ca_file: \(configuration.tls.caFile ?? "system trust store"): \(error)")
+        }
+        if checkPayloadFile, case .file(let path) = configuration.connectingPayload {
+            var info = stat()
+            guard stat(path, &info) == 0 else {
+                throw Failure(description: "[upstream] connecting_payload_file: cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            if (info.st_mode & S_IFMT) == S_IFREG {
+                do {
+                    _ = try ConnectingPayloadReader.read(configuration.connectingPayload)
+                } catch {
+                    throw Failure(description: "[upstream] \(error)")
+                }
+            }
+        }
+    }
+}
