@@ -21,7 +21,8 @@ extension DaemonConfiguration {
     ///   reconnect_max_interval, reconnect_multiplier, reconnect_jitter, reconnect_max_attempts,
     ///   reconnect_reset_after,
     ///   connect_timeout, connection_ack_timeout, ping_interval, pong_timeout, max_message_bytes,
-    ///   reconnect_if_connected
+    ///   reconnect_if_connected, operation_timeout, protocol, http_url, http_timeout,
+    ///   max_operations_per_connection, max_connections
     /// - `[upstream.tls]` ca_file, insecure_skip_verify
     /// - `[socket]` path, mode
     /// - `[limits]` max_clients, max_operations_per_client, max_line_bytes, client_buffer_bytes,
@@ -128,7 +129,7 @@ extension DaemonConfiguration {
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
-            "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections",
+            "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections", "operation_timeout",
         ])
         guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
         let url: UpstreamURL
@@ -188,6 +189,7 @@ extension DaemonConfiguration {
         if let v = try t.seconds("connection_ack_timeout", in: R.timeout) { c.transport.ackTimeout = v }
         if let v = try t.seconds("ping_interval", in: R.pingInterval) { c.transport.pingInterval = v }
         if let v = try t.seconds("pong_timeout", in: R.timeout) { c.transport.pongTimeout = v }
+        if let v = try t.seconds("operation_timeout", in: R.timeout) { c.transport.operationTimeout = v }
         if let v = try t.int("max_message_bytes", in: R.maxMessageBytes) { c.maxMessageBytes = v }
         if let v = try t.bool("reconnect_if_connected") { c.reconnectIfConnected = v }
         if let text = try t.string("http_url"), !text.isEmpty {

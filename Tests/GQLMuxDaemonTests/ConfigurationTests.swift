@@ -24,6 +24,7 @@ import Testing
             connection_ack_timeout = 4
             ping_interval = 0
             pong_timeout = 2.5
+            operation_timeout = 7.5
             max_message_bytes = 1048576
             reconnect_if_connected = false
             [upstream.headers]
@@ -56,6 +57,7 @@ import Testing
         #expect(c.upstream.transport.backoff.initial == .milliseconds(500))
         #expect(c.upstream.transport.backoff.maxAttempts == 7)
         #expect(c.upstream.transport.pingInterval == .zero && c.upstream.transport.pongTimeout == .milliseconds(2500))
+        #expect(c.upstream.transport.operationTimeout == .milliseconds(7500))
         #expect(c.upstream.tls.caFile == "/etc/ssl/private-ca.pem")
         #expect(!c.upstream.reconnectIfConnected)
         #expect(c.socketPath == "/tmp/x.sock" && c.socketMode == 0o600)
@@ -90,6 +92,8 @@ import Testing
         ("[upstream]\nurl = \"ws://h/\"\nlazy = \"yes\"\n", "[upstream] lazy: expected true or false"),
         ("[upstream]\nurl = \"ws://h/\"\nping_interval = -1\n", "[upstream] ping_interval: -1.0 is out of range (0 to 3600)"),
         ("[upstream]\nurl = \"ws://h/\"\noperation_ids = \"random\"\n", "[upstream] operation_ids"),
+        ("[upstream]\nurl = \"ws://h/\"\noperation_timeout = 0\n", "[upstream] operation_timeout: 0.0 is out of range (0.001 to 3600)"),
+        ("[upstream]\nurl = \"ws://h/\"\noperation_timeout = 3601\n", "[upstream] operation_timeout: 3601.0 is out of range (0.001 to 3600)"),
         ("[upstream]\nurl = \"ws://h/\"\n[limits]\nmax_clients = 0\n", "[limits] max_clients: 0 is out of range (1 to 65536)"),
         ("[upstream]\nurl = \"ws://h/\"\n[socket]\nmode = \"rw\"\n", "[socket] mode"),
         ("[upstream]\nurl = \"ws://h/\"\n[security]\nallowed_uids = [\"root\"]\n", "[security] allowed_uids"),

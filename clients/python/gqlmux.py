@@ -78,8 +78,14 @@ class _Operation:
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=limit + 1)
         self.limit = limit
         self.finished = False
+        self.last_state: Optional[str] = None
 
     def state(self, state: str) -> None:
+        """Tells ``on_state`` of a change; the same state twice in a row is one change (a
+        daemon restart is told by its SHUTTING_DOWN and again by the lost connection)."""
+        if state == self.last_state:
+            return
+        self.last_state = state
         if self.on_state is not None:
             try:
                 self.on_state(state)

@@ -171,6 +171,8 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         results = [await asyncio.wait_for(stream.__anext__(), 10) for _ in range(3)]
         self.assertEqual(len(results), 3)
         self.assertEqual(states[-1], "active", states)
+        self.assertEqual(states.count("reconnecting"), 1, f"each change told once: {states}")
+        self.assertTrue(all(a != b for a, b in zip(states, states[1:])), states)
         status = await self.client.status()
         self.assertEqual(status["subscriptions"]["local"], 1)
         await stream.aclose()
@@ -185,6 +187,8 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         await eventually(lambda: states[-1] == "active", "state active again")
         result = await asyncio.wait_for(stream.__anext__(), 10)
         self.assertIn("tick", result["data"])
+        self.assertEqual(states.count("reconnecting"), 1, f"each change told once: {states}")
+        self.assertTrue(all(a != b for a, b in zip(states, states[1:])), states)
         await stream.aclose()
 
     async def test_a_query_without_a_daemon_fails_at_once(self) -> None:
