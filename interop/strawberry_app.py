@@ -3,6 +3,8 @@
 Auth: connection_init must carry {"token": "secret"}; anything else is rejected
 (graphql-transport-ws: strawberry closes 4403 Forbidden; graphql-ws: connection_error).
 
+`POST /control/drop?how=close|abort` drops every WebSocket (see outages.py).
+
 GQLMUX_INTEROP_PROTOCOLS picks the WebSocket protocols: "modern" (graphql-transport-ws, the
 default), "legacy" (graphql-ws only, with `ka` keep-alives every 0.5 s), or "both".
 """
@@ -14,6 +16,11 @@ import strawberry
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL
+
+try:
+    from interop.outages import Outages
+except ImportError:  # run from inside interop/
+    from outages import Outages
 
 counter = 0
 
@@ -64,4 +71,4 @@ PROTOCOLS = {
     "legacy": [GRAPHQL_WS_PROTOCOL],
     "both": [GRAPHQL_TRANSPORT_WS_PROTOCOL, GRAPHQL_WS_PROTOCOL],
 }[os.environ.get("GQLMUX_INTEROP_PROTOCOLS", "modern")]
-app = App(schema, subscription_protocols=PROTOCOLS, keep_alive=GRAPHQL_WS_PROTOCOL in PROTOCOLS, keep_alive_interval=0.5)
+app = Outages(App(schema, subscription_protocols=PROTOCOLS, keep_alive=GRAPHQL_WS_PROTOCOL in PROTOCOLS, keep_alive_interval=0.5))
