@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The outage soak: 200 upstream outages (1012 closes, drops without a close frame, a SIGKILL and
+# restart of the server every 30th) under 100 distinct subscriptions against strawberry, with
+# the real gqlmuxd. Prints its figures; fails if a stream is lost, an outage is not resumed by
+# all 100, the p99 time to all-resumed exceeds 2 s, or gqlmuxd's RSS grows by 5 MiB or more.
+#   scripts/soak.sh [OUTAGES]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/prerequisites.sh test
+scripts/setup-interop.sh
+swift build --product gqlmuxd
+GQLMUX_BIN_DIR="$(swift build --show-bin-path)" python3 -m interop.soak "${1:-200}"
