@@ -1,0 +1,109 @@
+import Dispatch
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// No file I/O on the loop that serves every client: a `connecting_payload_file` that takes
+/// seconds to answer (a FIFO fed by a credentials helper, a stuck mount) stalls only the
+/// connection that reads it.
+@Suite(.serialized) struct BlockingFileTests {
+    @Test func aStuckPayloadFileStallsOnlyTheConnectionThatReadsIt() async throws {
+        let directory = try makeTemporaryDirectory("gqlmux-fifo")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let feeder = try FIFOFeeder(path: directory + "/payload", payload: #"{"token":"fifo"}"#)
+        defer { feeder.stop() }
+        feeder.allow(1)  // the first connection's connect at start
+        let pool = "connecting_payload_file = \"\(feeder.path)\"\nmax_operations_per_connection = 1\nmax_connections = 2\nlazy_close_timeout = 0"
+        try await DaemonRig.with(upstreamConfig: pool) { rig in
+            let c = try await rig.connect()
+            c.subscribe(id: "a")  // connection 0
+            await rig.upstreamActive(1)
+            feeder.allow(1)
+            c.subscribe(id: "b", "subscription B { tick }")  // opens connection 1, which reads the FIFO
+            await rig.upstreamActive(2)
+            c.send(#"{"type":"complete","id":"b"}"#)  // connection 1 is empty: it closes
+            await eventually("the extra connection closed") { await rig.server.currentStats.openConnections == 1 }
+            c.subscribe(id: "b2", "subscription B2 { tick }")  // connection 1 connects again: nobody writes the FIFO
+            var statusTimes: [Duration] = []
+            let stalled = ContinuousClock.now
+            var ticks = 0
+            while ContinuousClock.now - stalled < .seconds(3) {
+                ticks += 1
+                await rig.server.tick()
+                await eventually("tick \(ticks) reached the client of connection 0", within: 2) {
+                    c.lines(containing: #""id":"a","payload""#).count == ticks
+                }
+                let id = "status-\(ticks)"
+                let asked = ContinuousClock.now
+                c.send(#"{"type":"status","id":"\#(id)"}"#)
+                while c.lines(containing: #""id":"\#(id)""#).isEmpty && ContinuousClock.now - asked < .seconds(5) {
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                statusTimes.append(ContinuousClock.now - asked)
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(feeder.served == 2, "the stuck read is still waiting")
+            #expect(c.lines(containing: #""id":"b2","payload""#).isEmpty)
+            #expect(ticks >= 20, "ticks kept flowing while the payload file was stuck: \(ticks)")
+            let sorted = statusTimes.sorted()
+            let p90 = sorted[sorted.count * 9 / 10]
+            print("status answered while the payload file was stuck: \(sorted.count) times, median \(sorted[sorted.count / 2]), p90 \(p90), max \(sorted.last!)")
+            #expect(p90 < .milliseconds(100), "status answers within 100 ms: \(sorted)")
+            #expect(sorted.last! < .seconds(1), "the loop was never blocked for the stuck read: \(sorted)")
+            feeder.allow(1)  // the helper answers at last: connection 1 comes up with b2
+            await rig.upstreamActive(2)
+            await rig.server.tick()
+            await eventually("b2 streams") { !c.lines(containing: #""id":"b2","payload""#).isEmpty }
+            #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"fifo"}"#)
+        }
+    }
+}
+
+/// A credentials helper on a FIFO: each `allow` lets one reader through (open, write, close).
+/// `@unchecked Sendable` — safe because its state is a semaphore and lock-protected boxes.
+final class FIFOFeeder: @unchecked Sendable {
+    let path: String
+    private let payload: [UInt8]
+    private let permits = DispatchSemaphore(value: 0)
+    private let stopped = NIOLockedValueBox(false)
+    private let servedBox = NIOLockedValueBox(0)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(path: String, payload: String) throws {
+        self.path = path
+        self.payload = Array(payload.utf8)
+        guard mkfifo(path, 0o600) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        Thread { self.run() }.start()
+    }
+
+    var served: Int { servedBox.withLockedValue { $0 } }
+
+    func allow(_ count: Int) { for _ in 0..<count { permits.signal() } }
+
+    private func run() {
+        defer { done.signal() }
+        while true {
+            permits.wait()
+            if stopped.withLockedValue({ $0 }) { return }
+            let fd = open(path, O_WRONLY)  // blocks until gqlmuxd opens it for reading
+            guard fd >= 0 else { return }
+            _ = payload.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            if stopped.withLockedValue({ $0 }) { return }
+            servedBox.withLockedValue { $0 += 1 }
+        }
+    }
+
+    /// Ends the feeder thread, also when it is blocked opening the FIFO.
+    func stop() {
+        stopped.withLockedValue { $0 = true }
+        permits.signal()
+        let reader = open(path, O_RDONLY | O_NONBLOCK)  // lets a blocked open for writing return
+        done.wait()
+        if reader >= 0 { close(reader) }
+    }
+}
