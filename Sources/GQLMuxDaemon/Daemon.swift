@@ -420,7 +420,8 @@ package final class Daemon: @unchecked Sendable {
             events.emit(
                 .quarantined,
                 ["GQLMUX_OPERATION_ID": id, "GQLMUX_CLOSE_CODE": closeCode],
-                message: "upstream operation \(id) quarantined: the upstream closed (\(closeCode)), blaming what it was sent, right after it was sent; not sent again"
+                message:
+                    "upstream operation \(id) quarantined: the upstream closed (\(closeCode)), blaming what it was sent, right after it was sent; not sent again"
             )
         }
     }

@@ -51,7 +51,9 @@ import Glibc
             #expect(ticks >= 20, "ticks kept flowing while the payload file was stuck: \(ticks)")
             let sorted = statusTimes.sorted()
             let p90 = sorted[sorted.count * 9 / 10]
-            print("status answered while the payload file was stuck: \(sorted.count) times, median \(sorted[sorted.count / 2]), p90 \(p90), max \(sorted.last!)")
+            print(
+                "status answered while the payload file was stuck: \(sorted.count) times, median \(sorted[sorted.count / 2]), p90 \(p90), max \(sorted.last!)"
+            )
             #expect(p90 < .milliseconds(100), "status answers within 100 ms: \(sorted)")
             #expect(sorted.last! < .seconds(1), "the loop was never blocked for the stuck read: \(sorted)")
             feeder.allow(1)  // the helper answers at last: connection 1 comes up with b2

@@ -89,7 +89,10 @@ import Testing
             #expect(c.lines(containing: #""type":"error""#).count == 1)  // the reload's, nothing else
 
             // The same file, fixed: the reload applies it whole, and the error is cleared.
-            let fixed = broken.replacingOccurrences(of: point.upstream(port, rig.directory), with: "url = \"\(rig.server.url)\"\nconnecting_payload = { token = \"two\" }")
+            let fixed = broken.replacingOccurrences(
+                of: point.upstream(port, rig.directory),
+                with: "url = \"\(rig.server.url)\"\nconnecting_payload = { token = \"two\" }"
+            )
             try fixed.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r2"}"#)
             await eventually("fixed reload ok") { c.lines.contains(#"{"type":"ok","id":"r2"}"#) }

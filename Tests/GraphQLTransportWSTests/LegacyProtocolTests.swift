@@ -172,7 +172,9 @@ extension OperationFinish {
     /// `CONNECTION_LOST` naming the timeout, and is stopped upstream.
     @Test(arguments: WireProtocol.allCases)
     func aQueryWithoutAResultEndsAtTheOperationTimeout(wire: WireProtocol) {
-        var h = Harness { $0.operationTimeout = .seconds(3); $0.pingInterval = .zero }
+        var h = Harness {
+            $0.operationTimeout = .seconds(3); $0.pingInterval = .zero
+        }
         h.start()
         h.connectAndAck(protocol: wire)
         let sub = h.subscribe()
@@ -190,7 +192,9 @@ extension OperationFinish {
 
     /// The clock runs while the query waits for a connection too: it never hangs on an outage.
     @Test func aQueuedQueryEndsAtTheOperationTimeoutDuringAnOutage() {
-        var h = Harness { $0.operationTimeout = .seconds(5); $0.connectTimeout = .seconds(60) }
+        var h = Harness {
+            $0.operationTimeout = .seconds(5); $0.connectTimeout = .seconds(60)
+        }
         h.start()
         let id = h.subscribe(.query, "{ hello }")  // connecting: queued
         #expect(h.machine.nextDeadline == h.now + .seconds(5))

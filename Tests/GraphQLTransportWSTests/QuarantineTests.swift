@@ -220,4 +220,3 @@ import Testing
         #expect(actions.operationStates(id) == [.reconnecting])
     }
 }
-
