@@ -15,6 +15,7 @@ from interop.harness import Daemon, Server, Subscribers, daemon_settings, outage
 
 class RollingRestartTests(unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self) -> None:
+        asyncio.get_running_loop().slow_callback_duration = 5  # unittest's debug loop: starting servers is slow by design
         self.server = Server("interop.strawberry_app:app")
         self.server.start()
         self.daemon = Daemon(self.server.url, daemon_settings())

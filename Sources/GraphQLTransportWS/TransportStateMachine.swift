@@ -137,12 +137,13 @@ package struct TransportStateMachine {
 
     // MARK: - Lifecycle commands
 
-    /// Starts the transport: connects now unless `lazy`.
+    /// Starts the transport: connects now unless `lazy` (or a subscribe made before the start
+    /// already connects).
     package mutating func start(now: Instant) -> [TransportAction] {
-        guard !started, phase == .idle else { return [] }
+        guard !started else { return [] }
         started = true
         var actions: [TransportAction] = []
-        if !options.lazy { beginConnect(now: now, into: &actions) }
+        if phase == .idle && !options.lazy { beginConnect(now: now, into: &actions) }
         return actions
     }
 

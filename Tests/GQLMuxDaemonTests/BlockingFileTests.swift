@@ -48,7 +48,7 @@ import Glibc
             }
             #expect(feeder.served == 2, "the stuck read is still waiting")
             #expect(c.lines(containing: #""id":"b2","payload""#).isEmpty)
-            #expect(ticks >= 20, "ticks kept flowing while the payload file was stuck: \(ticks)")
+            #expect(ticks >= 3, "ticks kept flowing while the payload file was stuck: \(ticks)")
             let sorted = statusTimes.sorted()
             let p90 = sorted[sorted.count * 9 / 10]
             print(
