@@ -3,7 +3,7 @@ import NIOCore
 import NIOSSL
 import Upstream
 
-/// The upstream connections to one endpoint (DESIGN.md section 3): one by default; another,
+/// The upstream connections to one endpoint (docs/configuration.md: `max_operations_per_connection`): one by default; another,
 /// with the same URL, headers and payload, each time every open one holds
 /// `max_operations_per_connection` operations (servers cap it: strawberry at 100), up to
 /// `max_connections`. Each is its own ``UpstreamTransport`` (reconnects and re-subscribes on

@@ -270,7 +270,7 @@ package final class Daemon: @unchecked Sendable {
     /// Local operations across every client.
     private var localOperationCount: Int { fanout.localCount }
 
-    /// The `status` answer (DESIGN.md section 4: at least upstream.state, upstream.url,
+    /// The `status` answer (docs/protocol.md: at least upstream.state, upstream.url,
     /// upstream.reconnects, clients, subscriptions.local/upstream, messages.in/out).
     func statusPayload() -> ByteBuffer {
         eventLoop.assertInEventLoop()
@@ -312,7 +312,7 @@ package final class Daemon: @unchecked Sendable {
         return status.finish()
     }
 
-    /// The Prometheus text exposition (DESIGN.md section 8). On the loop.
+    /// The Prometheus text exposition (docs/metrics.md). On the loop.
     package func metricsText() -> [UInt8] {
         eventLoop.assertInEventLoop()
         return metrics.render(

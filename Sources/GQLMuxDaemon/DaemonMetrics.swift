@@ -1,6 +1,6 @@
 import Prometheus
 
-/// The daemon's metrics (DESIGN.md section 8) in a registry of its own, so that several daemons
+/// The daemon's metrics (docs/metrics.md) in a registry of its own, so that several daemons
 /// in one process (the tests) never mix their series.
 ///
 /// swift-prometheus's registry is used directly rather than through swift-metrics' API: that API

@@ -297,7 +297,7 @@ final class Fanout: @unchecked Sendable {
         }
     }
 
-    /// The transport's failure in the local protocol's words (DESIGN.md section 4).
+    /// The transport's failure in the local protocol's words (docs/protocol.md).
     static func localError(_ failure: TransportFailure) -> (code: String, message: String, extra: [(String, String)]) {
         switch failure {
         case .connectionLost(let reason):

@@ -1,7 +1,7 @@
 import JSONEnvelope
 import NIOCore
 
-/// Local protocol v1 (DESIGN.md section 4): one JSON object per line.
+/// Local protocol v1 (docs/protocol.md): one JSON object per line.
 package enum LocalProtocol {
     package static let version = 1
     /// The release of gqlmux (daemon, CLI and client library), shown by `--version`.
@@ -9,7 +9,7 @@ package enum LocalProtocol {
     package static let defaultSocketPath = "/run/gqlmux/gqlmux.sock"
 }
 
-/// The error codes of the local protocol (DESIGN.md section 4), in `extensions.code`. The
+/// The error codes of the local protocol (docs/protocol.md), in `extensions.code`. The
 /// daemon maps the transport's failures onto them; nothing below this layer knows them.
 package enum LocalErrorCode {
     package static let badRequest = "BAD_REQUEST"
@@ -28,7 +28,7 @@ package enum LocalErrorCode {
     ]
 }
 
-/// Every message type of the local protocol, both directions (DESIGN.md section 4).
+/// Every message type of the local protocol, both directions (docs/protocol.md).
 package enum LocalMessageType: String, Sendable, CaseIterable {
     // Client → daemon.
     case connectionInit = "connection_init"
@@ -50,7 +50,7 @@ package enum LocalMessageType: String, Sendable, CaseIterable {
 }
 
 /// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
-/// The lifecycle words of a `state` message (DESIGN.md section 4), owned by the local protocol:
+/// The lifecycle words of a `state` message (docs/protocol.md), owned by the local protocol:
 /// the daemon maps its upstream operation states onto them.
 package enum LocalOperationState: String, Sendable, CaseIterable {
     case pending, active, reconnecting, paused

@@ -27,7 +27,7 @@ package struct SubscribeRequest {
             self.maxTokens = maxTokens
             self.maxDepth = maxDepth
         }
-        /// Apollo Router's default; parsing and printing 15,000 tokens costs a few ms (see the closing note of issue 7).
+        /// Apollo Router's default; parsing and printing 15,000 tokens costs a few ms (`scripts/parse-probe.sh` measures it).
         package static let defaultMaxTokens = 15_000
         /// The parser uses 3.2-3.3 KiB of stack per nesting level in a debug build (159 levels
         /// survive a 512 KiB thread stack, 324 a 1 MiB one: scripts/parse-probe.sh), so an

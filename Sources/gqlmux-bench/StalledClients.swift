@@ -3,7 +3,7 @@ import NIOCore
 import NIOPosix
 import TestUpstream
 
-/// `gqlmux-bench PATH_TO_GQLMUXD stalled [CLIENTS]`: the memory report for issue 7's failure 6.
+/// `gqlmux-bench PATH_TO_GQLMUXD stalled [CLIENTS]`: the memory report: many clients that stop reading, against `total_buffer_bytes`.
 /// CLIENTS local clients (default 200) subscribe to one fast stream of 4 KB payloads and never
 /// read, plus one client that reads everything. gqlmuxd runs with the default limits
 /// (client_buffer_bytes 8 MiB, total_buffer_bytes 256 MiB); its RSS is sampled while they fall

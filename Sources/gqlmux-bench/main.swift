@@ -189,7 +189,7 @@ for payload in [256, 4096] {
 print("")
 
 if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let single = fanoutRows.first(where: { $0.n == 1 && $0.payload == 256 }) {
-    print("summary against issue 9's targets (this run)")
+    print("summary against the targets (this run)")
     print(
         String(
             format: "  fan-out 100 × 256 B: %.0f deliveries/s = %.1f%% of the reference (%.0f/s); target ≥ 30%%",

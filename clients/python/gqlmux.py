@@ -1,4 +1,4 @@
-"""gqlmux: a Python client for gqlmuxd's local protocol (DESIGN.md sections 4 and 9).
+"""gqlmux: a Python client for gqlmuxd's local protocol (docs/protocol.md).
 
 One file, standard library only (asyncio). It behaves like the Swift ``GQLMuxClient``:
 
