@@ -95,7 +95,7 @@ let package = Package(
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
+                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing", "CMallocTuning",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
@@ -105,6 +105,8 @@ let package = Package(
             ],
             swiftSettings: hotPath
         ),
+        // glibc's malloc tuning (mallopt, malloc_trim), which the Glibc module does not export.
+        .target(name: "CMallocTuning"),
         // libsystemd (Debian libsystemd-dev): sd_notify, listen fds, journald.
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(

@@ -1,3 +1,4 @@
+import CMallocTuning
 import LocalProtocol
 import NIOCore
 
@@ -49,33 +50,14 @@ extension Fanout {
         }
     }
 
-    /// glibc's `malloc_trim(0)`, looked up at run time (the Glibc module does not export malloc.h).
-    private static let mallocTrim: (@convention(c) (Int) -> Int32)? = {
-        #if canImport(Glibc)
-        guard let symbol = dlsym(nil, "malloc_trim") else { return nil }  // nil is RTLD_DEFAULT
-        return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
-        #else
-        return nil
-        #endif
-    }()
-
-    static func trimHeap() { _ = mallocTrim?(0) }
-
-    /// glibc's `mallopt`, looked up like `malloc_trim`.
-    private static let mallopt: (@convention(c) (Int32, Int32) -> Int32)? = {
-        #if canImport(Glibc)
-        guard let symbol = dlsym(nil, "mallopt") else { return nil }
-        return unsafeBitCast(symbol, to: (@convention(c) (Int32, Int32) -> Int32).self)
-        #else
-        return nil
-        #endif
-    }()
+    /// glibc's `malloc_trim(0)` (a C shim: the Glibc module does not export malloc.h).
+    static func trimHeap() { _ = gqlmux_trim_heap() }
 
     /// Keeps up to 64 MiB of freed heap instead of giving it back after every free past 128 KiB
     /// (`M_TRIM_THRESHOLD`). Batches are allocated and freed every loop turn; glibc returned the
     /// top of the loop thread's arena with `madvise` and faulted it in again on the next write:
     /// 12 % of fan-out time. Memory is still given back after clients are cut (`scheduleTrim`).
     static func keepFreedHeap() {
-        _ = mallopt?(-1, 64 << 20)  // M_TRIM_THRESHOLD
+        _ = gqlmux_keep_freed_heap(64 << 20)
     }
 }
