@@ -384,7 +384,7 @@ package final class Daemon: @unchecked Sendable {
                 metrics.reconnectScheduled(cause: cause)
                 events.emit(
                     .reconnecting,
-                    ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": String(format: "%.3f", delay.seconds), "GQLMUX_CAUSE": cause],
+                    ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": String(format: "%.3f", delay.seconds), "GQLMUX_CAUSE": cause.description],
                     message: Self.describe(state)
                 )
             case .failed(let code, let reason):

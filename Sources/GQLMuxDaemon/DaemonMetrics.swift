@@ -1,3 +1,4 @@
+import GraphQLTransportWS
 import Prometheus
 
 /// The daemon's metrics (docs/metrics.md) in a registry of its own, so that several daemons
@@ -100,12 +101,11 @@ final class DaemonMetrics {
 
     func slowConsumerCut() { slowConsumers.increment() }
 
-    /// A reconnect was scheduled for `cause` (the transport's words, see `ReconnectCause`).
-    func reconnectScheduled(cause: String) {
-        let classified = ReconnectCause(cause)
+    /// A reconnect was scheduled for `cause`: its labels come from the typed cause.
+    func reconnectScheduled(cause: DisconnectCause) {
         registry.makeCounter(
             descriptor: Self.describe("gqlmux_reconnects_total", "Reconnects scheduled, by cause and close code (none: no WebSocket was open)"),
-            labels: [("cause", classified.cause), ("close_code", classified.closeCode)]
+            labels: [("cause", cause.metricLabel), ("close_code", cause.closeCode.map(String.init) ?? "none")]
         ).increment()
     }
 
@@ -139,35 +139,4 @@ final class DaemonMetrics {
 
     /// `Content-Type` of the exposition.
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
-}
-
-/// A transport's reconnect cause in two bounded labels: what happened, and the close code.
-package struct ReconnectCause: Equatable {
-    package var cause: String
-    package var closeCode: String
-
-    package init(cause: String, closeCode: String) {
-        self.cause = cause
-        self.closeCode = closeCode
-    }
-
-    /// Reads the cause texts of `TransportStateMachine` ("upstream closed 1012 …", "peer
-    /// silent …", "connect timeout …", "no connection_ack …", "protocol violation: …"); any
-    /// other text is a network failure (refused, reset, DNS, TLS), with no close frame.
-    package init(_ text: String) {
-        if text.hasPrefix("upstream closed ") {
-            let code = text.dropFirst("upstream closed ".count).prefix { $0.isNumber }
-            self.init(cause: "closed", closeCode: code.isEmpty ? "none" : String(code))
-        } else if text.hasPrefix("peer silent") {
-            self.init(cause: "dead_peer", closeCode: "none")
-        } else if text.hasPrefix("connect timeout") {
-            self.init(cause: "connect_timeout", closeCode: "none")
-        } else if text.hasPrefix("no connection_ack") {
-            self.init(cause: "ack_timeout", closeCode: "none")
-        } else if text.hasPrefix("protocol violation") {
-            self.init(cause: "protocol_violation", closeCode: "none")
-        } else {
-            self.init(cause: "network", closeCode: "none")
-        }
-    }
 }

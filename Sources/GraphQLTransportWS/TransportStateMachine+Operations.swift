@@ -70,20 +70,20 @@ extension TransportStateMachine {
     }
 
     /// A connection failed before its ack: the backoff grows.
-    mutating func attemptFailed(closeCode: UInt16?, cause: String, now: Instant, into actions: inout [TransportAction]) {
+    mutating func attemptFailed(closeCode: UInt16?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
         recordFailure()
         scheduleRetry(closeCode: closeCode, cause: cause, now: now, into: &actions)
     }
 
     /// An acknowledged connection was lost.
-    mutating func dropped(closeCode: UInt16?, cause: String, now: Instant, into actions: inout [TransportAction]) {
-        actions.append(.event(.disconnected(closeCode: closeCode, reason: cause)))
+    mutating func dropped(closeCode: UInt16?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
+        actions.append(.event(.disconnected(closeCode: closeCode, reason: cause.description)))
         connectionLost(into: &actions)
         recordFailure()
         scheduleRetry(closeCode: closeCode, cause: cause, now: now, into: &actions)
     }
 
-    private mutating func scheduleRetry(closeCode: UInt16?, cause: String, now: Instant, into actions: inout [TransportAction]) {
+    private mutating func scheduleRetry(closeCode: UInt16?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
         if options.lazy && operations.isEmpty {
             setPhase(.idle, .idle, into: &actions)
             return

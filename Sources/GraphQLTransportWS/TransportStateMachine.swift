@@ -223,19 +223,19 @@ package struct TransportStateMachine {
         switch phase {
         case .connecting(let gen, let deadline) where now >= deadline:
             actions.append(.abort(generation: gen))
-            attemptFailed(closeCode: nil, cause: "connect timeout after \(options.connectTimeout.seconds)s", now: now, into: &actions)
+            attemptFailed(closeCode: nil, cause: .connectTimeout(options.connectTimeout), now: now, into: &actions)
         case .awaitingAck(let gen, let deadline) where now >= deadline:
             actions.append(.close(generation: gen, code: 4408, reason: "Connection acknowledgement timeout"))
-            attemptFailed(closeCode: nil, cause: "no connection_ack within \(options.ackTimeout.seconds)s", now: now, into: &actions)
+            attemptFailed(closeCode: nil, cause: .ackTimeout(options.ackTimeout), now: now, into: &actions)
         case .backingOff(let until) where now >= until:
             beginConnect(now: now, into: &actions)
         case .connected(var c):
             if let deadline = c.pongDeadline, now >= deadline {
                 actions.append(.abort(generation: c.generation))
-                let cause =
+                let cause: DisconnectCause =
                     wire.hasClientPing
-                    ? "peer silent for \(options.pongTimeout.seconds)s after ping"
-                    : "peer silent for \((options.pingInterval + options.pongTimeout).seconds)s after its last keep-alive"
+                    ? .deadPeer(silence: options.pongTimeout, afterKeepAlive: false)
+                    : .deadPeer(silence: options.pingInterval + options.pongTimeout, afterKeepAlive: true)
                 dropped(closeCode: nil, cause: cause, now: now, into: &actions)
                 return actions
             }
@@ -295,7 +295,7 @@ package struct TransportStateMachine {
     package mutating func connectionFailed(generation gen: Int, cause: String, now: Instant) -> [TransportAction] {
         guard case .connecting(gen, _) = phase else { return [] }
         var actions: [TransportAction] = []
-        attemptFailed(closeCode: nil, cause: cause, now: now, into: &actions)
+        attemptFailed(closeCode: nil, cause: .network(cause), now: now, into: &actions)
         return actions
     }
 
@@ -303,7 +303,7 @@ package struct TransportStateMachine {
     package mutating func connectionClosed(generation gen: Int, code: UInt16?, reason: String, now: Instant) -> [TransportAction] {
         guard generation == gen else { return [] }
         var actions: [TransportAction] = []
-        let cause = code.map { "upstream closed \($0)" + (reason.isEmpty ? "" : " \(reason)") } ?? reason
+        let cause: DisconnectCause = code.map { .closed(code: $0, reason: reason) } ?? .network(reason)
         if let code, CloseCodePolicy.isFatal(code) {
             switch phase {
             case .connecting, .awaitingAck, .connected: break
@@ -363,10 +363,10 @@ package struct TransportStateMachine {
         switch phase {
         case .awaitingAck(gen, _):
             actions.append(.close(generation: gen, code: closeCode, reason: String(reason.prefix(120))))
-            attemptFailed(closeCode: closeCode, cause: "protocol violation: \(reason)", now: now, into: &actions)
+            attemptFailed(closeCode: closeCode, cause: .protocolViolation(reason), now: now, into: &actions)
         case .connected(let c) where c.generation == gen:
             actions.append(.close(generation: gen, code: closeCode, reason: String(reason.prefix(120))))
-            dropped(closeCode: closeCode, cause: "protocol violation: \(reason)", now: now, into: &actions)
+            dropped(closeCode: closeCode, cause: .protocolViolation(reason), now: now, into: &actions)
         default:
             break
         }

@@ -86,7 +86,7 @@ package enum ConnectionState: Sendable, Equatable {
     case connecting(attempt: Int)
     case awaitingAck(attempt: Int)
     case connected
-    case reconnecting(attempt: Int, delay: Duration, cause: String)
+    case reconnecting(attempt: Int, delay: Duration, cause: DisconnectCause)
     case paused
     case failed(closeCode: UInt16?, reason: String)
     case shutDown

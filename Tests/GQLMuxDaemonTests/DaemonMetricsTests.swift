@@ -1,18 +1,28 @@
 import Foundation
 import GQLMuxDaemon
+import GraphQLTransportWS
 import Testing
 
 /// The metrics' meaning, on an in-process daemon: reconnects by cause and close code, the
 /// reconnect duration, errors by code, and the dedup ratio's two gauges.
 @Suite struct DaemonMetricsTests {
-    @Test func reconnectCausesReadFromTheTransportsWords() {
-        #expect(ReconnectCause("upstream closed 1012 service restart") == .init(cause: "closed", closeCode: "1012"))
-        #expect(ReconnectCause("upstream closed 1006") == .init(cause: "closed", closeCode: "1006"))
-        #expect(ReconnectCause("peer silent for 5.0s after ping") == .init(cause: "dead_peer", closeCode: "none"))
-        #expect(ReconnectCause("connect timeout after 10.0s") == .init(cause: "connect_timeout", closeCode: "none"))
-        #expect(ReconnectCause("no connection_ack within 10.0s") == .init(cause: "ack_timeout", closeCode: "none"))
-        #expect(ReconnectCause("protocol violation: invalid JSON") == .init(cause: "protocol_violation", closeCode: "none"))
-        #expect(ReconnectCause("connection refused (errno 111)") == .init(cause: "network", closeCode: "none"))
+    /// The labels come from the typed cause, never from its text.
+    @Test func reconnectCauseLabelsComeFromTheTypedCause() {
+        let cases: [(DisconnectCause, String, UInt16?, String)] = [
+            (.closed(code: 1012, reason: "service restart"), "closed", 1012, "upstream closed 1012 service restart"),
+            (.closed(code: 1006, reason: ""), "closed", 1006, "upstream closed 1006"),
+            (.deadPeer(silence: .seconds(5), afterKeepAlive: false), "dead_peer", nil, "peer silent for 5.0s after ping"),
+            (.connectTimeout(.seconds(10)), "connect_timeout", nil, "connect timeout after 10.0s"),
+            (.ackTimeout(.seconds(10)), "ack_timeout", nil, "no connection_ack within 10.0s"),
+            (.protocolViolation("invalid JSON"), "protocol_violation", nil, "protocol violation: invalid JSON"),
+            (
+                .network("upstream closed 1012 (a refusal's text that only looks like a close)"), "network", nil,
+                "upstream closed 1012 (a refusal's text that only looks like a close)"
+            ),
+        ]
+        for (cause, label, code, text) in cases {
+            #expect(cause.metricLabel == label && cause.closeCode == code && cause.description == text, "\(cause)")
+        }
     }
 
     @Test func metricsListenAddressesAreCheckedAtParseTime() throws {

@@ -63,7 +63,7 @@ import Testing
         h.start()
         let actions = h.advance(ms: 3_000)
         #expect(actions.aborts == 1)
-        #expect(h.machine.connectionState == .reconnecting(attempt: 1, delay: .seconds(1), cause: "connect timeout after 3.0s"))
+        #expect(h.machine.connectionState == .reconnecting(attempt: 1, delay: .seconds(1), cause: .connectTimeout(.seconds(3))))
     }
 
     @Test(arguments: [UInt16(1000), 1001, 1011, 4500])

@@ -62,7 +62,8 @@ import Testing
             Issue.record("expected reconnecting, got \(h.machine.connectionState)")
             return
         }
-        #expect(cause.hasPrefix("peer silent for 30.0s after its last keep-alive"))
+        #expect(cause == .deadPeer(silence: .seconds(30), afterKeepAlive: true))
+        #expect(cause.description.hasPrefix("peer silent for 30.0s after its last keep-alive"))
         #expect(h.machine.state(of: id) == .reconnecting)
         // The retry re-sends the subscription with `start`; the new connection needs a new ka.
         h.advance(ms: 10_000)

@@ -54,7 +54,7 @@ struct PrivateCA {
             await eventually("refused: untrusted certificate") {
                 rig.recorder.connectionStates.contains { if case .reconnecting = $0 { true } else { false } }
             }
-            let causes = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, _, let c) = $0 { c } else { nil } }
+            let causes = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, _, let c) = $0 { c.description } else { nil } }
             print("untrusted certificate cause: \(causes[0])")
             #expect(causes[0].contains("handshake") || causes[0].contains("certificate") || causes[0].contains("CERTIFICATE"))
             #expect(await rig.server.currentStats.connections == 0)

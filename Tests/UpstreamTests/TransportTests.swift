@@ -249,7 +249,7 @@ import Testing
             await eventually("reconnecting with a clear cause") {
                 rig.recorder.connectionStates.contains {
                     if case .reconnecting(_, _, let cause) = $0 {
-                        cause.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)")
+                        cause.description.contains("did not select a subprotocol we offered (graphql-transport-ws, graphql-ws)")
                     } else {
                         false
                     }
@@ -280,7 +280,13 @@ import Testing
         let transport = try UpstreamTransport(configuration: configuration, eventLoop: group.loop, observer: { recorder.observe($0) })
         transport.start()
         await eventually("connect timeout") {
-            recorder.connectionStates.contains { if case .reconnecting(_, _, let cause) = $0 { cause.contains("connect timeout") } else { false } }
+            recorder.connectionStates.contains {
+                if case .reconnecting(_, _, let cause) = $0 {
+                    cause == .connectTimeout(.milliseconds(300)) || cause.description.contains("connect timeout")
+                } else {
+                    false
+                }
+            }
         }
         try await transport.shutdown().get()
         silent.close()
