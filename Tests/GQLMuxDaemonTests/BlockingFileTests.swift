@@ -52,11 +52,12 @@ import Glibc
             let sorted = statusTimes.sorted()
             let median = sorted[sorted.count / 2]
             print("status answered while the payload file was stuck: \(sorted.count) times, median \(median), max \(sorted.last!)")
-            // A loop blocked by the read would answer after the whole 3 s stall; on this shared
-            // 2-core machine a loaded test run adds scheduling delay, so the typical answer is
-            // held to 100 ms and the worst to 1 s.
+            // A loop blocked by the read would answer the first status only after the whole 3 s
+            // stall. On a shared 2-core machine a loaded test run adds scheduling delay (over a
+            // second was seen with two builds running beside the suite), so the typical answer
+            // is held to 100 ms and the worst to well under the stall.
             #expect(median < .milliseconds(100), "status answers within 100 ms: \(sorted)")
-            #expect(sorted.last! < .seconds(1), "the loop was never blocked for the stuck read: \(sorted)")
+            #expect(sorted.last! < .milliseconds(2_500), "the loop was never blocked for the stuck read: \(sorted)")
             feeder.allow(1)  // the helper answers at last: connection 1 comes up with b2
             await rig.upstreamActive(2)
             await rig.server.tick()
