@@ -30,6 +30,10 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         case .pong:
             transport.activity(generation: generation)
         case .connectionClose:
+            if transport.closeFrameReceived(generation: generation) == .completesOurs {
+                context.close(promise: nil)  // it answers our close: the handshake is complete
+                return
+            }
             var data = frame.unmaskedData
             let code = data.readInteger(as: UInt16.self)
             let reason = data.readString(length: data.readableBytes) ?? ""

@@ -23,6 +23,9 @@ package final class UpstreamTransport: @unchecked Sendable {
     private let payloads: ConnectingPayloadSource
     private var machine: TransportStateMachine
     private var channels: [Int: any Channel] = [:]
+    /// Connections we closed, waiting for the peer's close frame (see ``CloseHandshake``).
+    private var closingChannels: [Int: any Channel] = [:]
+    private var closeHandshake = CloseHandshake(timeout: .seconds(1))
     /// Generations whose connect (payload read, then TCP, TLS, upgrade) is in flight and still wanted.
     private var pendingConnects: Set<Int> = []
     private var handlers: [String: OperationHandler] = [:]
@@ -127,8 +130,9 @@ package final class UpstreamTransport: @unchecked Sendable {
     package func shutdown() -> EventLoopFuture<Void> {
         eventLoop.flatSubmit {
             self.perform(self.machine.shutdown(now: Self.now))
-            self.timer?.cancel()
-            let closes = self.channels.values.map { $0.closeFuture }
+            // Done when every socket is closed: the one just closed waits for the server's
+            // close frame, at most the handshake's timeout.
+            let closes = (Array(self.channels.values) + Array(self.closingChannels.values)).map { $0.closeFuture }
             return EventLoopFuture.andAllComplete(closes, on: self.eventLoop)
         }
     }
@@ -198,8 +202,19 @@ package final class UpstreamTransport: @unchecked Sendable {
         machine.activity(generation: generation, now: Self.now)
     }
 
+    /// The peer's close frame arrived on `generation`: whether it answers ours (then only the
+    /// socket is left to close) or starts the peer's own close.
+    func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose {
+        let ending = closeHandshake.peerClosed(generation: generation)
+        if ending == .completesOurs { closingChannels[generation] = nil }
+        rescheduleTimer()
+        return ending
+    }
+
     func connectionClosed(generation: Int, code: UInt16?, reason: String) {
         channels[generation] = nil
+        closingChannels[generation] = nil
+        closeHandshake.socketClosed(generation: generation)
         perform(machine.connectionClosed(generation: generation, code: code, reason: reason, now: Self.now))
     }
 
@@ -224,10 +239,11 @@ package final class UpstreamTransport: @unchecked Sendable {
                 data.writeInteger(code)
                 data.writeString(reason)
                 let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: data)
-                channel.writeAndFlush(frame).whenComplete { _ in
-                    // Give the peer a moment to answer the close, then drop the socket.
-                    channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
-                }
+                // `closing`: the socket is closed when the peer's close frame answers, or at
+                // the handshake's timeout (`rescheduleTimer`).
+                channel.writeAndFlush(frame, promise: nil)
+                closingChannels[generation] = channel
+                closeHandshake.closeSent(generation: generation, now: Self.now)
             case .abort(let generation):
                 pendingConnects.remove(generation)
                 channels.removeValue(forKey: generation)?.close(promise: nil)
@@ -298,7 +314,7 @@ package final class UpstreamTransport: @unchecked Sendable {
     }
 
     private func rescheduleTimer() {
-        let deadline = machine.nextDeadline
+        let deadline = [machine.nextDeadline, closeHandshake.nextDeadline].compactMap { $0 }.min()
         guard deadline != timerDeadline else { return }
         timer?.cancel()
         timerDeadline = deadline
@@ -309,7 +325,11 @@ package final class UpstreamTransport: @unchecked Sendable {
         timer = eventLoop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds)))) {
             self.timerDeadline = nil
             self.timer = nil
-            self.perform(self.machine.tick(now: Self.now))
+            let now = Self.now
+            for generation in self.closeHandshake.expired(now: now) {
+                self.closingChannels.removeValue(forKey: generation)?.close(promise: nil)  // the peer did not answer
+            }
+            self.perform(self.machine.tick(now: now))
         }
     }
 }
