@@ -9,6 +9,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -97,6 +98,7 @@ class Server:
                 self.process.kill()
                 self.process.wait()
             self.process = None
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class Daemon:
@@ -149,6 +151,7 @@ class Daemon:
                 self.process.kill()
                 self.process.wait()
             self.process = None
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class LineClient:
