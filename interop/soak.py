@@ -60,6 +60,7 @@ async def soak(outages: int) -> int:
         rss_end = daemon.rss_kib()
     finally:
         await subscribers.close()
+        quarantined = daemon.log().count("quarantined")
         daemon.stop()
         server.stop()
     growth = (rss_end - rss_start) / 1024
@@ -69,7 +70,7 @@ async def soak(outages: int) -> int:
           f"in {time.monotonic() - began:.0f}s")
     print(f"  time to all-resumed (reconnecting, active, a result): p50 {p50:.2f}s, p99 {p99:.2f}s, max {max(durations):.2f}s")
     print(f"  gqlmuxd RSS {rss_start / 1024:.1f} MiB -> {rss_end / 1024:.1f} MiB (growth {growth:+.1f} MiB)")
-    print(f"  subscriptions lost: {len(subscribers.errors())}; quarantined: {daemon.log().count('quarantined')}")
+    print(f"  subscriptions lost: {len(subscribers.errors())}; quarantined: {quarantined}")
     if p99 > 2.0:
         failures.append(f"p99 time to all-resumed {p99:.2f}s is over 2 s")
     if growth >= 5:
