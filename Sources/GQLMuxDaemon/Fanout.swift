@@ -36,6 +36,9 @@ final class Fanout: @unchecked Sendable {
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
     private var dirty: [ClientSession] = []
     private var flushScheduled = false
+    /// An event is being handled; others wait in `waiting` (see `handle`).
+    private var busy = false
+    private var waiting: [Event] = []
     private(set) var messagesIn = 0
     private(set) var messagesOut = 0
     /// Unwritten bytes of all clients together, as last measured (see `MemoryBudget.swift`).
@@ -77,27 +80,75 @@ final class Fanout: @unchecked Sendable {
         pool.eventLoop.assertInEventLoop()
         let delivery = Delivery(session: session, prefix: LocalEncode.nextPrefix(id: localID))
         let key = request.kind == .subscription ? request.dedupKey : nil
-        asking = (session, request.payload)
-        defer { asking = nil }
-        perform(core.subscribe(client: ObjectIdentifier(session), localID: localID, kind: request.kind, key: key, tag: delivery))
+        serially {
+            asking = (session, request.payload)
+            defer { asking = nil }
+            perform(core.subscribe(client: ObjectIdentifier(session), localID: localID, kind: request.kind, key: key, tag: delivery))
+        }
     }
 
     /// A local `complete`.
     func complete(session: ClientSession, localID: String) {
         pool.eventLoop.assertInEventLoop()
-        perform(core.complete(client: ObjectIdentifier(session), localID: localID))
+        serially { perform(core.complete(client: ObjectIdentifier(session), localID: localID)) }
     }
 
-    /// The session closed or failed: its operations lose their subscriber.
+    /// The session closed or failed: its operations lose their subscriber. During a delivery
+    /// (a client cut by its own write) this waits until the delivery is over.
     func clientGone(_ session: ClientSession) {
         pool.eventLoop.assertInEventLoop()
-        perform(core.clientGone(ObjectIdentifier(session)))
+        handle(.clientGone(session))
     }
 
     /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
     func shutDown() {
         pool.eventLoop.assertInEventLoop()
-        perform(core.shutDown())
+        serially { perform(core.shutDown()) }
+    }
+
+    // MARK: - One event at a time
+
+    /// What reaches the fan-out from outside while it may be busy: an upstream operation's
+    /// update, or a session that ended.
+    enum Event {
+        case upstream(OperationUpdate, Core.OperationID)
+        case clientGone(ClientSession)
+    }
+
+    /// Handles `event` now, or, when it arrives while another is being handled (a slow client
+    /// cut by its own write in the middle of a delivery, a transport's update while an action is
+    /// performed), after that one: the core is never entered while it is mid-iteration, and
+    /// every list the fan-out walks stays as it was for the whole walk.
+    func handle(_ event: Event) {
+        guard !busy else {
+            waiting.append(event)
+            return
+        }
+        serially { process(event) }
+    }
+
+    /// Runs `body` as the one thing being handled, then whatever arrived meanwhile, in order.
+    private func serially(_ body: () -> Void) {
+        guard !busy else {
+            body()  // a local request never arrives mid-event; if one did, it runs as before
+            return
+        }
+        busy = true
+        body()
+        var next = 0
+        while next < waiting.count {
+            process(waiting[next])
+            next += 1
+        }
+        waiting.removeAll(keepingCapacity: true)
+        busy = false
+    }
+
+    private func process(_ event: Event) {
+        switch event {
+        case .upstream(let update, let id): upstream(update, id)
+        case .clientGone(let session): perform(core.clientGone(ObjectIdentifier(session)))
+        }
     }
 
     private func upstream(_ update: OperationUpdate, _ id: Core.OperationID) {
@@ -185,7 +236,7 @@ final class Fanout: @unchecked Sendable {
             placement.transport = transport
         }
         placements[id] = placement
-        let handler: OperationHandler = { [weak self] update in self?.upstream(update, id) }
+        let handler: OperationHandler = { [weak self] update in self?.handle(.upstream(update, id)) }
         if let transport = placement.transport {
             placements[id]!.upstreamID = transport.subscribeOnLoop(kind: kind, payload: payload, handler: handler)
         } else if let http {
