@@ -36,6 +36,18 @@ def can_connect(port: int) -> bool:
         return False
 
 
+def terminate(process: Optional[subprocess.Popen], seconds: float) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `seconds`; always reaped."""
+    if process is None:
+        return
+    process.terminate()
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class Server:
     """A uvicorn server on a fixed loopback port, restartable on that port."""
 
@@ -90,14 +102,8 @@ class Server:
         return int(answer.split(b"\r\n\r\n", 1)[1] or b"0")
 
     def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
+        terminate(self.process, 10)
+        self.process = None
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -143,14 +149,8 @@ class Daemon:
         return 0
 
     def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
+        terminate(self.process, 15)  # within gqlmuxd's graceful stop
+        self.process = None
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
