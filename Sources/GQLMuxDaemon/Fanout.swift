@@ -19,11 +19,11 @@ final class Fanout: @unchecked Sendable {
     /// The message of every `SHUTTING_DOWN` the daemon sends.
     static let shuttingDownMessage = "gqlmuxd is shutting down"
 
-    /// Where one upstream operation lives: a pooled WebSocket connection or `http_url`.
+    /// Where one upstream operation lives: its carrier (a pooled WebSocket connection or
+    /// `http_url`) and the carrier's id of it.
     private struct Placement {
-        var transport: UpstreamTransport?
+        var carrier: any OperationCarrier
         var upstreamID = ""
-        var overHTTP = false
     }
 
     let pool: ConnectionPool
@@ -184,11 +184,7 @@ final class Fanout: @unchecked Sendable {
                 )
             case .close(let id):
                 guard let placement = placements.removeValue(forKey: id) else { continue }
-                if placement.overHTTP {
-                    http?.cancelOnLoop(id: placement.upstreamID)
-                } else {
-                    placement.transport?.completeOnLoop(id: placement.upstreamID)
-                }
+                placement.carrier.cancelOnLoop(id: placement.upstreamID)
                 events.emit(
                     .completed,
                     ["GQLMUX_OPERATION_ID": placement.upstreamID, "GQLMUX_REASON": "last subscriber left"],
@@ -226,28 +222,31 @@ final class Fanout: @unchecked Sendable {
             assertionFailure("open outside subscribe")
             return perform(core.upstreamRefused(id))
         }
-        let overHTTP = kind != .subscription && http != nil
-        var placement = Placement(overHTTP: overHTTP)
-        if !overHTTP {
-            guard let transport = pool.transportForNewOperation() else {
-                perform(core.upstreamRefused(id))
-                return
-            }
-            placement.transport = transport
+        guard let carrier = carrier(for: kind) else {
+            perform(core.upstreamRefused(id))
+            return
         }
-        placements[id] = placement
+        placements[id] = Placement(carrier: carrier)
         let handler: OperationHandler = { [weak self] update in self?.handle(.upstream(update, id)) }
-        if let transport = placement.transport {
-            placements[id]!.upstreamID = transport.subscribeOnLoop(kind: kind, payload: payload, handler: handler)
-        } else if let http {
-            placements[id]!.upstreamID = http.sendOnLoop(payload: payload, handler: handler)
-        }
-        let upstreamID = placements[id]?.upstreamID ?? ""
-        var fields = ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)"]
-        if let transport = placement.transport, let index = pool.index(of: transport) { fields["GQLMUX_CONNECTION"] = "\(index)" }
-        if overHTTP { fields["GQLMUX_HTTP"] = "true" }
+        let upstreamID = carrier.openOnLoop(kind: kind, payload: payload, handler: handler)
+        placements[id]?.upstreamID = upstreamID
+        var fields = [
+            "GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
+            "GQLMUX_TRANSPORT": carrier.carrierName,
+        ]
+        if let transport = carrier as? UpstreamTransport, let index = pool.index(of: transport) { fields["GQLMUX_CONNECTION"] = "\(index)" }
+        if carrier is HTTPOperations { fields["GQLMUX_HTTP"] = "true" }
         events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(upstreamID)")
     }
+
+    /// Where a new upstream operation goes, decided here only: queries and mutations to
+    /// `http_url` when it is set, everything else to a pool connection with room (nil: the
+    /// pool is full).
+    private func carrier(for kind: OperationKind) -> (any OperationCarrier)? {
+        if kind != .subscription, let http { return http }
+        return pool.transportForNewOperation()
+    }
+
     /// Answers a refused `subscribe` with the local error that names why.
     func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal) {
         switch refusal {

@@ -28,36 +28,34 @@ import Glibc
             c.send(#"{"type":"complete","id":"b"}"#)  // connection 1 is empty: it closes
             await eventually("the extra connection closed") { await rig.server.currentStats.openConnections == 1 }
             c.subscribe(id: "b2", "subscription B2 { tick }")  // connection 1 connects again: nobody writes the FIFO
+            // The FIFO is written only after this loop: a loop thread blocked by the read would
+            // answer no tick and no status until then, so every answer below proves it is not.
+            // How fast they come is printed (a figure, not a pass mark: this machine is shared).
             var statusTimes: [Duration] = []
             let stalled = ContinuousClock.now
             var ticks = 0
-            while ContinuousClock.now - stalled < .seconds(3) {
+            while ContinuousClock.now - stalled < .seconds(3) || ticks < 5 {
                 ticks += 1
                 await rig.server.tick()
-                await eventually("tick \(ticks) reached the client of connection 0", within: 2) {
+                await eventually("tick \(ticks) reached the client of connection 0 while the payload file was stuck") {
                     c.lines(containing: #""id":"a","payload""#).count == ticks
                 }
                 let id = "status-\(ticks)"
                 let asked = ContinuousClock.now
                 c.send(#"{"type":"status","id":"\#(id)"}"#)
-                while c.lines(containing: #""id":"\#(id)""#).isEmpty && ContinuousClock.now - asked < .seconds(5) {
-                    try await Task.sleep(for: .milliseconds(1))
+                await eventually("status \(id) answered while the payload file was stuck") {
+                    !c.lines(containing: #""id":"\#(id)""#).isEmpty
                 }
                 statusTimes.append(ContinuousClock.now - asked)
                 try await Task.sleep(for: .milliseconds(100))
             }
-            #expect(feeder.served == 2, "the stuck read is still waiting")
+            #expect(feeder.served == 2, "the read was still stuck all along")
             #expect(c.lines(containing: #""id":"b2","payload""#).isEmpty)
-            #expect(ticks >= 3, "ticks kept flowing while the payload file was stuck: \(ticks)")
             let sorted = statusTimes.sorted()
-            let median = sorted[sorted.count / 2]
-            print("status answered while the payload file was stuck: \(sorted.count) times, median \(median), max \(sorted.last!)")
-            // A loop blocked by the read would answer the first status only after the whole 3 s
-            // stall. On a shared 2-core machine a loaded test run adds scheduling delay (over a
-            // second was seen with two builds running beside the suite), so the typical answer
-            // is held to 100 ms and the worst to well under the stall.
-            #expect(median < .milliseconds(100), "status answers within 100 ms: \(sorted)")
-            #expect(sorted.last! < .milliseconds(2_500), "the loop was never blocked for the stuck read: \(sorted)")
+            print(
+                "while the payload file was stuck: \(ticks) ticks delivered; status answered \(sorted.count) times, "
+                    + "median \(sorted[sorted.count / 2]), max \(sorted.last!)"
+            )
             feeder.allow(1)  // the helper answers at last: connection 1 comes up with b2
             await rig.upstreamActive(2)
             await rig.server.tick()
