@@ -22,10 +22,14 @@ BIN = os.environ.get("GQLMUX_BIN_DIR") or os.path.join(ROOT, ".build", "debug")
 PYTHON = os.environ.get("GQLMUX_INTEROP_PYTHON") or os.path.join(ROOT, ".venv-interop", "bin", "python")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def reserve_port() -> socket.socket:
+    """A loopback port held for a server's whole life: a socket bound with SO_REUSEADDR that
+    never listens. Connections are refused while no server listens, and uvicorn (which binds
+    with SO_REUSEADDR) can take it at every restart; no other process can in between."""
+    reservation = socket.socket()
+    reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    reservation.bind(("127.0.0.1", 0))
+    return reservation
 
 
 def can_connect(port: int) -> bool:
@@ -54,7 +58,8 @@ class Server:
     def __init__(self, app: str = "interop.strawberry_app:app", protocols: str = "modern", directory: Optional[str] = None):
         self.app = app
         self.protocols = protocols
-        self.port = free_port()
+        self.reservation = reserve_port()
+        self.port = self.reservation.getsockname()[1]
         self.process: Optional[subprocess.Popen] = None
         self.directory = directory or tempfile.mkdtemp(prefix="gqlmux-server-")
         self.starts = 0
@@ -104,6 +109,7 @@ class Server:
     def stop(self) -> None:
         terminate(self.process, 10)
         self.process = None
+        self.reservation.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

@@ -31,10 +31,14 @@ package final class StrawberryServer: @unchecked Sendable {
     /// `GQLMUX_INTEROP_PROTOCOLS` of interop/strawberry_app.py: "modern", "legacy" or "both".
     private let protocols: String
 
+    /// Holds `port` while this server lives, also while it is killed (see ``PortReservation``).
+    private let reservation: PortReservation
+
     package init(python: String, protocols: String = "modern") throws {
         self.python = python
         self.protocols = protocols
-        self.port = try Self.freePort()
+        self.reservation = try PortReservation()
+        self.port = reservation.port
     }
 
     package var url: String { "ws://127.0.0.1:\(port)/graphql" }
@@ -64,14 +68,6 @@ package final class StrawberryServer: @unchecked Sendable {
         process.signal(SIGKILL)
         process.waitBlocking()
         self.process = nil
-    }
-
-    package static func freePort() throws -> Int {
-        let group = MultiThreadedEventLoopGroup.singleton
-        let channel = try ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).wait()
-        let port = channel.localAddress!.port!
-        try channel.close().wait()
-        return port
     }
 
     static func canConnect(port: Int) -> Bool {

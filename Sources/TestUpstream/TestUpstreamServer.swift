@@ -43,6 +43,8 @@ package final class TestUpstreamServer: @unchecked Sendable {
     private var serverChannel: (any Channel)?
     private var ticker: RepeatedTask?
     package private(set) var port = 0
+    /// Holds `port` from the first start to the last stop, so a restart on it cannot lose it.
+    private var reservation: PortReservation?
 
     /// - Parameter group: a one-thread group keeps every connection on one loop; one is made if nil.
     package init(options: Options = Options(), group: (any EventLoopGroup)? = nil) {
@@ -67,6 +69,11 @@ package final class TestUpstreamServer: @unchecked Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in self.initialize(channel, sslContext: sslContext) }
+        if requested == nil, reservation == nil {
+            let reserved = try PortReservation()
+            reservation = reserved
+            port = reserved.port
+        }
         let channel = try await bootstrap.bind(host: "127.0.0.1", port: requested ?? port).get()
         serverChannel = channel
         port = channel.localAddress?.port ?? 0

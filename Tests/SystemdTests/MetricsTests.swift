@@ -82,7 +82,8 @@ import Glibc
         #expect(check.status == 0, "promtool: \(check.output)")
 
         // A real Prometheus scrapes it every second; its query API sees our series.
-        let prometheusPort = try StrawberryServer.freePort()
+        let reservation = try PortReservation()  // Prometheus binds with SO_REUSEADDR
+        let prometheusPort = reservation.port
         try """
         global:
           scrape_interval: 1s
@@ -109,6 +110,7 @@ import Glibc
         #expect(Self.query(prometheusPort, "gqlmux_deliveries_total", label: "job") == ["gqlmux": 15])
         prometheus.signal(SIGTERM)
         _ = await prometheus.wait()
+        withExtendedLifetime(reservation) {}  // held until Prometheus is gone
 
         #expect(await daemon.stop() == 0)
         await server.shutdown()
