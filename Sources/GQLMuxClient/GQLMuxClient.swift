@@ -184,7 +184,7 @@ public final class GQLMuxClient: @unchecked Sendable {
     public func metrics() async throws -> String {
         let payload = try await admin(.metrics)
         guard let text = try? JSONSerialization.jsonObject(with: Data(payload.utf8), options: [.fragmentsAllowed]) as? String else {
-            throw GQLMuxError(code: LocalErrorCode.badRequest, message: "the daemon's metrics answer is not a JSON string")
+            throw GQLMuxError(code: LocalErrorCode.badRequest.rawValue, message: "the daemon's metrics answer is not a JSON string")
         }
         return text
     }
@@ -231,7 +231,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         var variablesJSON: String?
         if let variables {
             guard JSONSerialization.isValidJSONObject(variables) else {
-                throw GQLMuxError(code: LocalErrorCode.badRequest, message: "variables are not JSON-compatible")
+                throw GQLMuxError(code: LocalErrorCode.badRequest.rawValue, message: "variables are not JSON-compatible")
             }
             let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
             variablesJSON = String(decoding: data, as: UTF8.self)

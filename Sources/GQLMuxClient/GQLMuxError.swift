@@ -32,23 +32,23 @@ public struct GQLMuxError: Error, Sendable, Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
     /// A request line the daemon could not use (`BAD_REQUEST`).
-    public static let badRequest = GQLMuxError(code: LocalErrorCode.badRequest)
+    public static let badRequest = GQLMuxError(code: LocalErrorCode.badRequest.rawValue)
     /// A GraphQL document that does not parse or names no runnable operation (`INVALID_DOCUMENT`).
-    public static let invalidDocument = GQLMuxError(code: LocalErrorCode.invalidDocument)
+    public static let invalidDocument = GQLMuxError(code: LocalErrorCode.invalidDocument.rawValue)
     /// An operation id already in use on this connection (`DUPLICATE_ID`).
-    public static let duplicateID = GQLMuxError(code: LocalErrorCode.duplicateID)
+    public static let duplicateID = GQLMuxError(code: LocalErrorCode.duplicateID.rawValue)
     /// A daemon limit was reached: clients, operations, document size, the upstream pool (`LIMIT_EXCEEDED`).
-    public static let limitExceeded = GQLMuxError(code: LocalErrorCode.limitExceeded)
+    public static let limitExceeded = GQLMuxError(code: LocalErrorCode.limitExceeded.rawValue)
     /// This user may not use gqlmuxd, or not this admin verb (`FORBIDDEN`).
-    public static let forbidden = GQLMuxError(code: LocalErrorCode.forbidden)
+    public static let forbidden = GQLMuxError(code: LocalErrorCode.forbidden.rawValue)
     /// The upstream connection was lost with a query or mutation in flight; it was not retried (`CONNECTION_LOST`).
-    public static let connectionLost = GQLMuxError(code: LocalErrorCode.connectionLost)
+    public static let connectionLost = GQLMuxError(code: LocalErrorCode.connectionLost.rawValue)
     /// The upstream ended the operation with a fatal close or refusal; see ``closeCode`` (`UPSTREAM_CLOSED`).
-    public static let upstreamClosed = GQLMuxError(code: LocalErrorCode.upstreamClosed)
+    public static let upstreamClosed = GQLMuxError(code: LocalErrorCode.upstreamClosed.rawValue)
     /// The daemon cut this client for not reading fast enough (`SLOW_CONSUMER`).
-    public static let slowConsumer = GQLMuxError(code: LocalErrorCode.slowConsumer)
+    public static let slowConsumer = GQLMuxError(code: LocalErrorCode.slowConsumer.rawValue)
     /// gqlmuxd is stopping (`SHUTTING_DOWN`); subscriptions reconnect when `reconnect` is on.
-    public static let shuttingDown = GQLMuxError(code: LocalErrorCode.shuttingDown)
+    public static let shuttingDown = GQLMuxError(code: LocalErrorCode.shuttingDown.rawValue)
     /// The upstream answered with GraphQL errors and no code of its own.
     public static let upstreamError = GQLMuxError(code: "UPSTREAM_ERROR")
     /// The daemon's socket could not be reached (client-side).

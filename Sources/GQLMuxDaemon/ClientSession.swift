@@ -157,9 +157,9 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     // MARK: - Writing
 
     /// An `error` for one operation (or for the line when `id` is nil), counted by code.
-    func sendError(id: String?, code: String, message: String, flush: Bool = true) {
+    func sendError(id: String?, code: LocalErrorCode, message: String, flush: Bool = true) {
         guard !closing else { return }
-        daemon.metrics.errorSent(code: code)
+        daemon.metrics.errorSent(code)
         send(LocalEncode.error(id: id, code: code, message: message), flush: flush)
     }
 
@@ -289,10 +289,10 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     }
 
     /// Ends the session with an error line. `force` closes at once (the buffer is full).
-    func fail(code: String, _ message: String, force: Bool = false) {
+    func fail(code: LocalErrorCode, _ message: String, force: Bool = false) {
         guard !closing else { return }
         dropOperations()
-        daemon.metrics.errorSent(code: code)
+        daemon.metrics.errorSent(code)
         if code == LocalErrorCode.slowConsumer { daemon.metrics.slowConsumerCut() }
         let line = LocalEncode.error(id: nil, code: code, message: message)
         if !force { flush() }

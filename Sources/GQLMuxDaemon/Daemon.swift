@@ -264,7 +264,7 @@ package final class Daemon: @unchecked Sendable {
 
     func connectionAck() -> ByteBuffer {
         eventLoop.assertInEventLoop()
-        return LocalEncode.connectionAck(upstreamState: pool.stateOnLoop.name)
+        return LocalEncode.connectionAck(upstreamState: pool.stateOnLoop.name.rawValue)
     }
 
     /// Local operations across every client.
@@ -279,7 +279,7 @@ package final class Daemon: @unchecked Sendable {
         var status = JSONObjectWriter()
         status.field("version", Self.version)
         status.field("upstream") { upstream in
-            upstream.field("state", state.name)
+            upstream.field("state", state.name.rawValue)
             upstream.field("url", configuration.upstream.url.description)
             upstream.field("protocol", pool.primary.protocolOnLoop.rawValue)
             upstream.field(
@@ -287,7 +287,7 @@ package final class Daemon: @unchecked Sendable {
                 objects: connections.map { c in
                     { object in
                         object.field("id", c.index)
-                        object.field("state", c.state.name)
+                        object.field("state", c.state.name.rawValue)
                         object.field("operations", c.operations)
                         object.field("protocol", c.wire.rawValue)
                         object.field("detail", Self.describe(c.state))

@@ -1,4 +1,5 @@
 import GraphQLTransportWS
+import LocalProtocol
 import Prometheus
 
 /// The daemon's metrics (docs/metrics.md) in a registry of its own, so that several daemons
@@ -20,26 +21,21 @@ final class DaemonMetrics {
         var localSubscriptions: Int
         var upstreamSubscriptions: Int
         /// One state name per upstream connection.
-        var upstreamStates: [String]
+        var upstreamStates: [ConnectionStateName]
         var messagesIn: Int
         var deliveries: Int
     }
 
-    /// Every state name `ConnectionState.name` can take: each gets a series, 0 or 1.
-    static let connectionStates = ["idle", "connecting", "connected", "reconnecting", "paused", "failed", "stopped"]
-
-    /// The contract's local error codes, pre-registered at 0 so rates work from the start;
-    /// `upstream` counts GraphQL `error` messages passed through from the server.
-    static let errorCodes = [
-        "BAD_REQUEST", "INVALID_DOCUMENT", "DUPLICATE_ID", "LIMIT_EXCEEDED", "FORBIDDEN", "CONNECTION_LOST",
-        "UPSTREAM_CLOSED", "SLOW_CONSUMER", "SHUTTING_DOWN", "upstream",
-    ]
+    /// The `code` labels of `gqlmux_errors_total`, pre-registered at 0 so rates work from the
+    /// start: every local error code, and `upstream` for GraphQL `error` messages passed
+    /// through from the server.
+    static let errorLabels = LocalErrorCode.allCases.map(\.rawValue) + ["upstream"]
 
     let registry = PrometheusCollectorRegistry()
     private let localSubscriptions: Gauge
     private let upstreamSubscriptions: Gauge
     private let clients: Gauge
-    private let connections: [String: Gauge]
+    private let connections: [ConnectionStateName: Gauge]
     private let messagesReceived: Counter
     private let deliveries: Counter
     private let slowConsumers: Counter
@@ -54,11 +50,12 @@ final class DaemonMetrics {
         localSubscriptions = registry.makeGauge(descriptor: Self.describe("gqlmux_subscriptions", subscriptionsHelp), labels: [("side", "local")])
         upstreamSubscriptions = registry.makeGauge(descriptor: Self.describe("gqlmux_subscriptions", subscriptionsHelp), labels: [("side", "upstream")])
         clients = registry.makeGauge(descriptor: Self.describe("gqlmux_clients", "Connected local clients"))
-        var connections: [String: Gauge] = [:]
-        for state in Self.connectionStates {
+        // Every state a connection can be in gets a series, 0 or 1.
+        var connections: [ConnectionStateName: Gauge] = [:]
+        for state in ConnectionStateName.allCases {
             connections[state] = registry.makeGauge(
                 descriptor: Self.describe("gqlmux_upstream_connections", "Upstream WebSocket connections by state"),
-                labels: [("state", state)]
+                labels: [("state", state.rawValue)]
             )
         }
         self.connections = connections
@@ -79,7 +76,7 @@ final class DaemonMetrics {
                 .seconds(300),
             ]
         )
-        for code in Self.errorCodes { _ = errorCounter(code) }
+        for label in Self.errorLabels { _ = errorCounter(label) }
     }
 
     private func errorCounter(_ code: String) -> Counter {
@@ -91,12 +88,10 @@ final class DaemonMetrics {
 
     // MARK: - Events
 
-    /// An `error` line was sent to `count` local operations or clients.
-    func errorSent(code: String, count: Int = 1) {
-        // Codes come from the daemon and the transport (a closed set); anything else is folded
-        // so a label never grows without bound.
-        let label = Self.errorCodes.contains(code) ? code : "other"
-        errorCounter(label).increment(by: Int64(count))
+    /// An `error` line was sent to `count` local operations or clients: a local error code, or
+    /// nil for the server's own GraphQL errors.
+    func errorSent(_ code: LocalErrorCode?, count: Int = 1) {
+        errorCounter(code?.rawValue ?? "upstream").increment(by: Int64(count))
     }
 
     func slowConsumerCut() { slowConsumers.increment() }

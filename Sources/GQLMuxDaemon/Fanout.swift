@@ -281,8 +281,10 @@ final class Fanout: @unchecked Sendable {
     private func finished(_ upstreamID: String, _ finish: OperationFinish, subscribers: Int) {
         if case .error(let error) = finish {
             var fields = ["GQLMUX_OPERATION_ID": upstreamID]
-            if case .transport(let failure) = error { fields["GQLMUX_ERROR_CODE"] = Self.localError(failure).code }
-            metrics.errorSent(code: fields["GQLMUX_ERROR_CODE"] ?? "upstream", count: subscribers)
+            var code: LocalErrorCode?  // nil: the server's GraphQL errors, passed through
+            if case .transport(let failure) = error { code = Self.localError(failure).code }
+            if let code { fields["GQLMUX_ERROR_CODE"] = code.rawValue }
+            metrics.errorSent(code, count: subscribers)
             events.emit(
                 .operationError,
                 fields,
@@ -310,7 +312,7 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// The transport's failure in the local protocol's words (docs/protocol.md).
-    static func localError(_ failure: TransportFailure) -> (code: String, message: String, extra: [(String, String)]) {
+    static func localError(_ failure: TransportFailure) -> (code: LocalErrorCode, message: String, extra: [(String, String)]) {
         switch failure {
         case .connectionLost(let reason):
             return (LocalErrorCode.connectionLost, reason, [])

@@ -91,19 +91,24 @@ package enum ConnectionState: Sendable, Equatable {
     case failed(closeCode: UInt16?, reason: String)
     case shutDown
 
-    /// The one-word name used on the local protocol and in STATUS.
-    package var name: String {
+    /// The one-word name used on the local protocol, in STATUS and as a metrics label.
+    package var name: ConnectionStateName {
         switch self {
-        case .idle: "idle"
-        case .connecting: "connecting"
-        case .awaitingAck: "connecting"
-        case .connected: "connected"
-        case .reconnecting: "reconnecting"
-        case .paused: "paused"
-        case .failed: "failed"
-        case .shutDown: "stopped"
+        case .idle: .idle
+        case .connecting: .connecting
+        case .awaitingAck: .connecting
+        case .connected: .connected
+        case .reconnecting: .reconnecting
+        case .paused: .paused
+        case .failed: .failed
+        case .shutDown: .stopped
         }
     }
+}
+
+/// The one-word names of ``ConnectionState``: every value a `state` label can take.
+package enum ConnectionStateName: String, Sendable, CaseIterable {
+    case idle, connecting, connected, reconnecting, paused, failed, stopped
 }
 
 /// Transport-level events for an observer (the daemon logs them to journald).

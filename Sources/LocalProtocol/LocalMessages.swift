@@ -11,21 +11,16 @@ package enum LocalProtocol {
 
 /// The error codes of the local protocol (docs/protocol.md), in `extensions.code`. The
 /// daemon maps the transport's failures onto them; nothing below this layer knows them.
-package enum LocalErrorCode {
-    package static let badRequest = "BAD_REQUEST"
-    package static let invalidDocument = "INVALID_DOCUMENT"
-    package static let duplicateID = "DUPLICATE_ID"
-    package static let limitExceeded = "LIMIT_EXCEEDED"
-    package static let forbidden = "FORBIDDEN"
-    package static let connectionLost = "CONNECTION_LOST"
-    package static let upstreamClosed = "UPSTREAM_CLOSED"
-    package static let slowConsumer = "SLOW_CONSUMER"
-    package static let shuttingDown = "SHUTTING_DOWN"
-
-    /// Every code above, for metrics and documentation.
-    package static let all = [
-        badRequest, invalidDocument, duplicateID, limitExceeded, forbidden, connectionLost, upstreamClosed, slowConsumer, shuttingDown,
-    ]
+package enum LocalErrorCode: String, Sendable, CaseIterable {
+    case badRequest = "BAD_REQUEST"
+    case invalidDocument = "INVALID_DOCUMENT"
+    case duplicateID = "DUPLICATE_ID"
+    case limitExceeded = "LIMIT_EXCEEDED"
+    case forbidden = "FORBIDDEN"
+    case connectionLost = "CONNECTION_LOST"
+    case upstreamClosed = "UPSTREAM_CLOSED"
+    case slowConsumer = "SLOW_CONSUMER"
+    case shuttingDown = "SHUTTING_DOWN"
 }
 
 /// Every message type of the local protocol, both directions (docs/protocol.md).
@@ -69,7 +64,7 @@ package enum LocalEncode {
 
     package static let nextSuffix: StaticString = "}\n"
 
-    package static func error(id: String?, code: String, message: String, extra: [(String, String)] = []) -> ByteBuffer {
+    package static func error(id: String?, code: LocalErrorCode, message: String, extra: [(String, String)] = []) -> ByteBuffer {
         var b = ByteBuffer()
         b.writeStaticString(#"{"type":"error""#)  // LocalMessageType.error
         if let id {
@@ -79,7 +74,7 @@ package enum LocalEncode {
         b.writeStaticString(#","payload":[{"message":"#)
         b.writeJSONString(message)
         b.writeStaticString(#","extensions":{"code":"#)
-        b.writeJSONString(code)
+        b.writeJSONString(code.rawValue)
         for (key, rawJSON) in extra {
             b.writeStaticString(",")
             b.writeJSONString(key)

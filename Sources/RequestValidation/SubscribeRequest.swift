@@ -14,7 +14,7 @@ package struct SubscribeRequest {
     package var dedupKey: String
 
     package struct Invalid: Error {
-        package var code: String
+        package var code: LocalErrorCode
         package var message: String
     }
 

@@ -154,7 +154,7 @@ import Testing
         do {
             return try SubscribeRequest.parse(.init(string: payload))
         } catch {
-            throw ParseFailure(code: error.code)
+            throw ParseFailure(code: error.code.rawValue)
         }
     }
     struct ParseFailure: Error { var code: String }
