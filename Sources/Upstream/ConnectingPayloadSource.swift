@@ -7,30 +7,29 @@ import NIOPosix
 ///
 /// One read per path at a time: connects that start while a read is in flight (another pool
 /// connection, a retry after a connect timeout) share its result, so a FIFO that nobody writes
-/// holds one pool thread, not one per attempt. Confined to ``eventLoop``; shared by the
-/// connections of one pool.
-/// `@unchecked Sendable` — safe because `inFlight` is touched only on ``eventLoop``
-/// (`read` preconditions it; the completion callbacks run there).
-package final class ConnectingPayloadSource: @unchecked Sendable {
+/// holds one pool thread, not one per attempt. Shared by the connections of one pool; its
+/// state is confined to ``eventLoop`` in a `NIOLoopBoundBox`, which traps if touched off it.
+package final class ConnectingPayloadSource: Sendable {
     package let eventLoop: any EventLoop
     private let threadPool: NIOThreadPool
-    private var inFlight: [String: EventLoopFuture<ByteBuffer?>] = [:]
+    private let inFlight: NIOLoopBoundBox<[String: EventLoopFuture<ByteBuffer?>]>
 
     package init(eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton) {
         self.eventLoop = eventLoop
         self.threadPool = threadPool
+        self.inFlight = .makeBoxSendingValue([:], eventLoop: eventLoop)
     }
 
     /// The payload for one connect; a file's result always arrives on a later loop turn.
     package func read(_ payload: UpstreamConfiguration.ConnectingPayload) -> EventLoopFuture<ByteBuffer?> {
-        eventLoop.preconditionInEventLoop()
         guard case .file(let path) = payload else {
             return eventLoop.makeSucceededFuture(try? ConnectingPayloadReader.read(payload))
         }
-        if let shared = inFlight[path] { return shared }
+        if let shared = inFlight.value[path] { return shared }
         let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.read(payload) }
-        inFlight[path] = read
-        read.whenComplete { _ in self.inFlight[path] = nil }
+        inFlight.value[path] = read
+        let inFlight = self.inFlight
+        read.whenComplete { _ in inFlight.value[path] = nil }
         return read
     }
 }
