@@ -14,7 +14,7 @@ extension TransportStateMachine {
             return (id, actions)
         }
         operations[id] = Operation(kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
-        if !kind.survivesReconnect { singleDeadlines[id] = now + options.operationTimeout }
+        if !kind.survivesReconnect { singleDeadlines.add(id, deadline: now + options.operationTimeout) }
         switch phase {
         case .connected(var c):
             c.idleCloseAt = nil
@@ -49,8 +49,8 @@ extension TransportStateMachine {
     /// Queries and mutations past `operationTimeout` end with `CONNECTION_LOST`; one that was
     /// sent is stopped upstream first.
     mutating func expireSingles(now: Instant, into actions: inout [TransportAction]) {
-        guard let earliest = singleDeadlines.values.min(), earliest <= now else { return }
-        let due = singleDeadlines.filter { $0.value <= now }.sorted { $0.value < $1.value }.map(\.key)
+        let due = singleDeadlines.due(now: now)
+        guard !due.isEmpty else { return }
         let reason = "no result within operation_timeout (\(options.operationTimeout.seconds)s); the operation was not retried"
         for id in due {
             if case .connected(let c) = phase, operations[id]?.sentOn == c.generation {
@@ -212,7 +212,7 @@ extension TransportStateMachine {
     }
 
     mutating func finish(_ id: String, _ finish: OperationFinish, into actions: inout [TransportAction]) {
-        singleDeadlines[id] = nil
+        singleDeadlines.remove(id)
         guard operations.removeValue(forKey: id) != nil else { return }
         actions.append(.operation(id: id, .finished(finish)))
     }

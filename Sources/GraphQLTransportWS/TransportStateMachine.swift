@@ -63,9 +63,8 @@ package struct TransportStateMachine {
     private var everConnected = false
     var started = false
     /// When each query or mutation ends if no result came (`operationTimeout`); subscriptions
-    /// have none. Kept apart from ``operations`` so the deadline is found without a scan of
-    /// every subscription.
-    var singleDeadlines: [String: Instant] = [:]
+    /// have none.
+    var singleDeadlines = SingleDeadlines()
     /// Charged operations in groups, tried one group at a time after each ack (see `Quarantine.swift`).
     var probation: [[String]] = []
     /// Completed reconnects, for the `status` verb.
@@ -131,7 +130,7 @@ package struct TransportStateMachine {
         case .idle, .paused, .failed, .shutDown:
             connection = nil
         }
-        guard let single = singleDeadlines.values.min() else { return connection }
+        guard let single = singleDeadlines.earliest else { return connection }
         return connection.map { min($0, single) } ?? single
     }
 

@@ -214,3 +214,24 @@ extension OperationFinish {
         #expect(h.machine.singleDeadlines.isEmpty)
     }
 }
+
+/// The deadline table of queries and mutations: the earliest without a scan, answers in any order.
+@Suite struct SingleDeadlinesTests {
+    @Test func theEarliestIsTheOldestStillWaitingWhateverOrderTheyEnd() {
+        var table = SingleDeadlines()
+        let start = Instant(nanoseconds: 0)
+        for n in 0..<3_000 { table.add("q\(n)", deadline: start + .milliseconds(Int64(n))) }
+        for n in stride(from: 0, to: 3_000, by: 2) { table.remove("q\(n)") }  // every even one answered
+        #expect(table.earliest == start + .milliseconds(1))
+        table.remove("q1")
+        table.remove("q1")  // twice: no effect
+        #expect(table.earliest == start + .milliseconds(3))
+        let due = table.due(now: start + .milliseconds(10))
+        #expect(due == ["q3", "q5", "q7", "q9"])
+        #expect(table.earliest == start + .milliseconds(11))
+        for n in stride(from: 11, to: 3_000, by: 2) { table.remove("q\(n)") }
+        #expect(table.isEmpty && table.earliest == nil)
+        table.add("late", deadline: start + .seconds(5))
+        #expect(table.earliest == start + .seconds(5))
+    }
+}
