@@ -54,6 +54,13 @@ let package = Package(
             dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: hotPath
         ),
+        // Pure HTTP streaming core: multipart and SSE parsers (bytes in, events out) and the
+        // stream lifecycle machine (clock injected).
+        .target(
+            name: "HTTPStreaming",
+            dependencies: ["GraphQLTransportWS", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: hotPath
+        ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
         .target(
             name: "Upstream",
@@ -222,6 +229,11 @@ let package = Package(
         .testTarget(
             name: "MultiplexingTests",
             dependencies: ["Multiplexing", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HTTPStreamingTests",
+            dependencies: ["HTTPStreaming", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(

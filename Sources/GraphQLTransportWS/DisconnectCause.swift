@@ -14,6 +14,8 @@ package enum DisconnectCause: Sendable, Equatable, CustomStringConvertible {
     case ackTimeout(Duration)
     /// The server broke the protocol (malformed, binary, oversized or not UTF-8); we closed.
     case protocolViolation(String)
+    /// An HTTP streaming upstream answered a stream's request with this status (5xx).
+    case httpStatus(code: Int, reason: String)
 
     /// The operator-readable text (STATUS, journal `GQLMUX_CAUSE`).
     package var description: String {
@@ -25,6 +27,7 @@ package enum DisconnectCause: Sendable, Equatable, CustomStringConvertible {
         case .connectTimeout(let timeout): "connect timeout after \(timeout.seconds)s"
         case .ackTimeout(let timeout): "no connection_ack within \(timeout.seconds)s"
         case .protocolViolation(let reason): "protocol violation: \(reason)"
+        case .httpStatus(let code, let reason): "HTTP \(code) \(reason)"
         }
     }
 
@@ -37,6 +40,7 @@ package enum DisconnectCause: Sendable, Equatable, CustomStringConvertible {
         case .connectTimeout: "connect_timeout"
         case .ackTimeout: "ack_timeout"
         case .protocolViolation: "protocol_violation"
+        case .httpStatus: "http_status"
         }
     }
 
