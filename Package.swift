@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "Upstream",
             dependencies: [
-                "GraphQLTransportWS",
+                "GraphQLTransportWS", "HTTPStreaming",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

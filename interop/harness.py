@@ -68,6 +68,19 @@ class Server:
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/graphql"
 
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/graphql"
+
+    async def streams(self) -> dict:
+        """With protocols "http": {"running": subscription generators alive, "posts": POSTs seen}."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        writer.write(b"GET /control/streams HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        return json.loads(answer.split(b"\r\n\r\n", 1)[1])
+
     def start(self, wait: bool = True) -> None:
         self.starts += 1
         log = open(os.path.join(self.directory, f"server-{self.starts}.log"), "w")
@@ -121,7 +134,8 @@ class Daemon:
         self.socket = os.path.join(self.directory, "gqlmux.sock")
         self.config = os.path.join(self.directory, "gqlmuxd.toml")
         with open(self.config, "w") as f:
-            f.write(f'[upstream]\nurl = "{upstream_url}"\n{upstream_extra}\n'
+            url = f'url = "{upstream_url}"\n' if upstream_url else ""
+            f.write(f'[upstream]\n{url}{upstream_extra}\n'
                     f'[socket]\npath = "{self.socket}"\n[log]\ntarget = "stderr"\n{extra}\n')
         self.process: Optional[subprocess.Popen] = None
         self.log_path = os.path.join(self.directory, "gqlmuxd.log")

@@ -123,7 +123,8 @@ final class ConnectionPool {
         var index: Int
         var state: ConnectionState
         var operations: Int
-        var wire: WireProtocol
+        /// The WebSocket subprotocol; nil for an HTTP streaming upstream.
+        var wire: WireProtocol?
     }
 
     var connectionsOnLoop: [Connection] {

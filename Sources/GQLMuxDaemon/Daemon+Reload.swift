@@ -57,7 +57,11 @@ extension Daemon {
         } else {
             fanout.http = nil
         }
-        pool.applyOnLoop(prepared.upstream, limits: configuration.connections)
+        if let streams = fanout.streams, let settings = configuration.upstream.httpStreams {
+            streams.applyOnLoop(settings, sslContext: prepared.upstream.httpTLS)
+        } else {
+            pool.applyOnLoop(prepared.upstream, limits: configuration.connections)
+        }
         reloadError = nil
         events.emit(.reloaded, [:], message: "configuration reloaded")
     }
@@ -83,6 +87,11 @@ struct PreparedReload: Sendable {
         next.logTarget = running.logTarget
         next.limits.maxLineBytes = running.limits.maxLineBytes
         next.limits.clientBufferBytes = running.limits.clientBufferBytes
+        guard next.upstream.carrier == running.upstream.carrier else {
+            throw ConfigurationError(
+                "[upstream] transport: changing it from \"\(running.upstream.carrier.rawValue)\" to \"\(next.upstream.carrier.rawValue)\" needs a restart"
+            )
+        }
         upstream = try PreparedUpstream(next.upstream, checkPayloadFile: true)
         configuration = next
     }

@@ -75,6 +75,11 @@ package final class Daemon: @unchecked Sendable {
         if let http = configuration.upstream.httpOperations {
             fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop)
         }
+        if let streams = configuration.upstream.httpStreams {
+            fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.httpTLS, eventLoop: eventLoop) { event in
+                box.daemon?.transportEvent(event, connection: 0)
+            }
+        }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
 
@@ -120,7 +125,7 @@ package final class Daemon: @unchecked Sendable {
                 message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)"
                     + (metrics.map { "; metrics on http://\($0.address)/metrics" } ?? "")
             )
-            self.pool.start()
+            if let streams = self.fanout.streams { streams.start() } else { self.pool.start() }
             self.statusChanged()
         }
     }
@@ -196,7 +201,7 @@ package final class Daemon: @unchecked Sendable {
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
-        try? await eventLoop.flatSubmit { self.pool.shutdown() }.get()
+        try? await eventLoop.flatSubmit { self.fanout.streams?.shutdown() ?? self.pool.shutdown() }.get()
         let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
     }
@@ -204,12 +209,12 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Admin
 
     func pause() {
-        pool.pause()
+        if let streams = fanout.streams { streams.pause() } else { pool.pause() }
         events.emit(.paused, [:], message: "upstream paused by an admin")
     }
 
     func resume() {
-        pool.resume()
+        if let streams = fanout.streams { streams.resume() } else { pool.resume() }
         events.emit(.resumed, [:], message: "upstream resumed by an admin")
     }
 
@@ -264,7 +269,26 @@ package final class Daemon: @unchecked Sendable {
 
     func connectionAck() -> ByteBuffer {
         eventLoop.assertInEventLoop()
-        return LocalEncode.connectionAck(upstreamState: pool.stateOnLoop.name.rawValue)
+        return LocalEncode.connectionAck(upstreamState: upstreamStateOnLoop.name.rawValue)
+    }
+
+    /// The upstream's state in one word: the HTTP streams' when `transport` is `multipart` or
+    /// `sse`, else the pool's.
+    var upstreamStateOnLoop: ConnectionState { fanout.streams?.connectionStateOnLoop ?? pool.stateOnLoop }
+
+    /// The upstream connections as operators see them: the pool's, or the one HTTP streaming
+    /// upstream with its open streams.
+    private var connectionsOnLoop: [ConnectionPool.Connection] {
+        if let streams = fanout.streams {
+            return [ConnectionPool.Connection(index: 0, state: streams.connectionStateOnLoop, operations: streams.streamCountOnLoop, wire: nil)]
+        }
+        return pool.connectionsOnLoop
+    }
+
+    /// `[upstream] transport`'s name and the endpoint subscriptions go to.
+    private var upstreamEndpoint: (transport: String, url: String) {
+        if let streams = fanout.streams, let url = configuration.upstream.httpURL { return (streams.flavor.name, url.description) }
+        return ("websocket", configuration.upstream.url.description)
     }
 
     /// Local operations across every client.
@@ -274,14 +298,16 @@ package final class Daemon: @unchecked Sendable {
     /// upstream.reconnects, clients, subscriptions.local/upstream, messages.in/out).
     func statusPayload() -> ByteBuffer {
         eventLoop.assertInEventLoop()
-        let state = pool.stateOnLoop
-        let connections = pool.connectionsOnLoop
+        let state = upstreamStateOnLoop
+        let connections = connectionsOnLoop
+        let endpoint = upstreamEndpoint
         var status = JSONObjectWriter()
         status.field("version", Self.version)
         status.field("upstream") { upstream in
             upstream.field("state", state.name.rawValue)
-            upstream.field("url", configuration.upstream.url.description)
-            upstream.field("protocol", pool.primary.protocolOnLoop.rawValue)
+            upstream.field("url", endpoint.url)
+            upstream.field("transport", endpoint.transport)
+            upstream.field("protocol", fanout.streams == nil ? pool.primary.protocolOnLoop.rawValue : endpoint.transport)
             upstream.field(
                 "connections",
                 objects: connections.map { c in
@@ -289,13 +315,14 @@ package final class Daemon: @unchecked Sendable {
                         object.field("id", c.index)
                         object.field("state", c.state.name.rawValue)
                         object.field("operations", c.operations)
-                        object.field("protocol", c.wire.rawValue)
+                        object.field("protocol", c.wire?.rawValue ?? endpoint.transport)
                         object.field("detail", Self.describe(c.state))
                     }
                 }
             )
             upstream.field("httpURL", configuration.upstream.httpURL?.description)
-            upstream.field("reconnects", pool.reconnectCountOnLoop)
+            upstream.field("reconnects", fanout.streams?.reconnectCountOnLoop ?? pool.reconnectCountOnLoop)
+            if let streams = fanout.streams { upstream.field("streams", streams.streamCountOnLoop) }
             upstream.field("detail", Self.describe(state))
         }
         status.field("reloadError", reloadError)
@@ -320,7 +347,8 @@ package final class Daemon: @unchecked Sendable {
                 clients: sessions.count,
                 localSubscriptions: localOperationCount,
                 upstreamSubscriptions: fanout.upstreamCount,
-                upstreamStates: pool.connectionsOnLoop.map(\.state.name),
+                upstreamStates: connectionsOnLoop.map(\.state.name),
+                streams: fanout.streams.map { ($0.flavor.name, $0.streamCountOnLoop) },
                 messagesIn: fanout.messagesIn,
                 deliveries: fanout.messagesOut
             )
@@ -335,8 +363,12 @@ package final class Daemon: @unchecked Sendable {
     }
 
     private var connectionStatusLine: String {
-        let state = pool.stateOnLoop
+        let state = upstreamStateOnLoop
         switch state {
+        case .connected where fanout.streams != nil:
+            let endpoint = upstreamEndpoint
+            return
+                "connected to \(endpoint.url) (\(endpoint.transport)); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream)"
         case .connected:
             let count = pool.members.count
             let over = count > 1 ? " over \(count) connections" : ""
@@ -372,8 +404,9 @@ package final class Daemon: @unchecked Sendable {
 
     /// One connection's event, logged with `GQLMUX_CONNECTION=` (its index in the pool).
     private func transportEvent(_ event: TransportEvent, connection: Int) {
-        let url = configuration.upstream.url.description
-        let transport = pool.members[connection]
+        let url = upstreamEndpoint.url
+        let wire = { self.fanout.streams?.flavor.name ?? self.pool.members[connection].protocolOnLoop.rawValue }
+        let reconnects = { self.fanout.streams?.reconnectCountOnLoop ?? self.pool.members[connection].reconnectCount }
         let events = self.events.adding(["GQLMUX_CONNECTION": "\(connection)"])
         switch event {
         case .stateChanged(let state):
@@ -396,14 +429,14 @@ package final class Daemon: @unchecked Sendable {
             }
             statusChanged()
         case .connected:
-            let wire = transport.protocolOnLoop.rawValue
+            let wire = wire()
             events.emit(.connected, ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": wire], message: "connected to \(url) (\(wire))")
         case .reconnected:
             metrics.reconnected(connection: connection, at: .now)
-            let wire = transport.protocolOnLoop.rawValue
+            let wire = wire()
             events.emit(
                 .reconnected,
-                ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(transport.reconnectCount)", "GQLMUX_PROTOCOL": wire],
+                ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(reconnects())", "GQLMUX_PROTOCOL": wire],
                 message: "reconnected to \(url) (\(wire))"
             )
         case .disconnected(let code, let reason):

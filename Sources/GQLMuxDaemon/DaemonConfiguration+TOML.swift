@@ -130,15 +130,55 @@ extension DaemonConfiguration {
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
             "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections", "operation_timeout",
+            "transport", "multipart_accept", "heartbeat_timeout", "max_streams",
         ])
-        guard let urlText = try t.string("url") else { throw ConfigurationError("[upstream] url: required") }
+        var carrier = UpstreamCarrierKind.websocket
+        if let name = try t.string("transport") {
+            guard let kind = UpstreamCarrierKind(rawValue: name) else {
+                throw ConfigurationError("[upstream] transport: '\(name)' is not one of websocket, multipart, sse")
+            }
+            carrier = kind
+        }
+        var httpURL: HTTPURL?
+        if let text = try t.string("http_url"), !text.isEmpty {
+            do {
+                httpURL = try HTTPURL(text)
+            } catch {
+                throw ConfigurationError("[upstream] http_url: \(error)")
+            }
+        }
         let url: UpstreamURL
-        do {
-            url = try UpstreamURL(urlText)
-        } catch {
-            throw ConfigurationError("[upstream] url: \(error)")
+        switch (try t.string("url"), carrier, httpURL) {
+        case (let text?, _, _):
+            do {
+                url = try UpstreamURL(text)
+            } catch {
+                throw ConfigurationError("[upstream] url: \(error)")
+            }
+        case (nil, .websocket, _):
+            throw ConfigurationError("[upstream] url: required")
+        case (nil, _, nil):
+            throw ConfigurationError("[upstream] http_url: required with transport = \"\(carrier.rawValue)\"")
+        case (nil, _, let http?):
+            // Not used with an HTTP transport; kept so every configuration has one.
+            do {
+                url = try UpstreamURL((http.secure ? "wss://" : "ws://") + http.hostHeader + http.target)
+            } catch {
+                throw ConfigurationError("[upstream] http_url: \(error)")
+            }
+        }
+        if carrier != .websocket, httpURL == nil {
+            throw ConfigurationError("[upstream] http_url: required with transport = \"\(carrier.rawValue)\"")
         }
         var c = UpstreamConfiguration(url: url)
+        c.carrier = carrier
+        c.httpURL = httpURL
+        if let accept = try t.string("multipart_accept") {
+            guard !accept.isEmpty, !accept.contains("\r"), !accept.contains("\n") else {
+                throw ConfigurationError("[upstream] multipart_accept: not a valid Accept header")
+            }
+            c.multipartAccept = accept
+        }
         if let headers = try t.table("headers") {
             for key in headers.keys {
                 guard let value = try headers.string(key) else { continue }
@@ -192,13 +232,8 @@ extension DaemonConfiguration {
         if let v = try t.seconds("operation_timeout", in: R.timeout) { c.transport.operationTimeout = v }
         if let v = try t.int("max_message_bytes", in: R.maxMessageBytes) { c.maxMessageBytes = v }
         if let v = try t.bool("reconnect_if_connected") { c.reconnectIfConnected = v }
-        if let text = try t.string("http_url"), !text.isEmpty {
-            do {
-                c.httpURL = try HTTPURL(text)
-            } catch {
-                throw ConfigurationError("[upstream] http_url: \(error)")
-            }
-        }
+        if let v = try t.seconds("heartbeat_timeout", in: R.timeout) { c.heartbeatTimeout = v }
+        if let v = try t.int("max_streams", in: R.maxStreams) { c.maxStreams = v }
         if let v = try t.seconds("http_timeout", in: R.timeout) { c.httpTimeout = v }
         if let tls = try t.table("tls") {
             try tls.allowOnly(["ca_file", "insecure_skip_verify"])
@@ -343,6 +378,7 @@ enum ConfigurationRanges {
     static let maxMessageBytes = 1_024...(1 << 30)
     static let maxOperationsPerConnection = 0...1_000_000
     static let maxConnections = 1...64
+    static let maxStreams = 1...100_000
     static let maxClients = 1...65_536
     static let maxOperationsPerClient = 1...1_000_000
     static let maxLineBytes = 256...(64 << 20)

@@ -22,6 +22,8 @@ final class DaemonMetrics {
         var upstreamSubscriptions: Int
         /// One state name per upstream connection.
         var upstreamStates: [ConnectionStateName]
+        /// With an HTTP streaming upstream: its transport's name and the streams open.
+        var streams: (transport: String, count: Int)?
         var messagesIn: Int
         var deliveries: Int
     }
@@ -36,6 +38,7 @@ final class DaemonMetrics {
     private let upstreamSubscriptions: Gauge
     private let clients: Gauge
     private let connections: [ConnectionStateName: Gauge]
+    private var streamGauges: [String: Gauge] = [:]
     private let messagesReceived: Counter
     private let deliveries: Counter
     private let slowConsumers: Counter
@@ -54,7 +57,7 @@ final class DaemonMetrics {
         var connections: [ConnectionStateName: Gauge] = [:]
         for state in ConnectionStateName.allCases {
             connections[state] = registry.makeGauge(
-                descriptor: Self.describe("gqlmux_upstream_connections", "Upstream WebSocket connections by state"),
+                descriptor: Self.describe("gqlmux_upstream_connections", "Upstream connections by state (an HTTP streaming upstream counts as one)"),
                 labels: [("state", state.rawValue)]
             )
         }
@@ -121,6 +124,16 @@ final class DaemonMetrics {
         localSubscriptions.set(Int64(snapshot.localSubscriptions))
         upstreamSubscriptions.set(Int64(snapshot.upstreamSubscriptions))
         for (state, gauge) in connections { gauge.set(Int64(snapshot.upstreamStates.filter { $0 == state }.count)) }
+        if let streams = snapshot.streams {
+            let gauge =
+                streamGauges[streams.transport]
+                ?? registry.makeGauge(
+                    descriptor: Self.describe("gqlmux_upstream_streams", "Open upstream HTTP streams (multipart or SSE), one per distinct subscription"),
+                    labels: [("transport", streams.transport)]
+                )
+            streamGauges[streams.transport] = gauge
+            gauge.set(Int64(streams.count))
+        }
         messagesReceived.increment(by: Int64(snapshot.messagesIn - exportedIn))
         exportedIn = snapshot.messagesIn
         deliveries.increment(by: Int64(snapshot.deliveries - exportedDeliveries))

@@ -29,6 +29,9 @@ final class Fanout: @unchecked Sendable {
     let pool: ConnectionPool
     /// Queries and mutations go here when `[upstream] http_url` is set.
     var http: HTTPOperations?
+    /// Subscriptions go here when `[upstream] transport` is `multipart` or `sse` (the pool
+    /// then carries nothing).
+    var streams: HTTPStreamTransport?
     private var core: Core
     private var placements: [Core.OperationID: Placement] = [:]
     let events: DaemonEvents
@@ -240,10 +243,12 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// Where a new upstream operation goes, decided here only: queries and mutations to
-    /// `http_url` when it is set, everything else to a pool connection with room (nil: the
-    /// pool is full).
+    /// `http_url` when it is set; subscriptions to an HTTP stream when `transport` is
+    /// `multipart` or `sse` (nil past `max_streams`), else to a pool connection with room
+    /// (nil: the pool is full).
     private func carrier(for kind: OperationKind) -> (any OperationCarrier)? {
         if kind != .subscription, let http { return http }
+        if let streams { return streams.hasRoomOnLoop ? streams : nil }
         return pool.transportForNewOperation()
     }
 
@@ -259,6 +264,14 @@ final class Fanout: @unchecked Sendable {
                 message: "max_operations_per_client reached (\(session.peerDescription))"
             )
             session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
+        case .upstreamFull where streams != nil:
+            let limit = streams?.maxStreamsOnLoop ?? 0
+            events.emit(
+                .limitExceeded,
+                session.fields(["GQLMUX_LIMIT": "max_streams"]),
+                message: "max_streams (\(limit)) upstream streams are open; subscription refused"
+            )
+            session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_streams (\(limit)) upstream streams are open")
         case .upstreamFull:
             let limits = pool.limits
             events.emit(

@@ -285,7 +285,7 @@ package struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         target = parsed.target
     }
 
-    var hostHeader: String {
+    package var hostHeader: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return port == (secure ? 443 : 80) ? shownHost : "\(shownHost):\(port)"
     }

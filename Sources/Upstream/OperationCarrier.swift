@@ -32,3 +32,15 @@ extension HTTPOperations: OperationCarrier {
 
     package var carrierName: String { "http" }
 }
+
+extension HTTPStreamTransport: OperationCarrier {
+    /// Subscriptions only: the fan-out sends queries and mutations to ``HTTPOperations``.
+    package func openOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+        precondition(kind == .subscription, "an HTTP stream carries subscriptions only")
+        return openStreamOnLoop(payload: payload, handler: handler)
+    }
+
+    package func cancelOnLoop(id: String) { cancelStreamOnLoop(id: id) }
+
+    package var carrierName: String { flavor.name }
+}

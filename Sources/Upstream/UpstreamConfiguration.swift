@@ -1,4 +1,5 @@
 import GraphQLTransportWS
+import HTTPStreaming
 import NIOCore
 import NIOSSL
 
@@ -52,6 +53,41 @@ package struct UpstreamConfiguration: Sendable {
     package var httpURL: HTTPURL?
     /// `[upstream] http_timeout`: connect plus answer of one HTTP request.
     package var httpTimeout: Duration = .seconds(30)
+    /// `[upstream] transport`: how subscriptions travel. For `multipart` and `sse` every
+    /// operation goes to `httpURL` and `url` is not used.
+    package var carrier: UpstreamCarrierKind = .websocket
+    /// `[upstream] multipart_accept`: the Accept header of a multipart subscription request.
+    package var multipartAccept = "multipart/mixed;subscriptionSpec=1.0, application/json"
+    /// `[upstream] heartbeat_timeout`: no byte on a stream for this long and it is dead.
+    package var heartbeatTimeout: Duration = .seconds(15)
+    /// `[upstream] max_streams`: streams open at once.
+    package var maxStreams = 256
+
+    /// The HTTP streaming side's settings when `transport` is `multipart` or `sse`; nil for
+    /// `websocket`. Headers (client awareness included), backoff and timings as the WebSocket's.
+    package var httpStreams: HTTPStreamTransport.Configuration? {
+        guard let httpURL else { return nil }
+        let flavor: HTTPStreamTransport.Flavor
+        switch carrier {
+        case .websocket: return nil
+        case .multipart: flavor = .multipart(accept: multipartAccept)
+        case .sse: flavor = .sse
+        }
+        var options = StreamMachine.Options()
+        options.backoff = transport.backoff
+        options.connectTimeout = transport.connectTimeout
+        options.heartbeatTimeout = heartbeatTimeout
+        options.healthyAfter = transport.healthyAfter
+        return HTTPStreamTransport.Configuration(
+            url: httpURL,
+            headers: upgradeHeaders,
+            flavor: flavor,
+            options: options,
+            maxMessageBytes: maxMessageBytes,
+            maxStreams: maxStreams,
+            reconnectIfConnected: reconnectIfConnected
+        )
+    }
 
     /// The HTTP side's settings: the same headers (client awareness included), TLS and size limit.
     package var httpOperations: HTTPOperations.Configuration? {
@@ -89,4 +125,14 @@ package struct UpstreamConfiguration: Sendable {
         if let clientVersion { all.append(("apollographql-client-version", clientVersion)) }
         return all
     }
+}
+
+/// `[upstream] transport`: what carries subscriptions upstream.
+package enum UpstreamCarrierKind: String, Sendable, Equatable, CaseIterable {
+    /// A WebSocket to `url` (graphql-transport-ws or graphql-ws).
+    case websocket
+    /// Apollo multipart subscriptions over HTTP to `http_url`.
+    case multipart
+    /// GraphQL over Server-Sent Events to `http_url`.
+    case sse
 }

@@ -1,0 +1,162 @@
+"""Subscriptions without a WebSocket: gqlmuxd with `transport = "multipart"` and `"sse"` in
+front of strawberry (real server from PyPI, real gqlmuxd, raw local-protocol clients).
+
+Run by scripts/test.sh:  python3 -m unittest discover -s interop -t .
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import time
+import unittest
+
+from interop.harness import BIN, Daemon, LineClient, Server, Subscribers, outage
+
+TICK = "subscription Tick($ms: Int!) { tick(intervalMs: $ms) }"
+
+
+def settings(server: Server, transport: str, token: str = "secret", extra: str = "") -> str:
+    return (f'transport = "{transport}"\nhttp_url = "{server.http_url}"\n'
+            "reconnect_interval = 0.05\nreconnect_max_interval = 0.5\nreconnect_reset_after = 2\n"
+            f"{extra}[upstream.headers]\nAuthorization = \"Bearer {token}\"\n")
+
+
+def subscribe(client: LineClient, id: str, query: str, variables: dict | None = None) -> None:
+    payload = {"query": query}
+    if variables is not None:
+        payload["variables"] = variables
+    client.send({"type": "subscribe", "id": id, "payload": payload})
+
+
+def of(client: LineClient, id: str, type: str) -> list:
+    return [m for _, m in client.lines if m.get("id") == id and m.get("type") == type]
+
+
+def status(daemon: Daemon) -> dict:
+    out = subprocess.run([os.path.join(BIN, "gqlmuxctl"), "status", "--socket", daemon.socket, "--json"],
+                         capture_output=True, text=True, timeout=10, check=True).stdout
+    return json.loads(out)
+
+
+class HTTPTransportTests:
+    """Each test runs once per transport (the subclasses below)."""
+
+    transport = ""
+
+    async def asyncSetUp(self) -> None:
+        asyncio.get_running_loop().slow_callback_duration = 5
+        self.server = Server("interop.strawberry_app:app", protocols="http")
+        self.server.start()
+        self.daemon: Daemon | None = None
+        self.clients: list[LineClient] = []
+
+    async def asyncTearDown(self) -> None:
+        for client in self.clients:
+            await client.close()
+        if self.daemon is not None:
+            self.daemon.stop()
+        self.server.stop()
+
+    def start_daemon(self, token: str = "secret", extra: str = "") -> Daemon:
+        self.daemon = Daemon("", settings(self.server, self.transport, token, extra))
+        self.daemon.start()
+        return self.daemon
+
+    async def client(self, name: str) -> LineClient:
+        client = LineClient(name)
+        await client.connect(self.daemon.socket)
+        self.clients.append(client)
+        return client
+
+    async def wait(self, condition, seconds: float, what: str) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"{self.transport}: timed out after {seconds}s waiting for: {what}\n{self.daemon.log()[-3000:]}")
+
+    async def test_three_clients_share_one_stream(self) -> None:
+        self.start_daemon()
+        clients = [await self.client(f"c{i}") for i in range(3)]
+        for client in clients:
+            subscribe(client, "a", TICK, {"ms": 50})
+        await self.wait(lambda: all(len(of(c, "a", "next")) >= 3 for c in clients), 10, "3 results for each client")
+        self.assertEqual((await self.server.streams())["running"], 1, "one upstream stream for 3 subscribers")
+        upstream = status(self.daemon)
+        self.assertEqual(upstream["subscriptions"]["upstream"], 1)
+        self.assertEqual(upstream["upstream"]["transport"], self.transport)
+        self.assertEqual(upstream["upstream"]["streams"], 1)
+        self.assertEqual(upstream["upstream"]["state"], "connected")
+        first = json.loads(json.dumps(of(clients[0], "a", "next")[0]["payload"]))
+        self.assertEqual(first, {"data": {"tick": 1}})
+
+    async def test_a_hundred_subscriptions_stream_and_resume_after_a_server_kill(self) -> None:
+        self.start_daemon()
+        subscribers = Subscribers(clients=10, per_client=10, interval_ms=100)
+        self.clients += subscribers.clients
+        started = time.monotonic()
+        await subscribers.subscribe(self.daemon.socket)
+        await subscribers.wait(lambda: subscribers.streaming_since(started) == 100, 20, "100 streaming")
+        streaming = time.monotonic() - started
+        killed = time.monotonic()
+        await outage(self.server, "kill")
+        resumed = await subscribers.wait_all_resumed(killed, 20)
+        self.assertEqual(subscribers.errors(), [])
+        print(f"\n{self.transport}: 100 distinct subscriptions streaming after {streaming:.2f}s; "
+              f"all resumed {resumed - killed:.2f}s after a SIGKILL and restart of the server", flush=True)
+
+    async def test_an_error_inside_a_payload_keeps_the_stream(self) -> None:
+        self.start_daemon()
+        client = await self.client("c")
+        subscribe(client, "f", "subscription { flaky(intervalMs: 30) { n bad } }")
+        await self.wait(lambda: len(of(client, "f", "next")) >= 4, 10, "4 results")
+        results = [m["payload"] for m in of(client, "f", "next")]
+        with_errors = [r for r in results if r.get("errors")]
+        self.assertTrue(with_errors, results)
+        self.assertIn("odd tick", with_errors[0]["errors"][0]["message"])
+        self.assertEqual(of(client, "f", "error") + of(client, "f", "complete"), [])
+
+    async def test_a_query_and_a_mutation_over_the_same_http_url(self) -> None:
+        self.start_daemon()
+        client = await self.client("c")
+        subscribe(client, "q", "{ hello }")
+        subscribe(client, "m", "mutation { increment }")
+        await self.wait(lambda: of(client, "q", "complete") and of(client, "m", "complete"), 10, "both answered")
+        self.assertEqual(of(client, "q", "next")[0]["payload"], {"data": {"hello": "world"}})
+        self.assertEqual(of(client, "m", "next")[0]["payload"], {"data": {"increment": 1}})
+        # A document the server rejects: its GraphQL errors come back (strawberry sends them as
+        # a result on the stream, then ends it), and the operation ends.
+        subscribe(client, "bad", "subscription { nosuchfield }")
+        await self.wait(lambda: of(client, "bad", "error") or of(client, "bad", "complete"), 10, "the bad document ended")
+        errors = [e for m in of(client, "bad", "next") for e in m["payload"].get("errors", [])]
+        errors += [e for m in of(client, "bad", "error") for e in m["payload"]]
+        self.assertIn("nosuchfield", json.dumps(errors))
+
+    async def test_a_wrong_token_fails_the_upstream_without_a_hot_loop(self) -> None:
+        self.start_daemon(token="wrong")
+        client = await self.client("c")
+        subscribe(client, "a", TICK, {"ms": 50})
+        await self.wait(lambda: of(client, "a", "error"), 10, "an error")
+        error = of(client, "a", "error")[0]["payload"][0]
+        self.assertEqual(error["extensions"]["code"], "UPSTREAM_CLOSED", error)
+        self.assertIn("401", error["message"])
+        posts = (await self.server.streams())["posts"]
+        await asyncio.sleep(2)
+        self.assertEqual((await self.server.streams())["posts"], posts, "no request after the 401")
+        self.assertEqual(status(self.daemon)["upstream"]["state"], "failed")
+
+
+class MultipartTests(HTTPTransportTests, unittest.IsolatedAsyncioTestCase):
+    transport = "multipart"
+
+
+class SSETests(HTTPTransportTests, unittest.IsolatedAsyncioTestCase):
+    transport = "sse"
+
+
+if __name__ == "__main__":
+    unittest.main()
