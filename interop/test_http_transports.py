@@ -150,6 +150,79 @@ class HTTPTransportTests:
         self.assertEqual(status(self.daemon)["upstream"]["state"], "failed")
 
 
+    async def test_a_black_holed_stream_is_declared_dead_after_the_heartbeat_timeout(self) -> None:
+        """A proxy stops forwarding the stream's bytes without closing anything (a dead NAT
+        entry, a pulled cable): within heartbeat_timeout + 1 s the subscriber hears
+        `reconnecting`, and the re-POST through a fresh connection streams again."""
+        proxy = BlackHoleProxy(self.server.port)
+        await proxy.start()
+        try:
+            heartbeat = 2.0
+            self.daemon = Daemon("", settings(self.server, self.transport, extra=f"heartbeat_timeout = {heartbeat}\n")
+                                 .replace(f":{self.server.port}/", f":{proxy.port}/"))
+            self.daemon.start()
+            client = await self.client("c")
+            subscribe(client, "a", TICK, {"ms": 100})
+            await self.wait(lambda: len(of(client, "a", "next")) >= 2, 10, "streaming through the proxy")
+            holed = time.monotonic()
+            proxy.black_hole()
+            await self.wait(lambda: any(m.get("state") == "reconnecting" for m in of(client, "a", "state")),
+                            heartbeat + 1, f"reconnecting within heartbeat_timeout ({heartbeat}s) + 1s")
+            noticed = time.monotonic() - holed
+            results = len(of(client, "a", "next"))
+            await self.wait(lambda: len(of(client, "a", "next")) > results + 1, 10, "streaming again")
+            print(f"\n{self.transport}: black-holed stream declared dead after {noticed:.2f}s "
+                  f"(heartbeat_timeout {heartbeat}s), streaming again on a new connection", flush=True)
+        finally:
+            await proxy.stop()
+
+
+class BlackHoleProxy:
+    """A loopback TCP proxy to `port`; `black_hole()` silently stops forwarding on every
+    connection open now (nothing is closed), while new connections forward normally."""
+
+    def __init__(self, port: int):
+        self.target = port
+        self.port = 0
+        self.server: asyncio.base_events.Server | None = None
+        self.pipes: list[list] = []  # [holed] flags of open connections
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def black_hole(self) -> None:
+        for flag in self.pipes:
+            flag[0] = True
+
+    async def _serve(self, reader, writer) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        flag = [False]
+        self.pipes.append(flag)
+        self.writers += [writer, upstream_writer]
+
+        async def pump(source, sink) -> None:
+            try:
+                while data := await source.read(65536):
+                    if not flag[0]:
+                        sink.write(data)
+                        await sink.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                if not flag[0]:
+                    sink.close()
+
+        await asyncio.gather(pump(reader, upstream_writer), pump(upstream_reader, writer))
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for writer in self.writers:
+            writer.transport.abort()
+
+
 class MultipartTests(HTTPTransportTests, unittest.IsolatedAsyncioTestCase):
     transport = "multipart"
 
