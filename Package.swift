@@ -205,7 +205,7 @@ let package = Package(
         .target(
             name: "GQLMuxFuzz",
             dependencies: [
-                "GraphQLTransportWS", "LocalProtocol", "RequestValidation",
+                "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

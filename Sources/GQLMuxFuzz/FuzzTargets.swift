@@ -1,4 +1,6 @@
 import GraphQLTransportWS
+import HTTPStreaming
+import JSONEnvelope
 import LocalProtocol
 import NIOCore
 import NIOEmbedded
@@ -62,6 +64,52 @@ public enum FuzzTargets {
             default:
                 continue
             }
+        }
+    }
+}
+
+extension FuzzTargets {
+    /// Bytes of an HTTP streaming response, read as multipart (boundary `graphql`) and as SSE,
+    /// whole and in chunks of a size taken from the first byte. Invariants: the split changes
+    /// nothing (same events, or both fail), and every result handed on is valid UTF-8 JSON.
+    public static func httpStreams(_ data: UnsafeRawBufferPointer) {
+        guard let first = data.first else { return }
+        let chunk = Int(first % 32) + 1
+        let bytes = Array(data.dropFirst())
+        let multipart = { (cuts: Int) throws(StreamParseError) -> [MultipartEvent] in
+            var parser = MultipartParser(boundary: "graphql", maxPartBytes: 4096)
+            var events: [MultipartEvent] = []
+            for start in stride(from: 0, to: max(bytes.count, 1), by: cuts) {
+                events += try parser.feed(ByteBuffer(bytes: bytes[start..<min(start + cuts, bytes.count)]))
+            }
+            return events
+        }
+        let whole = try? multipart(bytes.count + 1)
+        let split = try? multipart(chunk)
+        if let whole, let split { precondition(whole == split, "multipart events depend on how the bytes are split") }
+        for case .part(let part) in whole ?? [] { checkResult(try? StreamMessage.multipart(part)) }
+
+        let sse = { (cuts: Int) throws(StreamParseError) -> [SSEEvent] in
+            var parser = SSEParser(maxEventBytes: 4096)
+            var events: [SSEEvent] = []
+            for start in stride(from: 0, to: max(bytes.count, 1), by: cuts) {
+                events += try parser.feed(ByteBuffer(bytes: bytes[start..<min(start + cuts, bytes.count)]))
+            }
+            return events
+        }
+        let wholeSSE = try? sse(bytes.count + 1)
+        let splitSSE = try? sse(chunk)
+        if let wholeSSE, let splitSSE { precondition(wholeSSE == splitSSE, "SSE events depend on how the bytes are split") }
+        for event in wholeSSE ?? [] { checkResult(try? StreamMessage.sse(event)) }
+    }
+
+    private static func checkResult(_ message: StreamMessage?) {
+        switch message {
+        case .result(let payload)?, .fatal(let payload)?:
+            precondition(payload.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "a stream result that is not UTF-8")
+            precondition(payload.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "a stream result that is not JSON")
+        default:
+            break
         }
     }
 }
