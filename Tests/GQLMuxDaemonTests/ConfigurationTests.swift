@@ -196,3 +196,46 @@ import Testing
         }
     }
 }
+
+/// `[upstream] transport` and the HTTP streaming keys.
+@Suite struct StreamingConfigurationTests {
+    @Test func multipartAndSSENeedOnlyHTTPURL() throws {
+        let defaults = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://h/g\"\n")
+        #expect(defaults.upstream.carrier == .websocket && defaults.upstream.httpStreams == nil)
+        #expect(defaults.upstream.heartbeatTimeout == .seconds(15) && defaults.upstream.maxStreams == 256)
+        #expect(defaults.upstream.multipartAccept == "multipart/mixed;subscriptionSpec=1.0, application/json")
+
+        let multipart = try DaemonConfiguration.parse(
+            "[upstream]\ntransport = \"multipart\"\nhttp_url = \"https://h:8443/graphql\"\nheartbeat_timeout = 2.5\nmax_streams = 10\n"
+                + "multipart_accept = \"multipart/mixed;subscriptionSpec=\\\"1.0\\\"\"\nreconnect_interval = 0.5\n"
+                + "[upstream.headers]\nAuthorization = \"Bearer t\"\n"
+        )
+        let streams = try #require(multipart.upstream.httpStreams)
+        #expect(streams.flavor == .multipart(accept: "multipart/mixed;subscriptionSpec=\"1.0\""))
+        #expect(streams.url.description == "https://h:8443/graphql")
+        #expect(streams.options.heartbeatTimeout == .milliseconds(2_500) && streams.maxStreams == 10)
+        #expect(streams.options.backoff.initial == .milliseconds(500))
+        #expect(streams.headers.contains { $0.name == "Authorization" && $0.value == "Bearer t" })
+
+        let sse = try DaemonConfiguration.parse("[upstream]\ntransport = \"sse\"\nhttp_url = \"http://h/g\"\n")
+        #expect(sse.upstream.httpStreams?.flavor == .sse)
+    }
+
+    @Test(arguments: [
+        ("transport = \"grpc\"\nurl = \"ws://h/\"", "[upstream] transport: 'grpc' is not one of websocket, multipart, sse"),
+        ("transport = \"sse\"", "[upstream] http_url: required with transport = \"sse\""),
+        ("transport = \"multipart\"\nurl = \"ws://h/\"", "[upstream] http_url: required with transport = \"multipart\""),
+        ("transport = \"sse\"\nhttp_url = \"http://h/\"\nheartbeat_timeout = 0", "[upstream] heartbeat_timeout: 0.0 is out of range (0.001 to 3600)"),
+        ("transport = \"sse\"\nhttp_url = \"http://h/\"\nmax_streams = 0", "[upstream] max_streams: 0 is out of range (1 to 100000)"),
+        ("transport = \"sse\"\nhttp_url = \"http://h/\"\nmax_streams = 100001", "[upstream] max_streams: 100001 is out of range (1 to 100000)"),
+        ("transport = \"websocket\"", "[upstream] url: required"),
+    ])
+    func invalidStreamingKeysNameTheKey(lines: String, expected: String) {
+        do {
+            _ = try DaemonConfiguration.parse("[upstream]\n" + lines + "\n")
+            Issue.record("accepted: \(lines)")
+        } catch {
+            #expect(error.description.contains(expected), "\(error.description)")
+        }
+    }
+}
