@@ -13,6 +13,7 @@ import subprocess
 import time
 import unittest
 
+from interop.fake_stream_server import FakeStreamServer
 from interop.harness import BIN, Daemon, LineClient, Server, Subscribers, outage
 
 TICK = "subscription Tick($ms: Int!) { tick(intervalMs: $ms) }"
@@ -175,6 +176,37 @@ class HTTPTransportTests:
                   f"(heartbeat_timeout {heartbeat}s), streaming again on a new connection", flush=True)
         finally:
             await proxy.stop()
+
+
+    async def test_a_broken_stream_is_requested_again_and_disturbs_no_other(self) -> None:
+        """Against a server that breaks one stream at a time (invalid UTF-8, garbage, a part
+        over max_message_bytes): that stream is dropped and POSTed again with backoff, its
+        subscriber hears `reconnecting`, never sees the bad bytes; a healthy stream beside it
+        never hears `reconnecting` and keeps streaming."""
+        fake = FakeStreamServer(self.transport)
+        await fake.start()
+        try:
+            self.daemon = Daemon("", f'transport = "{self.transport}"\nhttp_url = "http://127.0.0.1:{fake.port}/graphql"\n'
+                                     "reconnect_interval = 0.1\nreconnect_max_interval = 0.2\nmax_message_bytes = 1024\n")
+            self.daemon.start()
+            client = await self.client("c")
+            subscribe(client, "good", "subscription { good }")
+            for kind in ("badutf8", "garbage", "huge"):
+                subscribe(client, kind, "subscription { %s }" % kind)
+            await self.wait(lambda: all(fake.posts.get(k, 0) >= 3 for k in ("badutf8", "garbage", "huge")), 15,
+                            "each broken stream POSTed again at least twice")
+            good = len(of(client, "good", "next"))
+            await self.wait(lambda: len(of(client, "good", "next")) > good + 5, 10, "the good stream still streaming")
+            self.assertEqual([m["state"] for m in of(client, "good", "state")], ["pending", "active"])
+            for kind in ("badutf8", "garbage", "huge"):
+                self.assertIn("reconnecting", [m["state"] for m in of(client, kind, "state")], kind)
+                self.assertEqual(of(client, kind, "error") + of(client, kind, "complete"), [], kind)
+                self.assertTrue(all(m["payload"]["data"]["n"] in (1, 2) for m in of(client, kind, "next")), kind)
+            log = self.daemon.log()
+            self.assertIn("protocol violation", log)
+            print(f"\n{self.transport}: broken streams re-POSTed {fake.posts}; the good one streamed on", flush=True)
+        finally:
+            await fake.stop()
 
 
 class BlackHoleProxy:
