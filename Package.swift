@@ -28,6 +28,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // HTTP/2 for the HTTP streaming upstreams (every stream on one connection when the
+        // server offers h2). Chosen over async-http-client, which brings it and more.
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/GraphQLSwift/GraphQL", from: "4.3.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
@@ -71,6 +74,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOTLS", package: "swift-nio"),
             ],
             swiftSettings: hotPath
         ),

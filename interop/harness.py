@@ -55,8 +55,12 @@ def terminate(process: Optional[subprocess.Popen], seconds: float) -> None:
 class Server:
     """A uvicorn server on a fixed loopback port, restartable on that port."""
 
-    def __init__(self, app: str = "interop.strawberry_app:app", protocols: str = "modern", directory: Optional[str] = None):
+    def __init__(self, app: str = "interop.strawberry_app:app", protocols: str = "modern", directory: Optional[str] = None,
+                 tls: Optional[Tuple[str, str]] = None):
+        """`tls`: (certificate, key) files: serve HTTPS with hypercorn (HTTP/2 by ALPN) instead
+        of uvicorn."""
         self.app = app
+        self.tls = tls
         self.protocols = protocols
         self.reservation = reserve_port()
         self.port = self.reservation.getsockname()[1]
@@ -70,11 +74,17 @@ class Server:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/graphql"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/graphql"
 
     async def streams(self) -> dict:
         """With protocols "http": {"running": subscription generators alive, "posts": POSTs seen}."""
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        context = None
+        if self.tls:
+            import ssl
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=context)
         writer.write(b"GET /control/streams HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         await writer.drain()
         answer = await asyncio.wait_for(reader.read(), 10)
@@ -85,9 +95,14 @@ class Server:
         self.starts += 1
         log = open(os.path.join(self.directory, f"server-{self.starts}.log"), "w")
         env = dict(os.environ, GQLMUX_INTEROP_PROTOCOLS=self.protocols)
-        self.process = subprocess.Popen(
-            [PYTHON, "-m", "uvicorn", self.app, "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        if self.tls:
+            command = [PYTHON, "-m", "hypercorn", self.app, "--bind", f"127.0.0.1:{self.port}",
+                       "--certfile", self.tls[0], "--keyfile", self.tls[1]]
+        else:
+            command = [PYTHON, "-m", "uvicorn", self.app, "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        # A session of its own: hypercorn serves from a worker process, and a kill must take both.
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         log.close()
         if wait:
             self.wait_ready()
@@ -105,7 +120,7 @@ class Server:
     def kill(self) -> None:
         """SIGKILL: clients see the TCP connection vanish, then refusals until it is back."""
         if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)  # the server and its workers, started by us
             self.process.wait()
             self.process = None
 
@@ -120,7 +135,13 @@ class Server:
         return int(answer.split(b"\r\n\r\n", 1)[1] or b"0")
 
     def stop(self) -> None:
-        terminate(self.process, 10)
+        process = self.process
+        terminate(process, 10)
+        if process is not None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)  # any worker left behind
+            except ProcessLookupError:
+                pass
         self.process = None
         self.reservation.close()
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -35,6 +35,8 @@ except ImportError:  # run from inside interop/
 counter = 0
 running = 0  # subscription generators alive (one per upstream stream or operation)
 posts = 0  # POST /graphql requests received
+peers = set()  # (client address, port) of each POST: one per TCP connection
+versions = set()  # HTTP versions the POSTs came with
 
 
 @strawberry.type
@@ -121,13 +123,16 @@ class HTTPGate:
     async def __call__(self, scope, receive, send):
         global posts
         if scope["type"] == "http" and scope["path"] == "/control/streams":
-            body = json.dumps({"running": running, "posts": posts}).encode()
+            body = json.dumps({"running": running, "posts": posts, "connections": len(peers),
+                               "versions": sorted(versions)}).encode()
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/graphql":
             posts += 1
+            peers.add(tuple(scope.get("client") or ()))
+            versions.add(scope.get("http_version", "?"))
             if dict(scope["headers"]).get(b"authorization") != b"Bearer secret":
                 await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
                 await send({"type": "http.response.body", "body": b"bad token"})

@@ -58,7 +58,7 @@ extension Daemon {
             fanout.http = nil
         }
         if let streams = fanout.streams, let settings = configuration.upstream.httpStreams {
-            streams.applyOnLoop(settings, sslContext: prepared.upstream.httpTLS)
+            streams.applyOnLoop(settings, sslContext: prepared.upstream.streamTLS)
         } else {
             pool.applyOnLoop(prepared.upstream, limits: configuration.connections)
         }

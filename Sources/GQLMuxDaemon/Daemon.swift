@@ -76,7 +76,7 @@ package final class Daemon: @unchecked Sendable {
             fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop)
         }
         if let streams = configuration.upstream.httpStreams {
-            fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.httpTLS, eventLoop: eventLoop) { event in
+            fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.streamTLS, eventLoop: eventLoop) { event in
                 box.daemon?.transportEvent(event, connection: 0)
             }
         }

@@ -8,7 +8,8 @@ import NIOSSL
 /// Subscriptions over HTTP streams (`[upstream] transport = "multipart"` or `"sse"`): one
 /// POST to `http_url` per distinct subscription, its response read as a stream, driven by
 /// ``StreamMachine``. Each stream has a connection of its own (HTTP/1.1), up to
-/// `max_streams`.
+/// `max_streams`; over `https` to a server that offers `h2`, all of them share one HTTP/2
+/// connection (``StreamChannels``).
 ///
 /// Confined to ``eventLoop``; the `OnLoop` methods must be called there.
 /// `@unchecked Sendable` — safe because of that: every `OnLoop` method preconditions the loop,
@@ -76,6 +77,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     private var machine: StreamMachine
     private var handlers: [String: OperationHandler] = [:]
     private var live: [String: Live] = [:]
+    private lazy var channels = StreamChannels(eventLoop: eventLoop)
     private var timer: Scheduled<Void>?
     private var timerDeadline: Instant?
     private let observer: UpstreamEventObserver
@@ -138,7 +140,10 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         self.configuration = configuration
         self.sslContext = sslContext
         machine.apply(configuration.options)
-        if configuration.reconnectIfConnected { perform(machine.reconnectNow(now: Self.now)) }
+        if configuration.reconnectIfConnected {
+            channels.reset()
+            perform(machine.reconnectNow(now: Self.now))
+        }
     }
 
     package func shutdown() -> EventLoopFuture<Void> {
@@ -160,6 +165,18 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     }
 
     package var flavor: Flavor { configuration.flavor }
+
+    /// TCP connections opened for streams so far; with HTTP/2, one carries many streams.
+    package var connectionsOpenedOnLoop: Int {
+        eventLoop.preconditionInEventLoop()
+        return channels.connectionsOpened
+    }
+
+    /// Whether streams share one HTTP/2 connection now.
+    package var isHTTP2OnLoop: Bool {
+        eventLoop.preconditionInEventLoop()
+        return channels.isHTTP2
+    }
 
     package var reconnectCountOnLoop: Int {
         eventLoop.preconditionInEventLoop()
@@ -203,41 +220,31 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         live[id] = Live(generation: generation)
         let configuration = self.configuration
         let url = configuration.url
-        let sslContext = self.sslContext
         let maxBody = configuration.maxMessageBytes
-        ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(configuration.options.connectTimeout.nanoseconds))
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if url.secure, let sslContext {
-                        let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
-                    }
-                    try sync.addHTTPClientHandlers()
-                    let handler = StreamResponseHandler(
-                        maxAnswerBytes: maxBody,
-                        isStream: { status, contentType in (200..<300).contains(status) && Self.reader(configuration, contentType) != nil },
-                        report: { [weak self] event in self?.responseEvent(event, id: id, generation: generation) }
-                    )
-                    try sync.addHandler(handler)
+        channels.open(
+            url: url,
+            sslContext: sslContext,
+            connectTimeout: .nanoseconds(configuration.options.connectTimeout.nanoseconds)
+        ) {
+            StreamResponseHandler(
+                maxAnswerBytes: maxBody,
+                isStream: { status, contentType in (200..<300).contains(status) && Self.reader(configuration, contentType) != nil },
+                report: { [weak self] event in self?.responseEvent(event, id: id, generation: generation) }
+            )
+        }
+        .whenComplete { result in
+            switch result {
+            case .success(let channel):
+                guard self.live[id]?.generation == generation else {
+                    channel.close(promise: nil)
+                    return
                 }
+                self.live[id]?.channel = channel
+                Self.write(payload, configuration: configuration, to: channel)
+            case .failure(let error):
+                self.responseEvent(.failed(.network("\(url.hostHeader): \(describe(error))")), id: id, generation: generation)
             }
-            .connect(host: url.host, port: url.port)
-            .whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    guard self.live[id]?.generation == generation else {
-                        channel.close(promise: nil)
-                        return
-                    }
-                    self.live[id]?.channel = channel
-                    Self.write(payload, configuration: configuration, to: channel)
-                case .failure(let error):
-                    self.responseEvent(.failed(.network("\(url.hostHeader): \(describe(error))")), id: id, generation: generation)
-                }
-            }
+        }
     }
 
     private static func write(_ payload: ByteBuffer, configuration: Configuration, to channel: any Channel) {
@@ -331,7 +338,11 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         timer = eventLoop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds)))) {
             self.timerDeadline = nil
             self.timer = nil
-            self.perform(self.machine.tick(now: Self.now))
+            let actions = self.machine.tick(now: Self.now)
+            // A stream that went silent or got no answer: on a shared HTTP/2 connection the
+            // connection itself may be dead, so its streams are requested on a new one.
+            if self.channels.isHTTP2, actions.contains(where: { if case .abort = $0 { true } else { false } }) { self.channels.reset() }
+            self.perform(actions)
         }
     }
 }

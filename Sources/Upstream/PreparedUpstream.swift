@@ -15,6 +15,9 @@ package struct PreparedUpstream: Sendable {
     package let websocketTLS: NIOSSLContext?
     /// For `http_url` (nil when unset or http://).
     package let httpTLS: NIOSSLContext?
+    /// For HTTP streams to `http_url` (`transport` multipart or sse): offers `h2` and
+    /// `http/1.1` in ALPN. Nil for websocket, or http://.
+    package let streamTLS: NIOSSLContext?
 
     /// A preparation failure, naming the key: `[upstream.tls] ca_file: …`.
     package struct Failure: Error, CustomStringConvertible {
@@ -29,6 +32,9 @@ package struct PreparedUpstream: Sendable {
         do {
             websocketTLS = try configuration.tls.clientContext(secure: configuration.url.secure)
             httpTLS = try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure) }
+            streamTLS =
+                configuration.carrier == .websocket
+                ? nil : try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure, alpn: ["h2", "http/1.1"]) }
         } catch {
             throw Failure(description: "[upstream.tls] ca_file: \(configuration.tls.caFile ?? "system trust store"): \(error)")
         }

@@ -24,9 +24,11 @@ package struct UpstreamConfiguration: Sendable {
 
         /// The TLS client context for a `secure` endpoint (nil for plain ws:// or http://), the
         /// same for the WebSocket and `http_url`. Throws if `caFile` cannot be read.
-        func clientContext(secure: Bool) throws -> NIOSSLContext? {
+        /// - Parameter alpn: protocols offered in ALPN (`h2`, `http/1.1` for HTTP streams).
+        func clientContext(secure: Bool, alpn: [String] = []) throws -> NIOSSLContext? {
             guard secure else { return nil }
             var tls = TLSConfiguration.makeClientConfiguration()
+            tls.applicationProtocols = alpn
             if let caFile {
                 tls.additionalTrustRoots = [.file(caFile)]
                 _ = try NIOSSLCertificate.fromPEMFile(caFile)

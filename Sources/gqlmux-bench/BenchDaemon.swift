@@ -14,7 +14,8 @@ struct BenchDaemon {
     init(path: String, upstreamURL: String, upstreamConfig: String = "", extraConfig: String = "") async throws {
         directory = NSTemporaryDirectory() + "gqlmux-bench-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        try "[upstream]\nurl = \"\(upstreamURL)\"\n\(upstreamConfig)\n[socket]\npath = \"\(directory)/gqlmux.sock\"\n\(extraConfig)\n"
+        let url = upstreamURL.isEmpty ? "" : "url = \"\(upstreamURL)\"\n"
+        try "[upstream]\n\(url)\(upstreamConfig)\n[socket]\npath = \"\(directory)/gqlmux.sock\"\n\(extraConfig)\n"
             .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         process = try ChildProcess(path, ["--config", directory + "/gqlmuxd.toml"], stdout: .discard, stderr: .discard)
         while !FileManager.default.fileExists(atPath: directory + "/gqlmux.sock") { try await Task.sleep(for: .milliseconds(20)) }

@@ -12,7 +12,7 @@ import Upstream
 
 let arguments = CommandLine.arguments
 guard arguments.count > 1 else {
-    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference]")
+    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | transports]")
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
@@ -68,24 +68,41 @@ func cpuSeconds(_ pid: Int32) -> Double {
 
 func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
+/// Where a fan-out run sends its ticks from and reads them through: the WebSocket test upstream
+/// with the main gqlmuxd, or an HTTP streaming upstream with a gqlmuxd of its own.
+struct FanoutTarget {
+    var socketPath: String
+    var pid: Int32
+    var active: () async -> Int
+    var tick: (_ count: Int, _ padding: Int) async -> Void
+}
+
 /// One fan-out run: `subscribers` local clients of one upstream subscription, `messages` ticks of
 /// `payload` bytes. Returns what arrived, what was expected, wall and gqlmuxd CPU seconds.
-func fanout(subscribers n: Int, payload: Int, messages: Int) async throws -> (Int, Int, Double, Double, Bool) {
+func fanout(subscribers n: Int, payload: Int, messages: Int, through target: FanoutTarget? = nil) async throws -> (Int, Int, Double, Double, Bool) {
+    let target =
+        target
+        ?? FanoutTarget(
+            socketPath: socketPath,
+            pid: daemon.pid,
+            active: { await upstream.currentStats.activeSubscriptions },
+            tick: { count, padding in await upstream.tick(count: count, padding: padding) }
+        )
     var clients: [BenchClient] = []
     for i in 0..<n {
-        let c = try await BenchClient.connect(socketPath, group: clientGroup)
+        let c = try await BenchClient.connect(target.socketPath, group: clientGroup)
         c.send(#"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription { tick }"}}"# + "\n")
         clients.append(c)
     }
-    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.lines.value >= 1 } }
+    _ = await waitUntil { await target.active() == 1 && clients.allSatisfy { $0.lines.value >= 1 } }
     let base = clients.map { $0.lines.value }
     let padding = payload - 30
-    let cpuBefore = cpuSeconds(daemon.pid)
+    let cpuBefore = cpuSeconds(target.pid)
     let start = ContinuousClock.now
     var sent = 0
     while sent < messages {
         let batch = min(500, messages - sent)
-        await upstream.tick(count: batch, padding: padding)
+        await target.tick(batch, padding)
         sent += batch
     }
     let expected = n * messages
@@ -93,11 +110,64 @@ func fanout(subscribers n: Int, payload: Int, messages: Int) async throws -> (In
         zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
     }
     let elapsed = seconds(ContinuousClock.now - start)
-    let cpu = cpuSeconds(daemon.pid) - cpuBefore
+    let cpu = cpuSeconds(target.pid) - cpuBefore
     let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
     for c in clients { c.channel.close(promise: nil) }
-    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+    _ = await waitUntil { await target.active() == 0 }
     return (delivered, expected, elapsed, cpu, done)
+}
+
+/// Fan-out 1 → 100 × 256 B from HTTP streaming upstreams (`transport = "multipart"` and
+/// `"sse"`), each through a gqlmuxd of its own, beside the WebSocket row of this run.
+func transportRows(websocket: Double?) async throws {
+    print("fan-out by upstream transport (1 upstream subscription → 100 local subscribers, 256 B; best of 3 each)")
+    print("  transport    deliveries/s   gqlmuxd CPU   ÷ websocket   reference/s   ÷ reference")
+    let referenceRow = (0..<3).map { _ in SocketpairReference.run(subscribers: 100, lineBytes: 296, messages: 20_000).deliveriesPerSecond }.max()!
+    if let websocket {
+        print(
+            "  websocket    " + String(format: "%12.0f", websocket) + "                  100.0%   "
+                + String(format: "%11.0f   %9.1f%%", referenceRow, 100 * websocket / referenceRow)
+        )
+    }
+    for (name, flavor) in [("multipart", HTTPStreamUpstream.Flavor.multipart), ("sse", .sse)] {
+        let streamUpstream = HTTPStreamUpstream(flavor: flavor)
+        try await streamUpstream.start()
+        let streamDaemon = try await BenchDaemon(
+            path: gqlmuxdPath,
+            upstreamURL: "",
+            upstreamConfig: "transport = \"\(name)\"\nhttp_url = \"\(streamUpstream.url)\"\nreconnect_interval = 0",
+            extraConfig: "[limits]\nclient_buffer_bytes = 67108864"
+        )
+        let target = FanoutTarget(
+            socketPath: streamDaemon.socketPath,
+            pid: streamDaemon.pid,
+            active: { await streamUpstream.activeStreams },
+            tick: { count, padding in await streamUpstream.tick(count: count, padding: padding) }
+        )
+        var runs: [(delivered: Int, expected: Int, elapsed: Double, cpu: Double, done: Bool)] = []
+        for _ in 0..<3 { runs.append(try await fanout(subscribers: 100, payload: 256, messages: 60_000, through: target)) }
+        let best = runs.filter(\.done).min { $0.elapsed < $1.elapsed } ?? runs[0]
+        let rate = Double(best.delivered) / best.elapsed
+        print(
+            "  " + name.padding(toLength: 11, withPad: " ", startingAt: 0) + String(format: "%12.0f", rate) + "      "
+                + String(format: "%5.0f%%", 100 * best.cpu / best.elapsed) + "      "
+                + String(format: "%6.1f%%", websocket.map { 100 * rate / $0 } ?? .nan) + "   "
+                + String(format: "%11.0f   %9.1f%%", referenceRow, 100 * rate / referenceRow)
+                + (best.done ? "" : "   (incomplete: \(best.delivered)/\(best.expected))")
+        )
+        streamDaemon.stop()
+        await streamUpstream.shutdown()
+    }
+    print("")
+}
+
+// `gqlmux-bench GQLMUXD transports`: the fan-out rows by upstream transport only.
+if arguments.count > 2, arguments[2] == "transports" {
+    let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
+    let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
+    try await transportRows(websocket: Double(best.0) / best.2)
+    bench.stop()
+    exit(0)
 }
 
 // `gqlmux-bench GQLMUXD fanout N BYTES MESSAGES`: one fan-out run only, for a profiler
@@ -202,6 +272,9 @@ if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let
     print("")
 }
 
+// 3b. The same fan-out from HTTP streaming upstreams, beside the WebSocket row.
+try await transportRows(websocket: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
+
 // 4. Added latency: upstream send → local receive, against a direct WebSocket client.
 let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
 latencyClient.send(#"{"type":"subscribe","id":"lat","payload":{"query":"subscription { tick }"}}"# + "\n")
@@ -259,3 +332,11 @@ print("")
 
 await upstream.shutdown()
 try? await clientGroup.shutdownGracefully()
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}

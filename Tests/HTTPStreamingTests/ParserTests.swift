@@ -86,7 +86,8 @@ func randomCuts(count: Int, using random: inout SplitMix64) -> [Int] {
         #expect(
             try feedMultipart(Recorded.strawberry, cuts: []) == [
                 "{}", #"{"payload":{"data":{"count":1}}}"#, "{}", #"{"payload":{"data":{"count":2}}}"#, "<end>",
-            ])
+            ]
+        )
     }
 
     @Test func routersStreamWithTheBoundaryInsideAString() throws {
@@ -94,7 +95,8 @@ func randomCuts(count: Int, using random: inout SplitMix64) -> [Int] {
             try feedMultipart(Recorded.router, cuts: []) == [
                 "{}", #"{"payload":{"data":{"text":"a --graphql b"}}}"#, #"{"payload":null}"#,
                 #"{"payload":null,"errors":[{"message":"gone"}]}"#, "<end>",
-            ])
+            ]
+        )
     }
 
     @Test func asyncGraphQLsPreambleIsIgnored() throws {
@@ -153,14 +155,16 @@ func randomCuts(count: Int, using random: inout SplitMix64) -> [Int] {
         #expect(
             summary(try feedSSE(Recorded.sseStrawberry, cuts: [])) == [
                 #"next {"data":{"count":1}}"#, #"next {"data":{"count":2}}"#, "complete ",
-            ])
+            ]
+        )
     }
 
     @Test func theReferencesLFStreamJoinsDataLines() throws {
         #expect(
             summary(try feedSSE(Recorded.sseReference, cuts: [])) == [
                 "next {\"data\":\n{\"count\":1}}", #"next {"data":{"count":2}}"#, "complete ",
-            ])
+            ]
+        )
     }
 
     @Test func crAloneEndsALineAndABOMIsSkipped() throws {

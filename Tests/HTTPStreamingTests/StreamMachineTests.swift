@@ -91,7 +91,8 @@ import Testing
             h.updates(id) == [
                 .state(.pending), .state(.active), .next(payload(#"{"data":1}"#)), .state(.reconnecting), .state(.active),
                 .next(payload(#"{"data":2}"#)),
-            ])
+            ]
+        )
         #expect(h.machine.connectionState == .connected)
     }
 

@@ -1,0 +1,162 @@
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import NIOTLS
+
+/// Opens the channel one stream request travels on: over `https` whose server chose `h2` in
+/// ALPN, a new HTTP/2 stream of the upstream's one shared connection; otherwise (`http`, or a
+/// server that chose HTTP/1.1) a TCP connection of its own. Either way the channel carries
+/// `HTTPClientRequestPart` out and `HTTPClientResponsePart` in, so the reader is the same.
+///
+/// Confined to the transport's event loop.
+final class StreamChannels {
+    /// What the server has said about HTTP/2 since the last reset.
+    private enum Mode {
+        case unknown, http1, http2
+    }
+
+    private struct NotHTTP2: Error {}
+
+    private let eventLoop: any EventLoop
+    private var mode = Mode.unknown
+    /// The shared HTTP/2 connection, being made or made.
+    private var shared: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>?
+    private var sharedChannel: (any Channel)?
+    /// TCP connections opened so far (HTTP/2: one for many streams).
+    private(set) var connectionsOpened = 0
+
+    init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    /// Whether streams now share one HTTP/2 connection.
+    var isHTTP2: Bool { mode == .http2 && sharedChannel != nil }
+
+    /// Forgets what the server said and closes the shared connection (a reload, or a stream on
+    /// it that went silent: the connection itself may be dead). Its streams end and are
+    /// requested again.
+    func reset() {
+        mode = .unknown
+        shared = nil
+        sharedChannel?.close(promise: nil)
+        sharedChannel = nil
+    }
+
+    /// A channel for one request, with `handler` reading its response.
+    func open(
+        url: HTTPURL,
+        sslContext: NIOSSLContext?,
+        connectTimeout: TimeAmount,
+        handler: @escaping () -> any ChannelHandler
+    ) -> EventLoopFuture<any Channel> {
+        guard url.secure, let sslContext, mode != .http1 else {
+            return connect(url: url, sslContext: sslContext, connectTimeout: connectTimeout, alpn: false, handler: handler)
+        }
+        let multiplexer = shared ?? connectShared(url: url, sslContext: sslContext, connectTimeout: connectTimeout)
+        return multiplexer.flatMap { multiplexer in
+            multiplexer.createStreamChannel { stream in
+                stream.eventLoop.makeCompletedFuture {
+                    let sync = stream.pipeline.syncOperations
+                    try sync.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .https))
+                    try sync.addHandler(handler())
+                }
+            }
+        }.flatMapError { error in
+            guard error is NotHTTP2 else { return self.eventLoop.makeFailedFuture(error) }
+            // The server chose HTTP/1.1: this and every later stream takes a connection.
+            return self.connect(url: url, sslContext: sslContext, connectTimeout: connectTimeout, alpn: false, handler: handler)
+        }
+    }
+
+    private func connectShared(url: HTTPURL, sslContext: NIOSSLContext, connectTimeout: TimeAmount) -> EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer> {
+        let negotiated = eventLoop.makePromise(of: NIOHTTP2Handler.StreamMultiplexer.self)
+        let future = negotiated.futureResult
+        shared = future
+        connectionsOpened += 1
+        ClientBootstrap(group: eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+                    try sync.addHandler(
+                        ApplicationProtocolNegotiationHandler { result, channel in
+                            guard case .negotiated("h2") = result else {
+                                negotiated.fail(NotHTTP2())
+                                return channel.close()
+                            }
+                            do {
+                                let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                                    mode: .client,
+                                    connectionConfiguration: .init(),
+                                    streamConfiguration: .init()
+                                ) { inbound in inbound.close() }  // servers do not open streams to us
+                                negotiated.succeed(multiplexer)
+                                return channel.eventLoop.makeSucceededVoidFuture()
+                            } catch {
+                                negotiated.fail(error)
+                                return channel.close()
+                            }
+                        }
+                    )
+                }
+            }
+            .connect(host: url.host, port: url.port)
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    guard self.shared === future else {  // reset meanwhile
+                        channel.close(promise: nil)
+                        return
+                    }
+                    self.sharedChannel = channel
+                    channel.closeFuture.whenComplete { _ in
+                        negotiated.fail(ChannelError.ioOnClosedChannel)  // closed before ALPN finished
+                        if self.shared === future {
+                            self.shared = nil
+                            self.sharedChannel = nil
+                        }
+                    }
+                case .failure(let error):
+                    negotiated.fail(error)
+                    if self.shared === future { self.shared = nil }
+                }
+            }
+        future.whenComplete { result in
+            switch result {
+            case .success: self.mode = .http2
+            case .failure(let error): if error is NotHTTP2 { self.mode = .http1 }
+            }
+        }
+        return future
+    }
+
+    private func connect(
+        url: HTTPURL,
+        sslContext: NIOSSLContext?,
+        connectTimeout: TimeAmount,
+        alpn: Bool,
+        handler: @escaping () -> any ChannelHandler
+    ) -> EventLoopFuture<any Channel> {
+        connectionsOpened += 1
+        return ClientBootstrap(group: eventLoop)
+            .connectTimeout(connectTimeout)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if url.secure, let sslContext {
+                        let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
+                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+                    }
+                    try sync.addHTTPClientHandlers()
+                    try sync.addHandler(handler())
+                }
+            }
+            .connect(host: url.host, port: url.port)
+    }
+}
