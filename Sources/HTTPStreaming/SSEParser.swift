@@ -30,25 +30,35 @@ package struct SSEParser: Sendable {
 
     package mutating func feed(_ bytes: ByteBuffer) throws(StreamParseError) -> [SSEEvent] {
         var events: [SSEEvent] = []
-        for byte in bytes.readableBytesView {
-            if afterCR {
-                afterCR = false
-                if byte == 10 { continue }
+        let view = bytes.readableBytesView
+        var index = view.startIndex
+        guard index < view.endIndex else { return [] }
+        if afterCR, view[index] == 10 { index += 1 }  // the LF of a CRLF split across reads
+        afterCR = false
+        while index < view.endIndex {
+            guard let end = view[index...].firstIndex(where: { $0 == 10 || $0 == 13 }) else {
+                try append(view[index...])
+                break
             }
-            switch byte {
-            case 13:
-                afterCR = true
-                try endLine(into: &events)
-            case 10:
-                try endLine(into: &events)
-            default:
-                line.append(byte)
-                if line.count + data.count > maxEventBytes {
-                    throw StreamParseError("an event-stream event is larger than max_message_bytes (\(maxEventBytes))")
+            try append(view[index..<end])
+            try endLine(into: &events)
+            index = end + 1
+            if view[end] == 13 {
+                if index == view.endIndex {
+                    afterCR = true
+                } else if view[index] == 10 {
+                    index += 1
                 }
             }
         }
         return events
+    }
+
+    private mutating func append(_ bytes: ByteBufferView.SubSequence) throws(StreamParseError) {
+        line.append(contentsOf: bytes)
+        if line.count + data.count > maxEventBytes {
+            throw StreamParseError("an event-stream event is larger than max_message_bytes (\(maxEventBytes))")
+        }
     }
 
     private mutating func endLine(into events: inout [SSEEvent]) throws(StreamParseError) {
