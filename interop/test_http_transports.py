@@ -36,10 +36,13 @@ def of(client: LineClient, id: str, type: str) -> list:
     return [m for _, m in client.lines if m.get("id") == id and m.get("type") == type]
 
 
+def ctl(daemon: Daemon, *verb: str) -> str:
+    return subprocess.run([os.path.join(BIN, "gqlmuxctl"), *verb, "--socket", daemon.socket],
+                          capture_output=True, text=True, timeout=10, check=True).stdout
+
+
 def status(daemon: Daemon) -> dict:
-    out = subprocess.run([os.path.join(BIN, "gqlmuxctl"), "status", "--socket", daemon.socket, "--json"],
-                         capture_output=True, text=True, timeout=10, check=True).stdout
-    return json.loads(out)
+    return json.loads(ctl(daemon, "status", "--json"))
 
 
 class HTTPTransportTests:
@@ -136,6 +139,38 @@ class HTTPTransportTests:
         errors = [e for m in of(client, "bad", "next") for e in m["payload"].get("errors", [])]
         errors += [e for m in of(client, "bad", "error") for e in m["payload"]]
         self.assertIn("nosuchfield", json.dumps(errors))
+
+    async def test_pause_resume_reload_and_metrics(self) -> None:
+        """`pause` drops the streams (subscribers hear `paused`), `resume` requests them again
+        (`reconnecting`, `active`, results); a reload with a new token re-requests every stream
+        with it; the metrics count the streams by transport."""
+        daemon = self.start_daemon()
+        client = await self.client("c")
+        for n in range(3):
+            subscribe(client, f"s{n}", TICK, {"ms": 50 + n})
+        await self.wait(lambda: all(of(client, f"s{n}", "next") for n in range(3)), 10, "3 streaming")
+        self.assertIn(f'gqlmux_upstream_streams{{transport="{self.transport}"}} 3', ctl(daemon, "metrics"))
+        ctl(daemon, "pause")
+        await self.wait(lambda: all(of(client, f"s{n}", "state")[-1]["state"] == "paused" for n in range(3)), 10, "paused")
+        for _ in range(200):  # the server sees each dropped stream end
+            if (await self.server.streams())["running"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        self.assertEqual((await self.server.streams())["running"], 0, "streams dropped while paused")
+        self.assertEqual(status(daemon)["upstream"]["state"], "paused")
+        ctl(daemon, "resume")
+        since = time.monotonic()
+        await self.wait(lambda: all(any(t > since and m.get("id") == f"s{n}" and m.get("type") == "next" for t, m in client.lines)
+                                    for n in range(3)), 10, "streaming after resume")
+        self.assertEqual([m["state"] for m in of(client, "s0", "state")], ["pending", "active", "paused", "reconnecting", "active"])
+        # A reload with a wrong token: every stream is requested again with it and refused.
+        with open(daemon.config) as f:
+            config = f.read()
+        with open(daemon.config, "w") as f:
+            f.write(config.replace("Bearer secret", "Bearer rotated-wrong"))
+        ctl(daemon, "reload")
+        await self.wait(lambda: all(of(client, f"s{n}", "error") for n in range(3)), 10, "refused after the reload")
+        self.assertIn("401", of(client, "s0", "error")[0]["payload"][0]["message"])
 
     async def test_a_wrong_token_fails_the_upstream_without_a_hot_loop(self) -> None:
         self.start_daemon(token="wrong")
