@@ -96,6 +96,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The local GraphQL endpoint's pure core: GraphQL-over-WebSocket (both subprotocols, as
+        // a server) and GraphQL over HTTP translated to and from the local protocol.
+        .target(
+            name: "LocalEndpoint",
+            dependencies: ["JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,
         // subscribers, states); events in, actions out.
         .target(
@@ -107,11 +114,12 @@ let package = Package(
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing", "CMallocTuning",
+                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing", "CMallocTuning", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -210,7 +218,7 @@ let package = Package(
         .target(
             name: "GQLMuxFuzz",
             dependencies: [
-                "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope",
+                "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],

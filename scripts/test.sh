@@ -10,5 +10,5 @@ swift build
 echo "==> Python client (clients/python) against the real gqlmuxd"
 GQLMUX_BIN_DIR="$(swift build --show-bin-path)" python3 -m unittest discover -s clients/python -t clients/python
 echo "==> Interop (interop/): outages and legacy servers, real strawberry and ariadne against the real gqlmuxd"
-GQLMUX_BIN_DIR="$(swift build --show-bin-path)" python3 -m unittest discover -s interop -t .
+GQLMUX_BIN_DIR="$(swift build --show-bin-path)" .venv-interop/bin/python -m unittest discover -s interop -t .
 swift test "$@"

@@ -28,17 +28,42 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// Set while the fan-out holds this session in its list to flush at the end of the loop turn.
     var awaitingFlush = false
 
-    init(daemon: Daemon, channel: any Channel) {
+    /// Where the client came in.
+    enum Origin: String {
+        /// The line socket: local protocol v1.
+        case lineSocket = "line"
+        /// The GraphQL endpoint's Unix socket (WebSocket or HTTP, translated in front of this).
+        case endpointSocket = "endpoint"
+        /// The GraphQL endpoint's loopback TCP port: any user of the host (no peer credentials).
+        case endpointTCP = "endpoint-tcp"
+    }
+
+    let origin: Origin
+    private var opened = false
+
+    init(daemon: Daemon, channel: any Channel, origin: Origin = .lineSocket) {
         self.daemon = daemon
         self.channel = channel
+        self.origin = origin
     }
 
     // MARK: - Channel events
 
+    /// An endpoint client's session is added once its kind is known, after the channel is active.
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { open(context.channel) }
+    }
+
     func channelActive(context: ChannelHandlerContext) {
-        credentials = PeerCredentials.of(context.channel)
-        daemon.sessionOpened(self)
+        open(context.channel)
         context.fireChannelActive()
+    }
+
+    private func open(_ channel: any Channel) {
+        guard !opened else { return }
+        opened = true
+        credentials = origin == .endpointTCP ? nil : PeerCredentials.of(channel)
+        daemon.sessionOpened(self)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -304,7 +329,10 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         channel.writeAndFlush(line).whenComplete { _ in
             channel.close(mode: .output, promise: nil)
         }
-        channel.eventLoop.scheduleTask(in: force ? .seconds(1) : .milliseconds(500)) { channel.close(promise: nil) }
+        // A WebSocket client cut for falling behind reads its close frame (1008, with the reason)
+        // only after what is queued before it: it gets longer to drain it. Nothing new is queued.
+        let grace: TimeAmount = force ? (origin == .lineSocket ? .seconds(1) : .seconds(10)) : .milliseconds(500)
+        channel.eventLoop.scheduleTask(in: grace) { channel.close(promise: nil) }
     }
 
     /// Graceful daemon stop, after the fan-out told each operation `SHUTTING_DOWN`: close.
@@ -331,6 +359,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             f["GQLMUX_PEER_UID"] = "\(credentials.uid)"
         }
         if !name.isEmpty { f["GQLMUX_CLIENT_NAME"] = name }
+        if origin != .lineSocket { f["GQLMUX_CLIENT_KIND"] = origin.rawValue }
         return f
     }
 

@@ -29,6 +29,12 @@ package final class Daemon: @unchecked Sendable {
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
     private var metricsChannel: (any Channel)?
+    /// The GraphQL endpoint's listeners (Unix socket, loopback TCP).
+    private var endpointChannels: [any Channel] = []
+    /// Its Unix socket file, when this process created it.
+    private var endpointSocketFile: String?
+    /// Where the endpoint listens, for `status` and the started event.
+    private(set) var endpointAddresses: [String] = []
     /// Prometheus metrics (`metrics` verb, `[metrics] listen`).
     let metrics = DaemonMetrics()
     /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
@@ -87,7 +93,7 @@ package final class Daemon: @unchecked Sendable {
 
     /// Binds the socket (replacing a stale file) or adopts `listeningFD`, then starts the upstream.
     /// Its state is written on the loop (`onLoop`), like every other access to it.
-    package func start(listeningFD: CInt? = nil) async throws {
+    package func start(listeningFD: CInt? = nil, endpointFD: CInt? = nil) async throws {
         Fanout.keepFreedHeap()
         let configuration = try await onLoop { self.configuration }
         // Metrics first: its address is set before any client can ask `status` for it.
@@ -110,15 +116,32 @@ package final class Daemon: @unchecked Sendable {
             try? await metrics?.channel.close()
             throw error
         }
+        let endpoint: [any Channel]
+        do {
+            endpoint = try await bindEndpoint(configuration, adoptedFD: endpointFD)
+        } catch {
+            try? await metrics?.channel.close()
+            try? await server.close()
+            throw error
+        }
+        let endpointFile = endpointFD == nil ? configuration.graphqlEndpoint.socketPath(beside: configuration.socketPath) : nil
+        let endpointAddresses = endpoint.map { channel -> String in
+            if let path = channel.localAddress?.pathname { return path }
+            return "http://" + (channel.localAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?") + configuration.graphqlEndpoint.path
+        }
         try await onLoop {
             self.serverChannel = server
             self.ownsSocketFile = listeningFD == nil
             self.metricsChannel = metrics?.channel
             self.metricsAddress = metrics?.address
+            self.endpointChannels = endpoint
+            self.endpointSocketFile = endpointFile
+            self.endpointAddresses = endpointAddresses
             var fields = [
                 "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes",
             ]
             if let address = metrics?.address { fields["GQLMUX_METRICS"] = address }
+            if !endpointAddresses.isEmpty { fields["GQLMUX_GRAPHQL_ENDPOINT"] = endpointAddresses.joined(separator: " ") }
             self.events.emit(
                 .started,
                 fields,
@@ -190,7 +213,7 @@ package final class Daemon: @unchecked Sendable {
         }.get()
         guard alreadyStopping == false else { return }
         events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
-        let listeners = try? await onLoop { [self.serverChannel, self.metricsChannel].compactMap { $0 } }
+        let listeners = try? await onLoop { [self.serverChannel, self.metricsChannel].compactMap { $0 } + self.endpointChannels }
         for channel in listeners ?? [] { try? await channel.close() }
         let closes: [EventLoopFuture<Void>] =
             (try? await eventLoop.submit {
@@ -204,6 +227,8 @@ package final class Daemon: @unchecked Sendable {
         try? await eventLoop.flatSubmit { self.fanout.streams?.shutdown() ?? self.pool.shutdown() }.get()
         let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
+        let endpointFile = try? await onLoop { self.endpointSocketFile }
+        if let path = endpointFile ?? nil { unlink(path) }
     }
 
     // MARK: - Admin
@@ -243,7 +268,8 @@ package final class Daemon: @unchecked Sendable {
             session.fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
             return
         }
-        guard isAllowed(session.credentials) else {
+        // The endpoint's TCP port has no peer credentials: anyone on the host (documented).
+        guard session.origin == .endpointTCP || isAllowed(session.credentials) else {
             events.emit(.clientRefused, session.fields(), message: "peer not in allowed_uids/allowed_gids")
             session.fail(code: LocalErrorCode.forbidden, "this user may not use gqlmuxd (allowed_uids / allowed_gids)")
             return
@@ -327,6 +353,7 @@ package final class Daemon: @unchecked Sendable {
         }
         status.field("reloadError", reloadError)
         status.field("metrics", metricsAddress)
+        status.field("graphqlEndpoint", endpointAddresses.isEmpty ? nil : endpointAddresses.joined(separator: " "))
         status.field("clients", sessions.count)
         status.field("subscriptions") { subscriptions in
             subscriptions.field("local", localOperationCount)

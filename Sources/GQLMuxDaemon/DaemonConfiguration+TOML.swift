@@ -50,7 +50,7 @@ extension DaemonConfiguration {
             throw ConfigurationError("\(source): \(error)")
         }
         let reader = TableReader(table: root, section: "")
-        try reader.allowOnly(["upstream", "socket", "limits", "security", "log", "metrics"])
+        try reader.allowOnly(["upstream", "socket", "limits", "security", "log", "metrics", "graphql_endpoint"])
         guard let upstreamTable = try reader.table("upstream") else {
             throw ConfigurationError("[upstream] url: required")
         }
@@ -93,6 +93,36 @@ extension DaemonConfiguration {
             configuration.security.allowedGIDs = try security.ids("allowed_gids") ?? []
             configuration.security.adminUIDs = try security.ids("admin_uids") ?? []
             configuration.security.adminGIDs = try security.ids("admin_gids") ?? []
+        }
+        if let endpoint = try reader.table("graphql_endpoint") {
+            try endpoint.allowOnly(["socket", "mode", "listen", "path"])
+            if let socket = try endpoint.string("socket") { configuration.graphqlEndpoint.socket = socket }
+            if let mode = try endpoint.string("mode") {
+                guard let value = UInt32(mode, radix: 8), value <= 0o777 else {
+                    throw ConfigurationError("[graphql_endpoint] mode: '\(mode)' is not an octal file mode like \"0660\"")
+                }
+                configuration.graphqlEndpoint.mode = value
+            }
+            if let listen = try endpoint.string("listen"), !listen.isEmpty {
+                let address: MetricsListenAddress
+                do {
+                    address = try MetricsListenAddress(listen)
+                } catch {
+                    throw ConfigurationError("[graphql_endpoint] listen: \(error)")
+                }
+                guard GraphQLEndpointSettings.isLoopback(address.host) else {
+                    throw ConfigurationError(
+                        "[graphql_endpoint] listen: '\(listen)' is not a loopback address (127.0.0.0/8, ::1, localhost); the endpoint has no authentication, so it never listens beyond this host"
+                    )
+                }
+                configuration.graphqlEndpoint.listen = address
+            }
+            if let path = try endpoint.string("path") {
+                guard path.hasPrefix("/"), !path.contains("?"), !path.contains(" ") else {
+                    throw ConfigurationError("[graphql_endpoint] path: '\(path)' must start with / and hold no query")
+                }
+                configuration.graphqlEndpoint.path = path
+            }
         }
         if let metrics = try reader.table("metrics") {
             try metrics.allowOnly(["listen"])

@@ -48,6 +48,7 @@ package struct DaemonConfiguration: Sendable {
     package var logTarget = LogTarget.auto
     /// `[metrics] listen`: where `GET /metrics` is served; nil (the default) serves none.
     package var metricsListen: MetricsListenAddress?
+    package var graphqlEndpoint = GraphQLEndpointSettings()
 
     package init(upstream: UpstreamConfiguration) {
         self.upstream = upstream
@@ -73,4 +74,31 @@ package struct MetricsListenAddress: Sendable, Equatable, CustomStringConvertibl
     }
 
     package var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// `[graphql_endpoint]`: the local GraphQL endpoint (WebSocket and HTTP) for apps that keep
+/// their own GraphQL client.
+package struct GraphQLEndpointSettings: Sendable, Equatable {
+    /// The Unix socket; nil: `graphql.sock` beside the line socket; "" turns it off.
+    package var socket: String?
+    package var mode: UInt32 = 0o660
+    /// `HOST:PORT` on a loopback address; nil (the default) listens on no TCP port.
+    package var listen: MetricsListenAddress?
+    package var path = "/graphql"
+    package init() {}
+
+    /// The socket path to serve, given the line socket's; nil when off.
+    package func socketPath(beside lineSocket: String) -> String? {
+        if let socket { return socket.isEmpty ? nil : socket }
+        let directory = lineSocket.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        return (directory.isEmpty ? "" : directory + "/") + "graphql.sock"
+    }
+
+    /// Whether `host` is a loopback address: 127.0.0.0/8, `::1` or `localhost`.
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return false }
+        return parts[0] == "127"
+    }
 }

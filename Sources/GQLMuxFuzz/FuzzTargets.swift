@@ -1,6 +1,7 @@
 import GraphQLTransportWS
 import HTTPStreaming
 import JSONEnvelope
+import LocalEndpoint
 import LocalProtocol
 import NIOCore
 import NIOEmbedded
@@ -110,6 +111,53 @@ extension FuzzTargets {
             precondition(payload.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "a stream result that is not JSON")
         default:
             break
+        }
+    }
+}
+
+extension FuzzTargets {
+    /// Bytes at the local GraphQL endpoint: as WebSocket text frames (split at NUL bytes) to a
+    /// server session of each subprotocol, as the daemon's lines back, and as an HTTP request
+    /// (the first line is the method and target, the rest the body). Invariants: only
+    /// `subscribe` and `complete` reach the daemon; every frame sent in answer to the client is
+    /// valid JSON; a close reason fits a close frame (123 bytes).
+    public static func endpoint(_ data: UnsafeRawBufferPointer) {
+        let bytes = Array(data)
+        let frames = bytes.split(separator: 0, omittingEmptySubsequences: false)
+        for wire in EndpointSubprotocol.allCases {
+            var session = WebSocketServerSession(wire: wire)
+            var actions = session.received(ByteBuffer(string: #"{"type":"connection_init"}"#))
+            for frame in frames { actions += session.received(ByteBuffer(bytes: frame)) }
+            // The daemon's own lines are trusted (it writes only valid ones): here only that
+            // no bytes crash the translation.
+            _ = session.fromSession(ByteBuffer(bytes: bytes))
+            for action in actions {
+                switch action {
+                case .forward(let line):
+                    let envelope = try? Envelope(line)
+                    precondition(envelope?.type == "subscribe" || envelope?.type == "complete", "forwarded a message the endpoint must not")
+                case .send(let text):
+                    precondition(text.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "sent a frame that is not JSON")
+                case .close(_, let reason):
+                    precondition(reason.utf8.count <= 123, "a close reason too long for a close frame")
+                }
+            }
+        }
+        let head = frames.first.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let parts = head.split(separator: " ", maxSplits: 1).map(String.init)
+        let target = (parts.count > 1 ? parts[1] : "").split(separator: "?", maxSplits: 1)
+        let start = HTTPExchange.start(
+            method: parts.first ?? "",
+            accept: "text/event-stream",
+            contentType: "application/json",
+            body: ByteBuffer(bytes: bytes.dropFirst(head.utf8.count)),
+            queryItems: target.count > 1 ? HTTPExchange.queryItems(target[1]) : [],
+            id: "h1"
+        ) { _ in (false, false) }
+        if case .subscribe(let line, var exchange) = start {
+            precondition(line.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "a subscribe line that is not JSON")
+            _ = exchange.opening()
+            _ = exchange.fromSession(ByteBuffer(bytes: bytes))
         }
     }
 }

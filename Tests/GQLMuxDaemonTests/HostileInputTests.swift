@@ -175,7 +175,10 @@ import Testing
     /// The fuzz targets' seed corpus replays in every test run (the libFuzzer runs are scripts/fuzz.sh).
     @Test func fuzzSeedCorpusReplays() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        for (folder, target) in [("local", FuzzTargets.localLines), ("upstream", FuzzTargets.upstreamMessage), ("streams", FuzzTargets.httpStreams)]
+        for (folder, target) in [
+            ("local", FuzzTargets.localLines), ("upstream", FuzzTargets.upstreamMessage), ("streams", FuzzTargets.httpStreams),
+            ("endpoint", FuzzTargets.endpoint),
+        ]
             as [(String, (UnsafeRawBufferPointer) -> Void)]
         {
             let dir = root.appendingPathComponent("Fuzz/corpus/\(folder)")

@@ -1,0 +1,257 @@
+import JSONEnvelope
+import LocalProtocol
+import NIOCore
+
+/// One GraphQL-over-HTTP request to the endpoint, translated to a local `subscribe` and its
+/// answer back: a JSON response (queries, mutations), or a stream (`Accept: text/event-stream`
+/// as graphql-sse distinct connections mode; `Accept: multipart/mixed` as Apollo multipart
+/// subscriptions). Pure: lines in, response parts out.
+package struct HTTPExchange: Sendable {
+    package enum Mode: Equatable, Sendable {
+        /// One JSON answer, `application/graphql-response+json` or `application/json`.
+        case json(contentType: String)
+        case sse
+        case multipart
+    }
+
+    /// What goes to the HTTP client.
+    package enum Output: Equatable, Sendable {
+        case head(status: Int, contentType: String)
+        case body(ByteBuffer)
+        case end
+    }
+
+    /// How a request starts: refused at once, or as a local `subscribe` with its answer's mode.
+    package enum Start: Sendable {
+        case reject(status: Int, message: String)
+        case subscribe(line: ByteBuffer, exchange: HTTPExchange)
+    }
+
+    package let mode: Mode
+    package let id: String
+    private var splitter = LineSplitter()
+    private var result: ByteBuffer?
+    private var headSent = false
+    package private(set) var ended = false
+
+    private init(mode: Mode, id: String) {
+        self.mode = mode
+        self.id = id
+    }
+
+    package static let multipartContentType = #"multipart/mixed;boundary="graphql";subscriptionSpec=1.0"#
+
+    /// Reads a request. `request` is the JSON object of a POST body, or nil for a GET, whose
+    /// `query`, `variables`, `operationName` and `extensions` come from `queryItems`.
+    /// - Parameter isMutation: whether the document is a mutation (refused over GET);
+    ///   `isSubscription`: whether it is a subscription (needs a stream).
+    package static func start(
+        method: String,
+        accept: String,
+        contentType: String?,
+        body: ByteBuffer?,
+        queryItems: [(String, String)],
+        id: String,
+        kindOf: (ByteBuffer) -> (isMutation: Bool, isSubscription: Bool)
+    ) -> Start {
+        let request: ByteBuffer
+        switch method {
+        case "POST":
+            guard let contentType, contentType.lowercased().hasPrefix("application/json") || contentType.lowercased().hasPrefix("application/graphql") else {
+                return .reject(status: 415, message: "POST needs Content-Type: application/json")
+            }
+            guard let body, (try? body.withUnsafeReadableBytes { try JSONScanner.scanObject($0) }) != nil else {
+                return .reject(status: 400, message: "the body is not a JSON object")
+            }
+            request = body
+        case "GET":
+            guard let built = getRequest(queryItems) else {
+                return .reject(status: 400, message: "GET needs a 'query' parameter; 'variables' and 'extensions' must be JSON objects")
+            }
+            request = built
+        default:
+            return .reject(status: 405, message: "use POST, or GET for queries")
+        }
+        let kind = kindOf(request)
+        if method == "GET", kind.isMutation { return .reject(status: 405, message: "mutations need POST") }
+        let wanted = accept.lowercased()
+        let mode: Mode
+        if wanted.contains("text/event-stream") {
+            mode = .sse
+        } else if wanted.contains("multipart/mixed") {
+            mode = .multipart
+        } else if kind.isSubscription {
+            return .reject(status: 406, message: "a subscription needs Accept: text/event-stream or multipart/mixed;subscriptionSpec=1.0")
+        } else if wanted.contains("application/graphql-response+json") || !wanted.contains("application/json") {
+            mode = .json(contentType: "application/graphql-response+json; charset=utf-8")
+        } else {
+            mode = .json(contentType: "application/json; charset=utf-8")
+        }
+        var line = JSONObjectWriter()
+        line.field("type", LocalMessageType.subscribe.rawValue)
+        line.field("id", id)
+        line.field("payload", json: request)
+        return .subscribe(line: line.finish(), exchange: HTTPExchange(mode: mode, id: id))
+    }
+
+    /// What to send at once: a stream's head (and multipart's first delimiter and heartbeat).
+    package mutating func opening() -> [Output] {
+        switch mode {
+        case .json: return []
+        case .sse:
+            headSent = true
+            return [.head(status: 200, contentType: "text/event-stream"), .body(ByteBuffer(string: ":\n\n"))]
+        case .multipart:
+            headSent = true
+            return [.head(status: 200, contentType: Self.multipartContentType), .body(ByteBuffer(string: "\r\n--graphql" + Self.part("{}")))]
+        }
+    }
+
+    /// A keep-alive for a stream (multipart every 5 s, SSE every 12 s); nil for JSON.
+    package var heartbeat: ByteBuffer? {
+        guard !ended else { return nil }
+        switch mode {
+        case .json: return nil
+        case .sse: return ByteBuffer(string: ":\n\n")
+        case .multipart: return ByteBuffer(string: Self.part("{}"))
+        }
+    }
+
+    /// The daemon's session wrote these bytes.
+    package mutating func fromSession(_ bytes: ByteBuffer) -> [Output] {
+        var outputs: [Output] = []
+        for line in splitter.lines(in: bytes) where !ended {
+            outputs += translate(line)
+        }
+        return outputs
+    }
+
+    private mutating func translate(_ line: ByteBuffer) -> [Output] {
+        guard let local = LocalLine(line) else { return [] }
+        if let lineID = local.id, lineID != id { return [] }
+        switch local.type {
+        case LocalMessageType.next.rawValue:
+            guard let payload = local.payload else { return [] }
+            switch mode {
+            case .json:
+                if result == nil { result = payload }
+                return []
+            case .sse:
+                return [.body(ByteBuffer(string: "event: next\ndata: ") + payload + ByteBuffer(string: "\n\n"))]
+            case .multipart:
+                return [.body(ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":") + payload + ByteBuffer(string: "}\r\n--graphql"))]
+            }
+        case LocalMessageType.complete.rawValue:
+            return finish(errors: nil, status: 200)
+        case LocalMessageType.error.rawValue:
+            return finish(errors: local.payload ?? ByteBuffer(string: "[]"), status: Self.status(for: local.errorCode, mode: mode))
+        default:
+            return []
+        }
+    }
+
+    private mutating func finish(errors: ByteBuffer?, status: Int) -> [Output] {
+        ended = true
+        switch mode {
+        case .json(let contentType):
+            let body: ByteBuffer
+            if let errors {
+                body = ByteBuffer(string: #"{"errors":"#) + errors + ByteBuffer(string: "}")
+            } else {
+                body = result ?? ByteBuffer(string: #"{"data":null}"#)
+            }
+            return [.head(status: errors == nil ? 200 : status, contentType: contentType), .body(body), .end]
+        case .sse:
+            var outputs: [Output] = []
+            if let errors { outputs.append(.body(ByteBuffer(string: #"event: next\#ndata: {"errors":"#) + errors + ByteBuffer(string: "}\n\n"))) }
+            outputs += [.body(ByteBuffer(string: "event: complete\ndata:\n\n")), .end]
+            return outputs
+        case .multipart:
+            var outputs: [Output] = []
+            if let errors {
+                outputs.append(
+                    .body(
+                        ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":null,\"errors\":") + errors
+                            + ByteBuffer(string: "}\r\n--graphql")
+                    )
+                )
+            }
+            outputs += [.body(ByteBuffer(string: "--\r\n")), .end]
+            return outputs
+        }
+    }
+
+    /// The HTTP status of an error answer (GraphQL over HTTP: request errors are 400 with
+    /// `application/graphql-response+json`, 200 with `application/json`).
+    static func status(for code: String?, mode: Mode) -> Int {
+        switch code.flatMap(LocalErrorCode.init(rawValue:)) {
+        case nil: if case .json("application/json; charset=utf-8") = mode { 200 } else { 400 }
+        case .invalidDocument?, .badRequest?, .duplicateID?: 400
+        case .forbidden?: 403
+        case .limitExceeded?: 429
+        case .connectionLost?, .upstreamClosed?: 502
+        case .shuttingDown?, .slowConsumer?: 503
+        }
+    }
+
+    private static func part(_ json: String) -> String { "\r\ncontent-type: application/json\r\n\r\n\(json)\r\n--graphql" }
+
+    /// `query`, `variables`, `operationName`, `extensions` of a GET as a request object.
+    static func getRequest(_ items: [(String, String)]) -> ByteBuffer? {
+        var writer = JSONObjectWriter()
+        var hasQuery = false
+        for (name, value) in items {
+            switch name {
+            case "query":
+                writer.field("query", value)
+                hasQuery = true
+            case "operationName":
+                writer.field("operationName", value)
+            case "variables", "extensions":
+                let json = ByteBuffer(string: value)
+                guard (try? json.withUnsafeReadableBytes { try JSONScanner.scanObject($0) }) != nil else { return nil }
+                writer.field(name, json: json)
+            default:
+                continue
+            }
+        }
+        return hasQuery ? writer.finish() : nil
+    }
+
+    /// Splits and percent-decodes a URL query (`a=1&b=%7B%7D`, `+` as space).
+    package static func queryItems(_ query: Substring) -> [(String, String)] {
+        query.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (percentDecode(parts[0]), parts.count > 1 ? percentDecode(parts[1]) : "")
+        }
+    }
+
+    static func percentDecode(_ text: Substring) -> String {
+        var bytes: [UInt8] = []
+        var index = text.utf8.startIndex
+        let utf8 = text.utf8
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            if byte == UInt8(ascii: "%"), let high = utf8.index(index, offsetBy: 1, limitedBy: utf8.endIndex), high < utf8.endIndex,
+                let low = utf8.index(high, offsetBy: 1, limitedBy: utf8.endIndex), low < utf8.endIndex,
+                let value = UInt8(String(decoding: [utf8[high], utf8[low]], as: UTF8.self), radix: 16)
+            {
+                bytes.append(value)
+                index = utf8.index(after: low)
+            } else {
+                bytes.append(byte == UInt8(ascii: "+") ? 0x20 : byte)
+                index = utf8.index(after: index)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension ByteBuffer {
+    fileprivate static func + (lhs: ByteBuffer, rhs: ByteBuffer) -> ByteBuffer {
+        var out = lhs
+        var rhs = rhs
+        out.writeBuffer(&rhs)
+        return out
+    }
+}

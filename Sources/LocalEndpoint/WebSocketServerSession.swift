@@ -1,0 +1,158 @@
+import JSONEnvelope
+import LocalProtocol
+import NIOCore
+
+/// The two GraphQL-over-WebSocket subprotocols the endpoint serves.
+package enum EndpointSubprotocol: String, Sendable, CaseIterable {
+    /// graphql-ws PROTOCOL.md.
+    case transportWS = "graphql-transport-ws"
+    /// subscriptions-transport-ws, the legacy protocol.
+    case legacyWS = "graphql-ws"
+
+    /// The subprotocol for a client's offer, in the client's order of preference.
+    package static func select(offered: [String]) -> EndpointSubprotocol? {
+        offered.lazy.compactMap { EndpointSubprotocol(rawValue: $0.trimmingCharacters()) }.first
+    }
+}
+
+/// The server side of a GraphQL WebSocket client, translated to and from the daemon's local
+/// protocol: the pure core of the endpoint (frames in, actions out; the clock is the caller's).
+///
+/// graphql-transport-ws, as a server: `connection_init` → `connection_ack`; no init within
+/// the wait → 4408; a second init → 4429; a message that is not one → 4400; `subscribe` before
+/// the ack → 4401; an id already in use → 4409; `ping` → `pong`. graphql-ws (legacy):
+/// `connection_init` → `connection_ack` and `ka` keep-alives; `start`, `stop`,
+/// `connection_terminate`; results as `data`. The client's `connection_init` payload is never
+/// used: the daemon speaks upstream with its own credentials.
+package struct WebSocketServerSession: Sendable {
+    package enum Action: Equatable, Sendable {
+        /// A text frame to the client.
+        case send(ByteBuffer)
+        /// A local-protocol message to the daemon's session.
+        case forward(ByteBuffer)
+        /// A close frame, then the connection ends.
+        case close(code: UInt16, reason: String)
+    }
+
+    package let wire: EndpointSubprotocol
+    package private(set) var acknowledged = false
+    private var closed = false
+    private var splitter = LineSplitter()
+
+    package init(wire: EndpointSubprotocol) { self.wire = wire }
+
+    // MARK: - Client → daemon
+
+    /// A text frame from the client.
+    package mutating func received(_ text: ByteBuffer) -> [Action] {
+        guard !closed else { return [] }
+        guard let envelope = try? Envelope(text) else { return close(4400, "Invalid message received") }
+        switch (wire, envelope.type) {
+        case (_, "connection_init"):
+            if acknowledged {
+                return wire == .transportWS ? close(4429, "Too many initialisation requests") : []
+            }
+            acknowledged = true
+            var actions: [Action] = [.send(ByteBuffer(string: #"{"type":"connection_ack"}"#))]
+            if wire == .legacyWS { actions.append(.send(Self.keepAlive)) }
+            return actions
+        case (.transportWS, "ping"):
+            return [.send(Self.message("pong", id: nil, payload: envelope.payloadKind == .object ? envelope.payload : nil))]
+        case (.transportWS, "pong"):
+            return []
+        case (.transportWS, "subscribe"), (.legacyWS, "start"):
+            guard acknowledged || wire == .legacyWS else { return close(4401, "Unauthorized") }
+            guard let id = envelope.id, !id.isEmpty, let payload = envelope.payload, envelope.payloadKind == .object else {
+                return close(4400, "Invalid message received")
+            }
+            return [.forward(Self.message(LocalMessageType.subscribe.rawValue, id: id, payload: payload))]
+        case (.transportWS, "complete"), (.legacyWS, "stop"):
+            guard let id = envelope.id, !id.isEmpty else { return close(4400, "Invalid message received") }
+            return [.forward(Self.message(LocalMessageType.complete.rawValue, id: id, payload: nil))]
+        case (.legacyWS, "connection_terminate"):
+            return close(1000, "")
+        default:
+            return close(4400, "Invalid message received")
+        }
+    }
+
+    /// A binary frame: neither protocol has them.
+    package mutating func receivedBinary() -> [Action] { close(4400, "Invalid message received") }
+
+    /// No `connection_init` within the wait.
+    package mutating func initTimedOut() -> [Action] {
+        guard !acknowledged, !closed else { return [] }
+        return close(4408, "Connection initialisation timeout")
+    }
+
+    // MARK: - Daemon → client
+
+    /// Bytes the daemon's session wrote (whole lines or pieces of them).
+    package mutating func fromSession(_ bytes: ByteBuffer) -> [Action] {
+        var actions: [Action] = []
+        for line in splitter.lines(in: bytes) where !closed {
+            actions += translate(line)
+        }
+        return actions
+    }
+
+    private mutating func translate(_ line: ByteBuffer) -> [Action] {
+        if LocalLine.isNext(line) {
+            guard wire == .legacyWS else { return [.send(line)] }
+            var data = line
+            data.setString("data", at: data.readerIndex + 9)  // {"type":"next" → {"type":"data"
+            return [.send(data)]
+        }
+        guard let local = LocalLine(line) else { return [] }
+        switch local.type {
+        case LocalMessageType.complete.rawValue:
+            return [.send(line)]
+        case LocalMessageType.error.rawValue:
+            guard let id = local.id else { return close(Self.closeCode(forConnectionError: local.errorCode), local.errorMessage) }
+            if local.errorCode == LocalErrorCode.duplicateID.rawValue, wire == .transportWS {
+                return close(4409, "Subscriber for \(id) already exists")
+            }
+            guard wire == .legacyWS else { return [.send(line)] }
+            return [.send(Self.message("error", id: id, payload: local.firstError ?? ByteBuffer(string: "{}")))]
+        default:
+            return []  // state, ok, pong, connection_ack: the daemon's own vocabulary
+        }
+    }
+
+    /// The close code for an error that ends the whole local connection.
+    static func closeCode(forConnectionError code: String?) -> UInt16 {
+        switch code.flatMap(LocalErrorCode.init(rawValue:)) {
+        case .slowConsumer?: 1008  // policy violation: it did not read fast enough
+        case .shuttingDown?: 1001  // going away
+        case .forbidden?: 4403
+        case .limitExceeded?: 1013  // try again later (max_clients)
+        case .badRequest?: 4400
+        default: 1011
+        }
+    }
+
+    /// A legacy keep-alive.
+    package static let keepAlive = ByteBuffer(string: #"{"type":"ka"}"#)
+
+    private mutating func close(_ code: UInt16, _ reason: String) -> [Action] {
+        closed = true
+        return [.close(code: code, reason: String(reason.utf8.prefix(120)) ?? "")]
+    }
+
+    private static func message(_ type: String, id: String?, payload: ByteBuffer?) -> ByteBuffer {
+        var writer = JSONObjectWriter()
+        writer.field("type", type)
+        if let id { writer.field("id", id) }
+        if let payload { writer.field("payload", json: payload) }
+        return writer.finish()
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters() -> String {
+        var text = Substring(self)
+        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
+        while text.last == " " || text.last == "\t" { text = text.dropLast() }
+        return String(text)
+    }
+}
