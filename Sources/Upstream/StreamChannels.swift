@@ -10,8 +10,9 @@ import NIOTLS
 /// server that chose HTTP/1.1) a TCP connection of its own. Either way the channel carries
 /// `HTTPClientRequestPart` out and `HTTPClientResponsePart` in, so the reader is the same.
 ///
-/// Confined to the transport's event loop.
-final class StreamChannels {
+/// Confined to the transport's event loop. `@unchecked Sendable` — safe because of that: it is
+/// called only from its transport's `OnLoop` paths, and its futures complete on that loop.
+final class StreamChannels: @unchecked Sendable {
     /// What the server has said about HTTP/2 since the last reset.
     private enum Mode {
         case unknown, http1, http2
@@ -49,7 +50,7 @@ final class StreamChannels {
         url: HTTPURL,
         sslContext: NIOSSLContext?,
         connectTimeout: TimeAmount,
-        handler: @escaping () -> any ChannelHandler
+        handler: @escaping @Sendable () -> any ChannelHandler
     ) -> EventLoopFuture<any Channel> {
         guard url.secure, let sslContext, mode != .http1 else {
             return connect(url: url, sslContext: sslContext, connectTimeout: connectTimeout, alpn: false, handler: handler)
@@ -140,7 +141,7 @@ final class StreamChannels {
         sslContext: NIOSSLContext?,
         connectTimeout: TimeAmount,
         alpn: Bool,
-        handler: @escaping () -> any ChannelHandler
+        handler: @escaping @Sendable () -> any ChannelHandler
     ) -> EventLoopFuture<any Channel> {
         connectionsOpened += 1
         return ClientBootstrap(group: eventLoop)
