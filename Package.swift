@@ -182,6 +182,8 @@ let package = Package(
             dependencies: [
                 "TestUpstream", "Upstream", "GraphQLTransportWS", "Spawn",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

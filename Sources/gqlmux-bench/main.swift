@@ -161,11 +161,62 @@ func transportRows(websocket: Double?) async throws {
     print("")
 }
 
+/// Fan-out 1 → 100 × 256 B to WebSocket clients of the local GraphQL endpoint, beside the
+/// line-protocol row of this run: what the WebSocket framing and translation cost.
+func websocketClientRow(line: Double?) async throws {
+    let n = 100
+    let messages = 60_000
+    var best: (rate: Double, cpu: Double, done: Bool)?
+    for _ in 0..<3 {
+        var clients: [BenchWebSocketClient] = []
+        for i in 0..<n {
+            clients.append(
+                try await BenchWebSocketClient.subscribe(
+                    socketPath.replacingOccurrences(of: "gqlmux.sock", with: "graphql.sock"),
+                    group: clientGroup,
+                    id: "w\(i)",
+                    query: "subscription { tick }"
+                )
+            )
+        }
+        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.frames.value >= 2 } }
+        let base = clients.map { $0.frames.value }
+        let cpuBefore = cpuSeconds(daemon.pid)
+        let start = ContinuousClock.now
+        var sent = 0
+        while sent < messages {
+            let batch = min(500, messages - sent)
+            await upstream.tick(count: batch, padding: 256 - 30)
+            sent += batch
+        }
+        let done = await waitUntil(.seconds(600)) { zip(clients, base).reduce(0) { $0 + $1.0.frames.value - $1.1 } >= n * messages }
+        let elapsed = seconds(ContinuousClock.now - start)
+        let cpu = cpuSeconds(daemon.pid) - cpuBefore
+        let delivered = zip(clients, base).reduce(0) { $0 + $1.0.frames.value - $1.1 }
+        for client in clients { client.channel?.close(promise: nil) }
+        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+        let rate = Double(delivered) / elapsed
+        if best == nil || (done && rate > best!.rate) { best = (rate, cpu / elapsed, done) }
+    }
+    print("local clients (1 upstream subscription → 100 local subscribers, 256 B; best of 3)")
+    print("  client kind                   deliveries/s   gqlmuxd CPU   ÷ line protocol")
+    if let line { print("  line protocol                 " + String(format: "%12.0f", line)) }
+    if let best {
+        print(
+            "  WebSocket (graphql-transport-ws)"
+                + String(format: "%10.0f      %5.0f%%       %6.1f%%", best.rate, 100 * best.cpu, line.map { 100 * best.rate / $0 } ?? .nan)
+                + (best.done ? "" : "   (incomplete)")
+        )
+    }
+    print("")
+}
+
 // `gqlmux-bench GQLMUXD transports`: the fan-out rows by upstream transport only.
 if arguments.count > 2, arguments[2] == "transports" {
     let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
     let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
     try await transportRows(websocket: Double(best.0) / best.2)
+    try await websocketClientRow(line: Double(best.0) / best.2)
     bench.stop()
     exit(0)
 }
@@ -274,6 +325,7 @@ if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let
 
 // 3b. The same fan-out from HTTP streaming upstreams, beside the WebSocket row.
 try await transportRows(websocket: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
+try await websocketClientRow(line: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
 
 // 4. Added latency: upstream send → local receive, against a direct WebSocket client.
 let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)

@@ -1,0 +1,62 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOWebSocket
+
+/// A graphql-transport-ws client of gqlmuxd's local GraphQL endpoint (its Unix socket), for
+/// the benchmark: counts the text frames it receives.
+/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop and what the
+/// benchmark reads from another thread is in a lock-protected counter.
+final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    let frames = ManagedAtomicCounter()
+    private(set) var channel: (any Channel)?
+
+    /// Connects to `path`, upgrades to graphql-transport-ws, sends `connection_init` and a
+    /// subscribe of `query` with `id`.
+    static func subscribe(_ path: String, group: any EventLoopGroup, id: String, query: String) async throws -> BenchWebSocketClient {
+        let client = BenchWebSocketClient()
+        let upgraded = group.next().makePromise(of: Void.self)
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in
+                let upgrader = NIOWebSocketClientUpgrader(
+                    requestKey: "dGhlIHNhbXBsZSBub25jZQ==",
+                    maxFrameSize: 1 << 24,
+                    automaticErrorHandling: false
+                ) { channel, _ in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(client)
+                        upgraded.succeed()
+                    }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers(
+                        withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in })
+                    )
+                }
+            }
+            .connect(unixDomainSocketPath: path).get()
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: "localhost")
+        headers.add(name: "Sec-WebSocket-Protocol", value: "graphql-transport-ws")
+        headers.add(name: "Content-Length", value: "0")
+        channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/graphql", headers: headers)), promise: nil)
+        try await channel.writeAndFlush(HTTPClientRequestPart.end(nil)).get()
+        try await upgraded.futureResult.get()
+        client.channel = channel
+        client.send(#"{"type":"connection_init"}"#, on: channel)
+        client.send(#"{"type":"subscribe","id":"\#(id)","payload":{"query":"\#(query)"}}"#, on: channel)
+        return client
+    }
+
+    private func send(_ text: String, on channel: any Channel) {
+        let frame = WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: ByteBuffer(string: text))
+        channel.writeAndFlush(frame, promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if unwrapInboundIn(data).opcode == .text { frames.add(1) }
+    }
+}
