@@ -63,6 +63,7 @@ sed -e 's#/usr/local/bin/gqlmuxd#/usr/sbin/gqlmuxd#' \
     -e 's#(made by scripts/install.sh)#(made by the package: /usr/lib/sysusers.d/gqlmux.conf)#' \
     systemd/gqlmuxd.service >"$pkg/lib/systemd/system/gqlmuxd.service"
 install -m 0644 systemd/gqlmuxd.socket "$pkg/lib/systemd/system/gqlmuxd.socket"
+install -m 0644 systemd/gqlmuxd-graphql.socket "$pkg/lib/systemd/system/gqlmuxd-graphql.socket"
 chmod 0644 "$pkg/lib/systemd/system/gqlmuxd.service"
 install -m 0644 systemd/gqlmuxd.catalog "$pkg/usr/lib/systemd/catalog/gqlmuxd.catalog"
 install -m 0644 packaging/debian/gqlmux.sysusers "$pkg/usr/lib/sysusers.d/gqlmux.conf"

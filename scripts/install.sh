@@ -15,6 +15,7 @@ install -d "$prefix/bin" "$prefix/lib/systemd/catalog" "$prefix/share/doc/gqlmux
 install -m 0755 "$bin/gqlmuxd" "$bin/gqlmuxctl" "$prefix/bin/"
 sed "s#/usr/local/bin/gqlmuxd#$prefix/bin/gqlmuxd#; s#/usr/local/share/doc#$prefix/share/doc#" systemd/gqlmuxd.service >/etc/systemd/system/gqlmuxd.service
 install -m 0644 systemd/gqlmuxd.socket /etc/systemd/system/gqlmuxd.socket
+install -m 0644 systemd/gqlmuxd-graphql.socket /etc/systemd/system/gqlmuxd-graphql.socket
 install -m 0644 systemd/gqlmuxd.catalog "$prefix/lib/systemd/catalog/gqlmuxd.catalog"
 install -m 0644 README.md "$prefix/share/doc/gqlmux/README.md"
 [ -e /etc/gqlmux/gqlmuxd.toml ] || install -m 0640 config/gqlmuxd.toml /etc/gqlmux/gqlmuxd.toml

@@ -24,6 +24,8 @@ systemctl daemon-reload
 systemctl start gqlmux-test-upstream.service
 name=socket-start.txt record systemctl start gqlmuxd.socket
 systemctl is-active gqlmuxd.service >"$out/active-before.txt"
+# The GraphQL endpoint's socket comes with it, and both reach gqlmuxd by name.
+systemctl is-active gqlmuxd-graphql.socket >"$out/graphql-socket-active.txt"
 sleep 0.5
 name=status-first.json record $ctl status --json
 # READY=1 is sent before the first answer, but systemd may read its notify socket a moment

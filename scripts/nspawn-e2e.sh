@@ -11,7 +11,7 @@ work=$(mktemp -d /tmp/gqlmux-nspawn.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/units/gqlmuxd.service.d" "$work/units/multi-user.target.wants" "$work/etc" "$out"
 
-cp "$root/systemd/gqlmuxd.service" "$root/systemd/gqlmuxd.socket" "$work/units/"
+cp "$root/systemd/gqlmuxd.service" "$root/systemd/gqlmuxd.socket" "$root/systemd/gqlmuxd-graphql.socket" "$work/units/"
 # Only what differs from an installed system: the binary's path and short timeouts.
 cat >"$work/units/gqlmuxd.service.d/test.conf" <<UNIT
 [Service]

@@ -141,7 +141,10 @@ package final class Daemon: @unchecked Sendable {
                 "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes",
             ]
             if let address = metrics?.address { fields["GQLMUX_METRICS"] = address }
-            if !endpointAddresses.isEmpty { fields["GQLMUX_GRAPHQL_ENDPOINT"] = endpointAddresses.joined(separator: " ") }
+            if !endpointAddresses.isEmpty {
+                fields["GQLMUX_GRAPHQL_ENDPOINT"] = endpointAddresses.joined(separator: " ")
+                fields["GQLMUX_GRAPHQL_ACTIVATED"] = endpointFD == nil ? "no" : "yes"
+            }
             self.events.emit(
                 .started,
                 fields,

@@ -10,18 +10,37 @@ package enum ListenFDs {
         package var description: String
     }
 
-    /// The adopted listening Unix stream socket, or nil when not socket-activated.
-    /// - Throws: when systemd passed something else, or more than one socket.
-    package static func adoptUnixListener() throws(Failure) -> CInt? {
-        let count = sd_listen_fds(1)
+    /// The listening Unix stream sockets systemd passed, by their `FileDescriptorName=`:
+    /// `graphql` is the local GraphQL endpoint's; the other one (`gqlmux`, or unnamed) is the
+    /// line socket. Both nil when not socket-activated.
+    /// - Throws: when systemd passed something else, or more than one of a kind.
+    package static func adoptUnixListeners() throws(Failure) -> (line: CInt?, graphql: CInt?) {
+        var names: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+        let count = sd_listen_fds_with_names(1, &names)
         if count < 0 { throw Failure(description: "LISTEN_FDS: \(String(cString: strerror(-count)))") }
-        if count == 0 { return nil }
-        guard count == 1 else { throw Failure(description: "expected one socket from systemd, got \(count)") }
-        let fd = SD_LISTEN_FDS_START
-        guard sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0 else {
-            throw Failure(description: "fd \(fd) from systemd is not a listening Unix stream socket")
+        defer {
+            if let names {
+                for index in 0..<Int(max(count, 0)) { free(names[index]) }
+                free(names)
+            }
         }
-        return fd
+        var line: CInt?
+        var graphql: CInt?
+        for index in 0..<count {
+            let fd = SD_LISTEN_FDS_START + index
+            let name = names?[Int(index)].map { String(cString: $0) } ?? ""
+            guard sd_is_socket_unix(fd, Int32(SOCK_STREAM.rawValue), 1, nil, 0) > 0 else {
+                throw Failure(description: "fd \(fd) (\(name)) from systemd is not a listening Unix stream socket")
+            }
+            if name == "graphql" {
+                guard graphql == nil else { throw Failure(description: "two sockets named 'graphql' from systemd") }
+                graphql = fd
+            } else {
+                guard line == nil else { throw Failure(description: "expected one line socket from systemd, got another ('\(name)')") }
+                line = fd
+            }
+        }
+        return (line, graphql)
     }
 
     /// The path a Unix socket is bound to (for logs and status).

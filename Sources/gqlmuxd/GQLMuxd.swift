@@ -58,13 +58,14 @@ struct GQLMuxd: AsyncParsableCommand {
         }
         let events = Self.events(configuration)
 
-        let adopted: CInt?
+        let adopted: (line: CInt?, graphql: CInt?)
         do {
-            adopted = try ListenFDs.adoptUnixListener()
+            adopted = try ListenFDs.adoptUnixListeners()
         } catch {
             throw startFailure("socket activation: \(error)", errno: EBADF, notifier)
         }
-        if let adopted, let path = ListenFDs.boundPath(adopted) { configuration.socketPath = path }
+        if let fd = adopted.line, let path = ListenFDs.boundPath(fd) { configuration.socketPath = path }
+        if let fd = adopted.graphql, let path = ListenFDs.boundPath(fd) { configuration.graphqlEndpoint.socket = path }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let daemon: Daemon
@@ -79,7 +80,7 @@ struct GQLMuxd: AsyncParsableCommand {
                 if changed { notifier.status(line) }
             }
             daemon.onReload = { begins in begins ? notifier.reloading() : notifier.ready() }
-            try await daemon.start(listeningFD: adopted)
+            try await daemon.start(listeningFD: adopted.line, endpointFD: adopted.graphql)
         } catch {
             throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
         }

@@ -24,6 +24,8 @@ import Glibc
         #expect(read("active-before.txt") == "inactive")
         #expect(read("status-first.json.rc") == "0", "\(read("status-first.json"))")
         #expect(read("active-after.txt") == "active")
+        #expect(read("graphql-socket-active.txt") == "active")
+        #expect(read("status-first.json").contains(#""graphqlEndpoint":"/run/gqlmux/graphql.sock""#), "\(read("status-first.json"))")
 
         // systemctl show -P StatusText follows an upstream kill and recovery.
         #expect(read("statustext-connected.txt").hasPrefix("connected to ws://127.0.0.1:18080/graphql; 1 clients, 1 subscriptions (1 upstream)"))
@@ -57,6 +59,9 @@ import Glibc
             #expect(events.contains(expected), "journal has no \(expected); got \(Set(events).sorted())")
         }
         #expect(read("journal.txt").contains("Watchdog timeout"))
+        // Both sockets adopted from systemd by FileDescriptorName= (gqlmux, graphql).
+        let started = journal.filter { $0["GQLMUX_EVENT"] as? String == "started" }
+        #expect(started.contains { $0["GQLMUX_SOCKET_ACTIVATED"] as? String == "yes" && $0["GQLMUX_GRAPHQL_ACTIVATED"] as? String == "yes" }, "\(started)")
         print("systemctl status gqlmuxd (inside nspawn):\n" + read("systemctl-status.txt"))
     }
 }

@@ -11,8 +11,13 @@ import Testing
         let service = try String(contentsOfFile: Paths.root + "/systemd/gqlmuxd.service", encoding: .utf8)
             .replacingOccurrences(of: "/usr/local/bin/gqlmuxd", with: Paths.binary("gqlmuxd"))
         try service.write(toFile: directory + "/gqlmuxd.service", atomically: true, encoding: .utf8)
-        try FileManager.default.copyItem(atPath: Paths.root + "/systemd/gqlmuxd.socket", toPath: directory + "/gqlmuxd.socket")
-        let result = try await runCommand(analyze, ["verify", directory + "/gqlmuxd.socket", directory + "/gqlmuxd.service"])
+        for socket in ["gqlmuxd.socket", "gqlmuxd-graphql.socket"] {
+            try FileManager.default.copyItem(atPath: Paths.root + "/systemd/" + socket, toPath: directory + "/" + socket)
+        }
+        let result = try await runCommand(
+            analyze,
+            ["verify", directory + "/gqlmuxd.socket", directory + "/gqlmuxd-graphql.socket", directory + "/gqlmuxd.service"]
+        )
         #expect(result.status == 0)
         #expect(result.output.isEmpty, "systemd-analyze verify printed: \(result.output)")
     }
