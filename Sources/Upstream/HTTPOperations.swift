@@ -129,34 +129,23 @@ package final class HTTPOperations: @unchecked Sendable {
         let url = configuration.url
         let done = request.promise
         let sslContext = self.sslContext
-        ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(configuration.timeout.nanoseconds))
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if url.secure, let sslContext {
-                        let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
-                    }
-                    try sync.addHTTPClientHandlers()
-                    try sync.addHandler(ResponseCollector(promise: done, limit: configuration.maxResponseBytes))
+        let limit = configuration.maxResponseBytes
+        StreamChannels.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: .nanoseconds(configuration.timeout.nanoseconds), on: eventLoop) {
+            ResponseCollector(promise: done, limit: limit)
+        }
+        .whenComplete { result in
+            switch result {
+            case .success(let channel):
+                guard self.pending[id] != nil else {  // answered (timeout) or cancelled meanwhile
+                    channel.close(promise: nil)
+                    return
                 }
+                self.pending[id]?.channel = channel
+                Self.write(request.payload, configuration: configuration, to: channel)
+            case .failure(let error):
+                done.fail(error)
             }
-            .connect(host: url.host, port: url.port)
-            .whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    guard self.pending[id] != nil else {  // answered (timeout) or cancelled meanwhile
-                        channel.close(promise: nil)
-                        return
-                    }
-                    self.pending[id]?.channel = channel
-                    Self.write(request.payload, configuration: configuration, to: channel)
-                case .failure(let error):
-                    done.fail(error)
-                }
-            }
+        }
     }
 
     /// The client no longer wants `id`: its connection is closed (a mutation already sent may

@@ -144,7 +144,19 @@ final class StreamChannels: @unchecked Sendable {
         handler: @escaping @Sendable () -> any ChannelHandler
     ) -> EventLoopFuture<any Channel> {
         connectionsOpened += 1
-        return ClientBootstrap(group: eventLoop)
+        return Self.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: connectTimeout, on: eventLoop, handler: handler)
+    }
+
+    /// One HTTP/1.1 connection (TLS for https), its response read by `handler`: for a stream,
+    /// and for an `http_url` query or mutation (``HTTPOperations``).
+    static func connectHTTP1(
+        url: HTTPURL,
+        sslContext: NIOSSLContext?,
+        connectTimeout: TimeAmount,
+        on eventLoop: any EventLoop,
+        handler: @escaping @Sendable () -> any ChannelHandler
+    ) -> EventLoopFuture<any Channel> {
+        ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
