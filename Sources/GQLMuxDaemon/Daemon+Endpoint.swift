@@ -70,6 +70,10 @@ extension Daemon {
                             let wire = Self.subprotocol(head) ?? .transportWS
                             return channel.pipeline.removeHandler(http).flatMapThrowing {
                                 let sync = channel.pipeline.syncOperations
+                                // Frames out are encoded by EndpointWebSocketHandler, a batch at a
+                                // time, and written below NIO's frame encoder.
+                                let writer = EncodedFrameWriter()
+                                try sync.addHandler(writer, position: .first)
                                 try sync.addHandler(
                                     NIOWebSocketFrameAggregator(
                                         minNonFinalFragmentSize: 0,
@@ -77,7 +81,7 @@ extension Daemon {
                                         maxAccumulatedFrameSize: limits.maxLineBytes
                                     )
                                 )
-                                try sync.addHandler(EndpointWebSocketHandler(wire: wire))
+                                try sync.addHandler(EndpointWebSocketHandler(wire: wire, writer: writer))
                                 try sync.addHandler(makeSession(channel))
                             }
                         }

@@ -7,6 +7,11 @@ import NIOWebSocket
 /// (``WebSocketServerSession`` decides both). Answers WebSocket pings, times the
 /// `connection_init` wait, and sends legacy `ka` keep-alives.
 ///
+/// It encodes the frames it sends itself and writes them through an ``EncodedFrameWriter`` at
+/// the head of the pipeline, below NIO's frame encoder: all the frames of one write of the
+/// session go out as one buffer, as the line protocol's batch does, instead of two writes per
+/// frame.
+///
 /// `@unchecked Sendable` — safe because NIO calls it on its channel's loop only, and its
 /// timers run there.
 final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable {
@@ -24,7 +29,12 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable 
     private var timers: [Scheduled<Void>] = []
     private var keepAlive: RepeatedTask?
 
-    init(wire: EndpointSubprotocol) { session = WebSocketServerSession(wire: wire) }
+    private let writer: EncodedFrameWriter
+
+    init(wire: EndpointSubprotocol, writer: EncodedFrameWriter) {
+        session = WebSocketServerSession(wire: wire)
+        self.writer = writer
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -60,7 +70,7 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable 
         case .binary:
             perform(session.receivedBinary(), context: context, promise: nil)
         case .ping:
-            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .pong, data: frame.unmaskedData)), promise: nil)
+            writer.write(Self.frame(.pong, frame.unmaskedData), flush: true, promise: nil)
         case .connectionClose:
             if !closeSent {
                 closeSent = true
@@ -68,7 +78,7 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable 
                 let code = data.readWebSocketErrorCode() ?? .normalClosure
                 var echo = context.channel.allocator.buffer(capacity: 2)
                 echo.write(webSocketErrorCode: code)
-                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: echo)), promise: nil)
+                writer.write(Self.frame(.connectionClose, echo), flush: true, promise: nil)
             }
             context.close(promise: nil)
         default:
@@ -78,54 +88,105 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable 
 
     /// The session's lines, translated.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        perform(session.fromSession(unwrapOutboundIn(data)), context: context, promise: promise)
+        perform(session.fromSession(unwrapOutboundIn(data)), context: context, promise: promise, flush: false)
     }
 
-    private func perform(_ actions: [WebSocketServerSession.Action], context: ChannelHandlerContext, promise: EventLoopPromise<Void>?) {
-        guard !actions.isEmpty else {
-            promise?.succeed()
-            return
-        }
-        for (index, action) in actions.enumerated() {
-            let last = index == actions.count - 1 ? promise : nil
+    /// - Parameter flush: whether to flush what is sent (the session's own writes are flushed
+    ///   when it flushes).
+    private func perform(
+        _ actions: [WebSocketServerSession.Action],
+        context: ChannelHandlerContext,
+        promise: EventLoopPromise<Void>?,
+        flush: Bool = true
+    ) {
+        var out: ByteBuffer?
+        var closing: ByteBuffer?
+        for action in actions {
             switch action {
             case .send(let text):
-                guard !closeSent else {
-                    last?.succeed()
-                    continue
-                }
-                context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: text)), promise: last)
+                guard !closeSent else { continue }
+                if out == nil { out = context.channel.allocator.buffer(capacity: text.readableBytes + 10) }
+                Self.appendFrame(.text, text, to: &out!)
             case .forward(let line):
                 context.fireChannelRead(wrapInboundOut(line))
-                last?.succeed()
             case .close(let code, let reason):
-                guard !closeSent else {
-                    last?.succeed()
-                    continue
-                }
+                guard !closeSent else { continue }
                 closeSent = true
                 stopTimers()
                 var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
                 data.write(webSocketErrorCode: .init(codeNumber: Int(code)))
                 data.writeString(reason)
-                let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: data)))
-                    .whenComplete { _ in
-                        last?.succeed()
-                        // The peer answers with its close frame; close anyway soon after.
-                        channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
-                    }
+                closing = Self.frame(.connectionClose, data)
             }
         }
-        context.flush()
+        if let out { writer.write(out, flush: flush && closing == nil, promise: closing == nil ? promise : nil) }
+        if let closing {
+            let channel = context.channel
+            let written = context.eventLoop.makePromise(of: Void.self)
+            writer.write(closing, flush: true, promise: written)
+            written.futureResult.whenComplete { _ in
+                promise?.succeed()
+                // The peer answers with its close frame; close anyway soon after.
+                channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+            }
+        } else if out == nil {
+            promise?.succeed()
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) { writer.flush() }
+
+    /// One unmasked server frame (RFC 6455 5.2), header and payload in one buffer.
+    static func frame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer) -> ByteBuffer {
+        var out = ByteBuffer()
+        out.reserveCapacity(payload.readableBytes + 10)
+        appendFrame(opcode, payload, to: &out)
+        return out
+    }
+
+    static func appendFrame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, to out: inout ByteBuffer) {
+        let length = payload.readableBytes
+        out.writeInteger(UInt8(0x80) | UInt8(webSocketOpcode: opcode))
+        if length < 126 {
+            out.writeInteger(UInt8(length))
+        } else if length <= Int(UInt16.max) {
+            out.writeInteger(UInt8(126))
+            out.writeInteger(UInt16(length))
+        } else {
+            out.writeInteger(UInt8(127))
+            out.writeInteger(UInt64(length))
+        }
+        var payload = payload
+        out.writeBuffer(&payload)
     }
 
     private func startKeepAlive(_ context: ChannelHandlerContext) {
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         keepAlive = context.eventLoop.scheduleRepeatedTask(initialDelay: Self.keepAliveInterval, delay: Self.keepAliveInterval) { _ in
-            let context = loopBound.value
             guard !self.closeSent else { return }
-            context.writeAndFlush(self.wrapOutboundOut(WebSocketFrame(fin: true, opcode: .text, data: WebSocketServerSession.keepAlive)), promise: nil)
+            self.writer.write(Self.frame(.text, WebSocketServerSession.keepAlive), flush: true, promise: nil)
         }
     }
+}
+
+/// Sits first in an endpoint WebSocket pipeline: bytes written through it (frames already
+/// encoded) go straight to the socket, below NIO's frame encoder.
+final class EncodedFrameWriter: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = ByteBuffer
+
+    /// Set while in the pipeline; used on the channel's loop only (hence `@unchecked Sendable`).
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func write(_ bytes: ByteBuffer, flush: Bool, promise: EventLoopPromise<Void>?) {
+        guard let context else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        context.write(NIOAny(bytes), promise: promise)
+        if flush { context.flush() }
+    }
+
+    func flush() { context?.flush() }
 }

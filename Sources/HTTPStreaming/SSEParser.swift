@@ -76,20 +76,24 @@ package struct SSEParser: Sendable {
         let name = line[..<(colon ?? line.endIndex)]
         var value = colon.map { line[($0 + 1)...] } ?? []
         if value.first == 0x20 { value = value.dropFirst() }
+        if name.elementsEqual(Self.dataField) {
+            if hasData { data.append(10) }
+            data.append(contentsOf: value)
+            hasData = true
+            return
+        }
         switch String(decoding: name, as: UTF8.self) {
         case "event":
             guard let text = String(validating: value, as: UTF8.self) else {
                 throw StreamParseError("an event-stream event name is not valid UTF-8")
             }
             eventType = text
-        case "data":
-            if hasData { data.append(10) }
-            data.append(contentsOf: value)
-            hasData = true
         default:
             break  // id, retry and unknown fields: nothing to do for a stream that cannot resume
         }
     }
+
+    private static let dataField = Array("data".utf8)
 
     private mutating func dispatch(into events: inout [SSEEvent]) {
         defer {
