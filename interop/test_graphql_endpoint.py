@@ -261,6 +261,29 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
             self.assertGreater(after, before, "the other client streams on")
             print(f"\nWebSocket slow consumer cut after {cut:.1f}s, closed 1008: {stalled.close_reason}", flush=True)
 
+    async def test_a_peer_not_in_allowed_uids_is_refused_on_the_unix_socket(self) -> None:
+        """SO_PEERCRED on the endpoint's Unix socket, as on the line socket: uid 65534 (not in
+        allowed_uids) gets 403 FORBIDDEN over HTTP; root (always allowed) is served."""
+        self.daemon.stop()
+        self.daemon = Daemon(self.server.url, 'connecting_payload = { token = "secret" }\n',
+                             '[graphql_endpoint]\nmode = "0666"\n[security]\nallowed_uids = [4242]\n')
+        self.daemon.start()
+        os.chmod(self.daemon.directory, 0o755)  # the socket's directory, so the other user reaches it
+        unix = json.loads(ctl(self.daemon, "status", "--json"))["graphqlEndpoint"]
+        client = (
+            "import socket,sys\n"
+            "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "b=b'{\"query\":\"{ hello }\"}'\n"
+            "s.sendall(b'POST /graphql HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(b) + b)\n"
+            "print(s.recv(65536).decode())\n"
+        )
+        refused = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", client, unix],
+                                 capture_output=True, text=True, timeout=20)
+        self.assertIn("HTTP/1.1 403", refused.stdout, refused.stdout + refused.stderr)
+        self.assertIn("FORBIDDEN", refused.stdout)
+        served = subprocess.run(["/usr/bin/python3", "-c", client, unix], capture_output=True, text=True, timeout=20)
+        self.assertIn("HTTP/1.1 200", served.stdout, served.stdout + served.stderr)
+
     # -- HTTP streams ----------------------------------------------------------------------
 
     async def test_http_sse_and_multipart_subscriptions_and_a_get_query(self) -> None:

@@ -239,3 +239,28 @@ import Testing
         }
     }
 }
+
+/// `[graphql_endpoint]`: defaults, and a listen address off the loopback refused.
+@Suite struct GraphQLEndpointConfigurationTests {
+    @Test func defaultsBesideTheLineSocketAndLoopbackOnly() throws {
+        let defaults = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://h/\"\n[socket]\npath = \"/run/x/gqlmux.sock\"\n")
+        #expect(defaults.graphqlEndpoint.socketPath(beside: defaults.socketPath) == "/run/x/graphql.sock")
+        #expect(defaults.graphqlEndpoint.listen == nil && defaults.graphqlEndpoint.path == "/graphql")
+        let off = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://h/\"\n[graphql_endpoint]\nsocket = \"\"\n")
+        #expect(off.graphqlEndpoint.socketPath(beside: off.socketPath) == nil)
+        for host in ["127.0.0.1:4000", "127.1.2.3:0", "[::1]:4000", "localhost:4000"] {
+            let c = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://h/\"\n[graphql_endpoint]\nlisten = \"\(host)\"\n")
+            #expect(c.graphqlEndpoint.listen != nil, "\(host)")
+        }
+    }
+
+    @Test(arguments: ["0.0.0.0:4000", "192.168.1.5:4000", "[::]:4000", "example.com:4000", "128.0.0.1:4000"])
+    func aNonLoopbackListenIsRefused(listen: String) {
+        do {
+            _ = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://h/\"\n[graphql_endpoint]\nlisten = \"\(listen)\"\n")
+            Issue.record("accepted \(listen)")
+        } catch {
+            #expect(error.description.contains("is not a loopback address"), "\(error.description)")
+        }
+    }
+}
