@@ -55,6 +55,7 @@ extension Daemon {
                         documentLimits: limits.document,
                         makeSession: makeSession
                     )
+                    let boundHTTP = NIOLoopBound(http, eventLoop: channel.eventLoop)
                     let upgrader = NIOWebSocketServerUpgrader(
                         maxFrameSize: limits.maxLineBytes,
                         automaticErrorHandling: true,
@@ -68,7 +69,9 @@ extension Daemon {
                         },
                         upgradePipelineHandler: { channel, head in
                             let wire = Self.subprotocol(head) ?? .transportWS
-                            return channel.pipeline.removeHandler(http).flatMapThrowing {
+                            let removed = channel.eventLoop.makePromise(of: Void.self)
+                            channel.pipeline.syncOperations.removeHandler(boundHTTP.value, promise: removed)
+                            return removed.futureResult.flatMapThrowing {
                                 let sync = channel.pipeline.syncOperations
                                 // Frames out are encoded by EndpointWebSocketHandler, a batch at a
                                 // time, and written below NIO's frame encoder.

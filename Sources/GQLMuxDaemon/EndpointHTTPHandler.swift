@@ -6,12 +6,13 @@ import RequestValidation
 
 /// GraphQL over HTTP on the endpoint, in front of the connection's ``ClientSession`` (added at
 /// the first request): each request becomes one local `subscribe`, its answer a JSON response
-/// or a stream (``HTTPExchange`` decides). Requests on one connection are served one after the
-/// other; a stream ends its connection.
+/// or a stream (``HTTPExchange`` decides). NIO's server pipeline hands over a pipelined request
+/// only after the answer before it has ended, so one exchange runs at a time; a stream ends its
+/// connection.
 ///
-/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop only, and its
-/// heartbeat runs there.
-final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
+/// Not `Sendable`: NIO calls it on its channel's loop, and the heartbeat timer reaches it
+/// through a `NIOLoopBound`, checked on that loop.
+final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -58,9 +59,9 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, 
     }
 
     private func request(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        guard exchange == nil else {
-            return reject(413, "one request at a time on a connection", context: context, close: true)  // no pipelining
-        }
+        // NIO's HTTPServerPipelineHandler holds a pipelined request until the answer before it
+        // ended; a request during a stream (which ends its connection) cannot be answered.
+        guard exchange == nil else { return context.close(promise: nil) }
         let target = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         guard target.first.map(String.init) == path else { return reject(404, "the GraphQL endpoint is \(path)", context: context) }
         guard !tooLarge else { return reject(413, "the request is larger than max_line_bytes (\(maxBodyBytes))", context: context, close: true) }
@@ -83,12 +84,13 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, 
         case .subscribe(let line, var exchange):
             let opening = exchange.opening()
             self.exchange = exchange
-            write(opening, keepAlive: false, context: context)
+            write(opening, context: context)
             if let beat = exchange.heartbeat {
                 let interval: TimeAmount = exchange.mode == .multipart ? .seconds(5) : .seconds(12)
-                let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
                 heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                    loopBound.value.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(beat))), promise: nil)
+                    let (context, handler) = bound.value
+                    context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(beat))), promise: nil)
                 }
             }
             context.flush()
@@ -119,7 +121,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, 
             heartbeat = nil
         }
         let streaming = exchange.mode == .sse || exchange.mode == .multipart
-        write(outputs, keepAlive: !streaming, context: context)
+        write(outputs, context: context)
         promise?.succeed()
         if exchange.ended, streaming {
             context.flush()
@@ -127,7 +129,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler, 
         }
     }
 
-    private func write(_ outputs: [HTTPExchange.Output], keepAlive: Bool, context: ChannelHandlerContext) {
+    private func write(_ outputs: [HTTPExchange.Output], context: ChannelHandlerContext) {
         for (index, output) in outputs.enumerated() {
             switch output {
             case .head(let status, let contentType):

@@ -12,9 +12,9 @@ import NIOWebSocket
 /// session go out as one buffer, as the line protocol's batch does, instead of two writes per
 /// frame.
 ///
-/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop only, and its
-/// timers run there.
-final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable {
+/// Not `Sendable`: NIO calls it on its channel's loop, and its timers reach it through a
+/// `NIOLoopBound`, checked on that loop.
+final class EndpointWebSocketHandler: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -37,11 +37,11 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable 
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
         timers.append(
             context.eventLoop.scheduleTask(in: Self.initTimeout) {
-                let context = loopBound.value
-                self.perform(self.session.initTimedOut(), context: context, promise: nil)
+                let (context, handler) = bound.value
+                handler.perform(handler.session.initTimedOut(), context: context, promise: nil)
             }
         )
     }
@@ -161,19 +161,21 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler, @unchecked Sendable 
     }
 
     private func startKeepAlive(_ context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         keepAlive = context.eventLoop.scheduleRepeatedTask(initialDelay: Self.keepAliveInterval, delay: Self.keepAliveInterval) { _ in
-            guard !self.closeSent else { return }
-            self.writer.write(Self.frame(.text, WebSocketServerSession.keepAlive), flush: true, promise: nil)
+            let handler = bound.value
+            guard !handler.closeSent else { return }
+            handler.writer.write(Self.frame(.text, WebSocketServerSession.keepAlive), flush: true, promise: nil)
         }
     }
 }
 
 /// Sits first in an endpoint WebSocket pipeline: bytes written through it (frames already
 /// encoded) go straight to the socket, below NIO's frame encoder.
-final class EncodedFrameWriter: ChannelOutboundHandler, @unchecked Sendable {
+final class EncodedFrameWriter: ChannelOutboundHandler {
     typealias OutboundIn = ByteBuffer
 
-    /// Set while in the pipeline; used on the channel's loop only (hence `@unchecked Sendable`).
+    /// Set while in the pipeline; used on the channel's loop only (its handler's methods).
     private var context: ChannelHandlerContext?
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }

@@ -248,7 +248,10 @@ final class Fanout: @unchecked Sendable {
     /// (nil: the pool is full).
     private func carrier(for kind: OperationKind) -> (any OperationCarrier)? {
         if kind != .subscription, let http { return http }
-        if let streams { return streams.hasRoomOnLoop ? streams : nil }
+        if let streams {
+            // A stream carries subscriptions only; `http_url` (required with streams) takes the rest.
+            return kind == .subscription && streams.hasRoomOnLoop ? streams : nil
+        }
         return pool.transportForNewOperation()
     }
 

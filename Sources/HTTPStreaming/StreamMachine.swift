@@ -83,6 +83,7 @@ package struct StreamMachine: Sendable {
     private var failure: String?
     private var isShutDown = false
     private var reported: ConnectionState = .idle
+    private var everConnected = false
     private var random: @Sendable () -> Double
 
     package init(options: Options, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
@@ -370,7 +371,11 @@ package struct StreamMachine: Sendable {
         let wasConnected = reported == .connected
         reported = state
         actions.append(.event(.stateChanged(state)))
-        if state == .connected && !wasConnected { actions.append(.event(.connected)) }
+        // As a WebSocket transport tells them: the first time `connected`, after a loss `reconnected`.
+        if state == .connected && !wasConnected {
+            actions.append(.event(everConnected ? .reconnected : .connected))
+            everConnected = true
+        }
     }
 
     /// A complete answer that is not a stream: a JSON object with `errors` ends the operation

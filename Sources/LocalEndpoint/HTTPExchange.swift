@@ -34,9 +34,13 @@ package struct HTTPExchange: Sendable {
     private var headSent = false
     package private(set) var ended = false
 
+    /// `{"type":"next","id":ID,"payload":`: how the daemon starts each result line of this exchange.
+    private let nextPrefix: ByteBuffer
+
     private init(mode: Mode, id: String) {
         self.mode = mode
         self.id = id
+        self.nextPrefix = LocalEncode.nextPrefix(id: id)
     }
 
     package static let multipartContentType = #"multipart/mixed;boundary="graphql";subscriptionSpec=1.0"#
@@ -127,26 +131,33 @@ package struct HTTPExchange: Sendable {
     }
 
     private mutating func translate(_ line: ByteBuffer) -> [Output] {
+        // A result: the daemon wrote `nextPrefix` + the upstream payload + `}`; the payload is
+        // forwarded as a slice, not scanned again.
+        if line.readableBytesView.starts(with: nextPrefix.readableBytesView), line.readableBytes > nextPrefix.readableBytes {
+            let payload = line.getSlice(at: line.readerIndex + nextPrefix.readableBytes, length: line.readableBytes - nextPrefix.readableBytes - 1)!
+            return next(payload)
+        }
         guard let local = LocalLine(line) else { return [] }
         if let lineID = local.id, lineID != id { return [] }
         switch local.type {
-        case LocalMessageType.next.rawValue:
-            guard let payload = local.payload else { return [] }
-            switch mode {
-            case .json:
-                if result == nil { result = payload }
-                return []
-            case .sse:
-                return [.body(ByteBuffer(string: "event: next\ndata: ") + payload + ByteBuffer(string: "\n\n"))]
-            case .multipart:
-                return [.body(ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":") + payload + ByteBuffer(string: "}\r\n--graphql"))]
-            }
         case LocalMessageType.complete.rawValue:
             return finish(errors: nil, status: 200)
         case LocalMessageType.error.rawValue:
             return finish(errors: local.payload ?? ByteBuffer(string: "[]"), status: Self.status(for: local.errorCode, mode: mode))
         default:
             return []
+        }
+    }
+
+    private mutating func next(_ payload: ByteBuffer) -> [Output] {
+        switch mode {
+        case .json:
+            if result == nil { result = payload }
+            return []
+        case .sse:
+            return [.body(ByteBuffer(string: "event: next\ndata: ") + payload + ByteBuffer(string: "\n\n"))]
+        case .multipart:
+            return [.body(ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":") + payload + ByteBuffer(string: "}\r\n--graphql"))]
         }
     }
 

@@ -6,7 +6,9 @@ import NIOPosix
 /// stream, multipart (Apollo subscriptionSpec 1.0) or SSE (graphql-sse), and sends `tick`
 /// results to all open streams on command: the benchmark's HTTP streaming upstream.
 ///
-/// `@unchecked Sendable` — safe because its state is touched on its loop only (`onLoop`).
+/// `@unchecked Sendable` — safe because its state is touched on its one loop only: inside
+/// `onLoop` (`loop.submit`), and in `opened`/`closed`, which its connections' handlers call
+/// there and which precondition it.
 package final class HTTPStreamUpstream: @unchecked Sendable {
     package enum Flavor: Sendable {
         case multipart, sse
@@ -14,6 +16,7 @@ package final class HTTPStreamUpstream: @unchecked Sendable {
 
     private let flavor: Flavor
     private let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    /// Its one thread: the server and every connection it accepts run here.
     private var loop: any EventLoop { group.next() }
     private var server: (any Channel)?
     private var streams: [ObjectIdentifier: any Channel] = [:]
@@ -74,6 +77,7 @@ package final class HTTPStreamUpstream: @unchecked Sendable {
     }
 
     fileprivate func opened(_ channel: any Channel) {
+        loop.preconditionInEventLoop()
         var headers = HTTPHeaders()
         switch flavor {
         case .multipart: headers.add(name: "Content-Type", value: #"multipart/mixed;boundary="graphql";subscriptionSpec=1.0"#)
@@ -86,7 +90,10 @@ package final class HTTPStreamUpstream: @unchecked Sendable {
         streams[ObjectIdentifier(channel)] = channel
     }
 
-    fileprivate func closed(_ channel: any Channel) { streams[ObjectIdentifier(channel)] = nil }
+    fileprivate func closed(_ channel: any Channel) {
+        loop.preconditionInEventLoop()
+        streams[ObjectIdentifier(channel)] = nil
+    }
 }
 
 private final class StreamRequestHandler: ChannelInboundHandler {

@@ -164,17 +164,14 @@ package final class HTTPOperations: @unchecked Sendable {
     }
 
     private static func write(_ payload: ByteBuffer, configuration: Configuration, to channel: any Channel) {
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: configuration.url.hostHeader)
-        headers.add(name: "Content-Type", value: "application/json")
-        headers.add(name: "Accept", value: "application/graphql-response+json, application/json")
-        headers.add(name: "Content-Length", value: "\(payload.readableBytes)")
-        headers.add(name: "Connection", value: "close")
-        for (name, value) in configuration.headers { headers.add(name: name, value: value) }
-        let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: configuration.url.target, headers: headers)
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        channel.write(HTTPClientRequestPart.body(.byteBuffer(payload)), promise: nil)
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        StreamChannels.writePOST(
+            payload,
+            to: configuration.url,
+            accept: "application/graphql-response+json, application/json",
+            headers: configuration.headers,
+            close: true,
+            on: channel
+        )
     }
 
     /// A JSON object body is the ExecutionResult, whatever the status (GraphQL over HTTP puts

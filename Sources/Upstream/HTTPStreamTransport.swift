@@ -166,18 +166,6 @@ package final class HTTPStreamTransport: @unchecked Sendable {
 
     package var flavor: Flavor { configuration.flavor }
 
-    /// TCP connections opened for streams so far; with HTTP/2, one carries many streams.
-    package var connectionsOpenedOnLoop: Int {
-        eventLoop.preconditionInEventLoop()
-        return channels.connectionsOpened
-    }
-
-    /// Whether streams share one HTTP/2 connection now.
-    package var isHTTP2OnLoop: Bool {
-        eventLoop.preconditionInEventLoop()
-        return channels.isHTTP2
-    }
-
     package var reconnectCountOnLoop: Int {
         eventLoop.preconditionInEventLoop()
         return reconnectCount
@@ -248,19 +236,12 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     }
 
     private static func write(_ payload: ByteBuffer, configuration: Configuration, to channel: any Channel) {
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: configuration.url.hostHeader)
-        headers.add(name: "Content-Type", value: "application/json")
+        let accept: String
         switch configuration.flavor {
-        case .multipart(let accept): headers.add(name: "Accept", value: accept)
-        case .sse: headers.add(name: "Accept", value: "text/event-stream")
+        case .multipart(let value): accept = value
+        case .sse: accept = "text/event-stream"
         }
-        headers.add(name: "Content-Length", value: "\(payload.readableBytes)")
-        for (name, value) in configuration.headers { headers.add(name: name, value: value) }
-        let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: configuration.url.target, headers: headers)
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        channel.write(HTTPClientRequestPart.body(.byteBuffer(payload)), promise: nil)
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        StreamChannels.writePOST(payload, to: configuration.url, accept: accept, headers: configuration.headers, close: false, on: channel)
     }
 
     // MARK: - Responses

@@ -10,8 +10,8 @@ import NIOTLS
 /// server that chose HTTP/1.1) a TCP connection of its own. Either way the channel carries
 /// `HTTPClientRequestPart` out and `HTTPClientResponsePart` in, so the reader is the same.
 ///
-/// Confined to the transport's event loop. `@unchecked Sendable` — safe because of that: it is
-/// called only from its transport's `OnLoop` paths, and its futures complete on that loop.
+/// Confined to the transport's event loop. `@unchecked Sendable` — safe because of that: `open`
+/// and `reset` precondition the loop, and the futures it chains complete on it.
 final class StreamChannels: @unchecked Sendable {
     /// What the server has said about HTTP/2 since the last reset.
     private enum Mode {
@@ -25,8 +25,6 @@ final class StreamChannels: @unchecked Sendable {
     /// The shared HTTP/2 connection, being made or made.
     private var shared: EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer>?
     private var sharedChannel: (any Channel)?
-    /// TCP connections opened so far (HTTP/2: one for many streams).
-    private(set) var connectionsOpened = 0
 
     init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
@@ -39,6 +37,7 @@ final class StreamChannels: @unchecked Sendable {
     /// it that went silent: the connection itself may be dead). Its streams end and are
     /// requested again.
     func reset() {
+        eventLoop.preconditionInEventLoop()
         mode = .unknown
         shared = nil
         sharedChannel?.close(promise: nil)
@@ -52,8 +51,9 @@ final class StreamChannels: @unchecked Sendable {
         connectTimeout: TimeAmount,
         handler: @escaping @Sendable () -> any ChannelHandler
     ) -> EventLoopFuture<any Channel> {
+        eventLoop.preconditionInEventLoop()
         guard url.secure, let sslContext, mode != .http1 else {
-            return connect(url: url, sslContext: sslContext, connectTimeout: connectTimeout, alpn: false, handler: handler)
+            return Self.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: connectTimeout, on: eventLoop, handler: handler)
         }
         let multiplexer = shared ?? connectShared(url: url, sslContext: sslContext, connectTimeout: connectTimeout)
         return multiplexer.flatMap { multiplexer in
@@ -67,7 +67,7 @@ final class StreamChannels: @unchecked Sendable {
         }.flatMapError { error in
             guard error is NotHTTP2 else { return self.eventLoop.makeFailedFuture(error) }
             // The server chose HTTP/1.1: this and every later stream takes a connection.
-            return self.connect(url: url, sslContext: sslContext, connectTimeout: connectTimeout, alpn: false, handler: handler)
+            return Self.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: connectTimeout, on: self.eventLoop, handler: handler)
         }
     }
 
@@ -75,15 +75,13 @@ final class StreamChannels: @unchecked Sendable {
         let negotiated = eventLoop.makePromise(of: NIOHTTP2Handler.StreamMultiplexer.self)
         let future = negotiated.futureResult
         shared = future
-        connectionsOpened += 1
         ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+                    try sync.addHandler(Self.tls(url, sslContext))
                     try sync.addHandler(
                         ApplicationProtocolNegotiationHandler { result, channel in
                             guard case .negotiated("h2") = result else {
@@ -136,17 +134,6 @@ final class StreamChannels: @unchecked Sendable {
         return future
     }
 
-    private func connect(
-        url: HTTPURL,
-        sslContext: NIOSSLContext?,
-        connectTimeout: TimeAmount,
-        alpn: Bool,
-        handler: @escaping @Sendable () -> any ChannelHandler
-    ) -> EventLoopFuture<any Channel> {
-        connectionsOpened += 1
-        return Self.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: connectTimeout, on: eventLoop, handler: handler)
-    }
-
     /// One HTTP/1.1 connection (TLS for https), its response read by `handler`: for a stream,
     /// and for an `http_url` query or mutation (``HTTPOperations``).
     static func connectHTTP1(
@@ -162,14 +149,39 @@ final class StreamChannels: @unchecked Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    if url.secure, let sslContext {
-                        let sniHost = WebSocketConnector.isIPAddress(url.host) ? nil : url.host
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
-                    }
+                    if url.secure, let sslContext { try sync.addHandler(tls(url, sslContext)) }
                     try sync.addHTTPClientHandlers()
                     try sync.addHandler(handler())
                 }
             }
             .connect(host: url.host, port: url.port)
+    }
+
+    /// TLS for `url`, with SNI unless the host is an IP address.
+    private static func tls(_ url: HTTPURL, _ sslContext: NIOSSLContext) throws -> NIOSSLClientHandler {
+        try NIOSSLClientHandler(context: sslContext, serverHostname: WebSocketConnector.isIPAddress(url.host) ? nil : url.host)
+    }
+
+    /// Writes one GraphQL POST (`payload` is the request object) on an HTTP/1.1 or HTTP/2-stream
+    /// channel: the configured headers after ours, and `Connection: close` when asked.
+    static func writePOST(
+        _ payload: ByteBuffer,
+        to url: HTTPURL,
+        accept: String,
+        headers extra: [(name: String, value: String)],
+        close: Bool,
+        on channel: any Channel
+    ) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: url.hostHeader)
+        headers.add(name: "Content-Type", value: "application/json")
+        headers.add(name: "Accept", value: accept)
+        headers.add(name: "Content-Length", value: "\(payload.readableBytes)")
+        if close { headers.add(name: "Connection", value: "close") }
+        for (name, value) in extra { headers.add(name: name, value: value) }
+        let head = HTTPRequestHead(version: .http1_1, method: .POST, uri: url.target, headers: headers)
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(payload)), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
     }
 }

@@ -5,8 +5,9 @@ import NIOWebSocket
 
 /// A graphql-transport-ws client of gqlmuxd's local GraphQL endpoint (its Unix socket), for
 /// the benchmark: counts the text frames it receives.
-/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop and what the
-/// benchmark reads from another thread is in a lock-protected counter.
+/// `@unchecked Sendable` — safe because `channelRead` runs on its channel's loop and touches
+/// only `frames`, a lock-protected counter (`NIOLockedValueBox`); `channel` is set once, by the
+/// benchmark task that connects, before the client is handed to it.
 final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame

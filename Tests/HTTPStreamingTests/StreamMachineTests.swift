@@ -94,6 +94,11 @@ import Testing
             ]
         )
         #expect(h.machine.connectionState == .connected)
+        let told = h.log.compactMap { action -> TransportEvent? in
+            guard case .event(let event) = action, event == .connected || event == .reconnected else { return nil }
+            return event
+        }
+        #expect(told == [.connected, .reconnected])
     }
 
     @Test func aSilentStreamIsDeadAfterTheHeartbeatTimeout() {
