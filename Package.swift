@@ -107,7 +107,7 @@ let package = Package(
         // subscribers, states); events in, actions out.
         .target(
             name: "Multiplexing",
-            dependencies: ["GraphQLTransportWS"],
+            dependencies: ["GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: hotPath
         ),
         // The daemon: configuration, Unix socket server, sessions, fan-out.

@@ -3,15 +3,14 @@ import NIOCore
 import NIOSSL
 import Upstream
 
-/// The upstream connections to one endpoint (docs/configuration.md: `max_operations_per_connection`): one by default; another,
-/// with the same URL, headers and payload, each time every open one holds
-/// `max_operations_per_connection` operations (servers cap it: strawberry at 100), up to
-/// `max_connections`. Each is its own ``UpstreamTransport`` (reconnects and re-subscribes on
-/// its own); extra ones are lazy and close after `lazy_close_timeout` without operations.
-/// Pause, resume, reload and shutdown apply to all. Lives on the daemon's event loop.
+/// The upstream WebSocket connections to one endpoint: one by default; another, with the same
+/// URL, headers and payload, when the multiplexer core places an operation on the next index
+/// because every open one holds `max_operations_per_connection` (servers cap it: strawberry at
+/// 100), up to `max_connections` (the core decides; see `Multiplexer.place`). Each is its own
+/// ``UpstreamTransport`` (reconnects and re-subscribes on its own); extra ones are lazy and
+/// close after `lazy_close_timeout` without operations. Pause, resume, reload and shutdown
+/// apply to all. Lives on the daemon's event loop.
 final class ConnectionPool {
-    typealias Limits = DaemonConfiguration.ConnectionLimits
-
     typealias Observer = (_ connection: Int, TransportEvent) -> Void
 
     let eventLoop: any EventLoop
@@ -22,16 +21,14 @@ final class ConnectionPool {
     private var sslContext: NIOSSLContext?
     /// One payload file read at a time for all connections, off the loop.
     private let payloads: ConnectingPayloadSource
-    var limits: Limits
     private let observer: Observer
     private var started = false
     private var paused = false
 
-    init(upstream: PreparedUpstream, limits: Limits, eventLoop: any EventLoop, observer: @escaping Observer) {
+    init(upstream: PreparedUpstream, eventLoop: any EventLoop, observer: @escaping Observer) {
         self.configuration = upstream.configuration
         self.sslContext = upstream.websocketTLS
         self.payloads = ConnectingPayloadSource(eventLoop: eventLoop)
-        self.limits = limits
         self.eventLoop = eventLoop
         self.observer = observer
         members.append(makeTransport(index: 0))
@@ -54,25 +51,27 @@ final class ConnectionPool {
         }
     }
 
-    // MARK: - Placing operations
-
-    /// The connection for a new upstream operation: the first with room, else a new one while
-    /// fewer than `max_connections` exist; nil when every one is full (`LIMIT_EXCEEDED`).
-    func transportForNewOperation() -> UpstreamTransport? {
-        eventLoop.preconditionInEventLoop()
-        let cap = limits.maxOperationsPerConnection
-        guard cap > 0 else { return primary }
-        if let open = members.first(where: { $0.operationCountOnLoop < cap }) { return open }
-        guard members.count < limits.maxConnections else { return nil }
-        let transport = makeTransport(index: members.count)
-        members.append(transport)
-        if started { transport.start() }
-        if paused { transport.pause() }
-        return transport
+    /// Where every connection's operation updates go (the fan-out).
+    var updates: OperationSink = { _, _ in } {
+        didSet { for member in members { member.updates = updates } }
     }
 
-    /// Which connection (its index, for `GQLMUX_CONNECTION=`) `transport` is.
-    func index(of transport: UpstreamTransport) -> Int? { members.firstIndex { $0 === transport } }
+    // MARK: - Connections by index
+
+    /// Connection `index`, as the multiplexer core placed an operation on it: made (lazy,
+    /// started, paused like the others) when first named. The core names a new index only
+    /// while fewer than `max_connections` exist.
+    func connection(_ index: Int) -> UpstreamTransport {
+        eventLoop.preconditionInEventLoop()
+        while members.count <= index {
+            let transport = makeTransport(index: members.count)
+            transport.updates = updates
+            members.append(transport)
+            if started { transport.start() }
+            if paused { transport.pause() }
+        }
+        return members[index]
+    }
 
     // MARK: - Lifecycle of all
 
@@ -93,12 +92,11 @@ final class ConnectionPool {
 
     /// Applies a reloaded configuration to every connection (and to those opened later). Its
     /// TLS context is already built, so this cannot fail halfway.
-    func applyOnLoop(_ upstream: PreparedUpstream, limits: Limits) {
+    func applyOnLoop(_ upstream: PreparedUpstream) {
         eventLoop.preconditionInEventLoop()
         let configuration = upstream.configuration
         self.configuration = configuration
         self.sslContext = upstream.websocketTLS
-        self.limits = limits
         for member in members {
             var current = member.configurationOnLoop
             current.url = configuration.url

@@ -45,7 +45,7 @@ extension Daemon {
     private func apply(_ prepared: PreparedReload) {
         eventLoop.assertInEventLoop()
         configuration = prepared.configuration
-        fanout.apply(configuration.limits)
+        fanout.apply(configuration)
         // `http_url`: new requests use the new settings; unset stops using HTTP (requests in
         // flight finish).
         if let settings = configuration.upstream.httpOperations {
@@ -60,7 +60,7 @@ extension Daemon {
         if let streams = fanout.streams, let settings = configuration.upstream.httpStreams {
             streams.applyOnLoop(settings, sslContext: prepared.upstream.streamTLS)
         } else {
-            pool.applyOnLoop(prepared.upstream, limits: configuration.connections)
+            pool.applyOnLoop(prepared.upstream)
         }
         reloadError = nil
         events.emit(.reloaded, [:], message: "configuration reloaded")

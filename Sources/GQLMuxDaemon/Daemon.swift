@@ -72,12 +72,11 @@ package final class Daemon: @unchecked Sendable {
         let box = WeakDaemonBox()
         self.pool = ConnectionPool(
             upstream: upstream,
-            limits: configuration.connections,
             eventLoop: eventLoop,
             observer: { connection, event in box.daemon?.transportEvent(event, connection: connection) }
         )
         box.daemon = self
-        self.fanout = Fanout(pool: pool, events: events, metrics: metrics, limits: configuration.limits)
+        self.fanout = Fanout(pool: pool, events: events, metrics: metrics, configuration: configuration)
         if let http = configuration.upstream.httpOperations {
             fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop)
         }
@@ -482,7 +481,7 @@ package final class Daemon: @unchecked Sendable {
             let closeCode = String(code)
             events.emit(
                 .quarantined,
-                ["GQLMUX_OPERATION_ID": id, "GQLMUX_CLOSE_CODE": closeCode],
+                ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_CLOSE_CODE": closeCode],
                 message:
                     "upstream operation \(id) quarantined: the upstream closed (\(closeCode)), blaming what it was sent, right after it was sent; not sent again"
             )

@@ -1,4 +1,5 @@
 import GraphQLTransportWS
+import Multiplexing
 import RequestValidation
 import Upstream
 
@@ -100,5 +101,17 @@ package struct GraphQLEndpointSettings: Sendable, Equatable {
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return false }
         return parts[0] == "127"
+    }
+}
+
+extension DaemonConfiguration {
+    /// What the upstream offers the multiplexer core to place operations on.
+    var upstreamLayout: UpstreamLayout {
+        UpstreamLayout(
+            subscriptions: upstream.httpStreams.map { .streams(max: $0.maxStreams) } ?? .pool,
+            singlesOverHTTP: upstream.httpOperations != nil,
+            maxConnections: connections.maxConnections,
+            maxOperationsPerConnection: connections.maxOperationsPerConnection
+        )
     }
 }

@@ -6,34 +6,33 @@ import RequestValidation
 import Upstream
 
 /// The I/O side of the ``Multiplexer``: it feeds the core client and upstream events and performs
-/// its actions (place or complete an upstream operation, write lines, log, count). The core
-/// owns every registry of operations; this owns where each upstream operation lives on the
-/// wire, the delivery of `next` frames and the once-per-loop-turn flush.
+/// its actions (open or complete an upstream operation on the carrier the core placed it on,
+/// write lines, log, count). The core owns every fact about an operation, its placement
+/// included, under one ``OperationID`` that the carriers use too; this owns the delivery of
+/// `next` frames and the once-per-loop-turn flush.
 ///
 /// `@unchecked Sendable` — safe because it is used only on the daemon's event loop: from
 /// `ClientSession` handlers and transport callbacks of channels on that loop; every entry point
-/// (`subscribe`, `complete`, `clientGone`, `shutDown`, the transport handler) asserts it.
+/// (`subscribe`, `complete`, `clientGone`, `shutDown`, the carriers' sink) asserts it.
 final class Fanout: @unchecked Sendable {
     typealias Core = Multiplexer<ObjectIdentifier, Delivery>
 
     /// The message of every `SHUTTING_DOWN` the daemon sends.
     static let shuttingDownMessage = "gqlmuxd is shutting down"
 
-    /// Where one upstream operation lives: its carrier (a pooled WebSocket connection or
-    /// `http_url`) and the carrier's id of it.
-    private struct Placement {
-        var carrier: any OperationCarrier
-        var upstreamID = ""
-    }
-
     let pool: ConnectionPool
     /// Queries and mutations go here when `[upstream] http_url` is set.
-    var http: HTTPOperations?
+    var http: HTTPOperations? {
+        didSet { http?.updates = sink }
+    }
     /// Subscriptions go here when `[upstream] transport` is `multipart` or `sse` (the pool
     /// then carries nothing).
-    var streams: HTTPStreamTransport?
+    var streams: HTTPStreamTransport? {
+        didSet { streams?.updates = sink }
+    }
     private var core: Core
-    private var placements: [Core.OperationID: Placement] = [:]
+    /// Every carrier tells its operations' updates here, each named by its ``OperationID``.
+    private var sink: OperationSink = { _, _ in }
     let events: DaemonEvents
     let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
@@ -52,18 +51,25 @@ final class Fanout: @unchecked Sendable {
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
 
-    init(pool: ConnectionPool, events: DaemonEvents, metrics: DaemonMetrics, limits: DaemonConfiguration.Limits) {
+    init(pool: ConnectionPool, events: DaemonEvents, metrics: DaemonMetrics, configuration: DaemonConfiguration) {
         self.pool = pool
         self.events = events
         self.metrics = metrics
-        self.totalBufferBytes = limits.totalBufferBytes
-        self.core = Core(maxOperationsPerClient: limits.maxOperationsPerClient)
+        self.totalBufferBytes = configuration.limits.totalBufferBytes
+        self.core = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
+        let loop = pool.eventLoop
+        sink = { [weak self] id, update in
+            loop.assertInEventLoop()
+            self?.handle(.upstream(update, id))
+        }
+        pool.updates = sink
     }
 
-    /// A reload's new limits.
-    func apply(_ limits: DaemonConfiguration.Limits) {
-        totalBufferBytes = limits.totalBufferBytes
-        core.maxOperationsPerClient = limits.maxOperationsPerClient
+    /// A reload's new limits and layout (the carriers are replaced or updated by the daemon).
+    func apply(_ configuration: DaemonConfiguration) {
+        totalBufferBytes = configuration.limits.totalBufferBytes
+        core.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
+        core.layout = configuration.upstreamLayout
     }
 
     var upstreamCount: Int { core.upstreamCount }
@@ -78,15 +84,21 @@ final class Fanout: @unchecked Sendable {
         return core.admission(client: ObjectIdentifier(session), localID: localID)
     }
 
-    /// A local `subscribe` that passed validation.
+    /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
     func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) {
         pool.eventLoop.assertInEventLoop()
         let delivery = Delivery(session: session, prefix: LocalEncode.nextPrefix(id: localID))
         let key = request.kind == .subscription ? request.dedupKey : nil
         serially {
-            asking = (session, request.payload)
-            defer { asking = nil }
-            perform(core.subscribe(client: ObjectIdentifier(session), localID: localID, kind: request.kind, key: key, tag: delivery))
+            let actions = core.subscribe(
+                client: ObjectIdentifier(session),
+                localID: localID,
+                kind: request.kind,
+                key: key,
+                payload: request.payload,
+                tag: delivery
+            )
+            perform(actions, asker: session)
         }
     }
 
@@ -172,26 +184,26 @@ final class Fanout: @unchecked Sendable {
 
     // MARK: - Actions out
 
-    private func perform(_ actions: [Core.Action]) {
+    /// Performs the core's actions in order. `asker`: the session whose `subscribe` is being
+    /// handled; the core refuses only in answer to one, so refusals go to it.
+    private func perform(_ actions: [Core.Action], asker: ClientSession? = nil) {
         for action in actions {
             switch action {
-            case .open(let id, let kind, let first):
-                open(id, kind: kind, payload: first)
+            case .open(let id, let kind, let payload, let placement, let first):
+                open(id, kind: kind, payload: payload, on: placement, first: first)
             case .joined(let id, let subscriber, let state, let count):
                 subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state)))
-                let upstreamID = placements[id]?.upstreamID ?? ""
                 events.emit(
                     .subscribed,
-                    ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
-                    message: "operation \(subscriber.localID) joined upstream subscription \(upstreamID) (\(count) subscribers)"
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
+                    message: "operation \(subscriber.localID) joined upstream subscription \(id) (\(count) subscribers)"
                 )
-            case .close(let id):
-                guard let placement = placements.removeValue(forKey: id) else { continue }
-                placement.carrier.cancelOnLoop(id: placement.upstreamID)
+            case .close(let id, let placement):
+                carrier(at: placement)?.cancelOnLoop(id)
                 events.emit(
                     .completed,
-                    ["GQLMUX_OPERATION_ID": placement.upstreamID, "GQLMUX_REASON": "last subscriber left"],
-                    message: "upstream operation \(placement.upstreamID) completed: last subscriber left"
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
+                    message: "upstream operation \(id) completed: last subscriber left"
                 )
             case .tellState(let subscriber, let state):
                 subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state)), flush: false)
@@ -200,10 +212,10 @@ final class Fanout: @unchecked Sendable {
                 subscriber.tag.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
                 markDirty(subscriber.tag.session)
             case .finished(let id, let finish, let count):
-                finished(placements.removeValue(forKey: id)?.upstreamID ?? "", finish, subscribers: count)
+                finished("\(id)", finish, subscribers: count)
             case .refuse(_, let localID, let refusal):
-                // Refusals answer the `subscribe` being handled: its session asked.
-                if let session = asking?.session { refuse(session, localID, refusal) }
+                assert(asker != nil, "a refusal answers a subscribe")
+                if let asker { refuse(asker, localID, refusal) }
             case .shutDown(let subscriber):
                 subscriber.tag.session.sendError(
                     id: subscriber.localID,
@@ -215,44 +227,34 @@ final class Fanout: @unchecked Sendable {
         }
     }
 
-    /// The `subscribe` being handled, set around `core.subscribe`: its session gets the
-    /// refusals, its payload goes upstream on `open`.
-    private var asking: (session: ClientSession, payload: ByteBuffer)?
-
-    private func open(_ id: Core.OperationID, kind: OperationKind, payload first: Core.Subscriber) {
-        guard let payload = asking?.payload else {
-            // The core asks to open only while a `subscribe` is handled; keep it consistent anyway.
-            assertionFailure("open outside subscribe")
-            return perform(core.upstreamRefused(id))
+    /// Sends operation `id` on the carrier the core placed it on.
+    private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber) {
+        guard let carrier = carrier(at: placement) else {
+            // The layout names only carriers the daemon has (both follow the configuration).
+            assertionFailure("no carrier for \(placement)")
+            let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
+            return perform(core.upstreamFinished(id, .error(.transport(failure))))
         }
-        guard let carrier = carrier(for: kind) else {
-            perform(core.upstreamRefused(id))
-            return
-        }
-        placements[id] = Placement(carrier: carrier)
-        let handler: OperationHandler = { [weak self] update in self?.handle(.upstream(update, id)) }
-        let upstreamID = carrier.openOnLoop(kind: kind, payload: payload, handler: handler)
-        placements[id]?.upstreamID = upstreamID
+        carrier.openOnLoop(id, kind: kind, payload: payload)
         var fields = [
-            "GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
+            "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
             "GQLMUX_TRANSPORT": carrier.carrierName,
         ]
-        if let transport = carrier as? UpstreamTransport, let index = pool.index(of: transport) { fields["GQLMUX_CONNECTION"] = "\(index)" }
-        if carrier is HTTPOperations { fields["GQLMUX_HTTP"] = "true" }
-        events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(upstreamID)")
+        switch placement {
+        case .connection(let index): fields["GQLMUX_CONNECTION"] = "\(index)"
+        case .http: fields["GQLMUX_HTTP"] = "true"
+        case .stream: break
+        }
+        events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(id)")
     }
 
-    /// Where a new upstream operation goes, decided here only: queries and mutations to
-    /// `http_url` when it is set; subscriptions to an HTTP stream when `transport` is
-    /// `multipart` or `sse` (nil past `max_streams`), else to a pool connection with room
-    /// (nil: the pool is full).
-    private func carrier(for kind: OperationKind) -> (any OperationCarrier)? {
-        if kind != .subscription, let http { return http }
-        if let streams {
-            // A stream carries subscriptions only; `http_url` (required with streams) takes the rest.
-            return kind == .subscription && streams.hasRoomOnLoop ? streams : nil
+    /// The carrier behind a placement; a pool connection is made when first named.
+    private func carrier(at placement: Placement) -> (any OperationCarrier)? {
+        switch placement {
+        case .connection(let index): pool.connection(index)
+        case .http: http
+        case .stream: streams
         }
-        return pool.transportForNewOperation()
     }
 
     /// Answers a refused `subscribe` with the local error that names why.
@@ -267,16 +269,16 @@ final class Fanout: @unchecked Sendable {
                 message: "max_operations_per_client reached (\(session.peerDescription))"
             )
             session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
-        case .upstreamFull where streams != nil:
-            let limit = streams?.maxStreamsOnLoop ?? 0
-            events.emit(
-                .limitExceeded,
-                session.fields(["GQLMUX_LIMIT": "max_streams"]),
-                message: "max_streams (\(limit)) upstream streams are open; subscription refused"
-            )
-            session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_streams (\(limit)) upstream streams are open")
         case .upstreamFull:
-            let limits = pool.limits
+            let limits = core.layout
+            if case .streams(let limit) = limits.subscriptions {
+                events.emit(
+                    .limitExceeded,
+                    session.fields(["GQLMUX_LIMIT": "max_streams"]),
+                    message: "max_streams (\(limit)) upstream streams are open; subscription refused"
+                )
+                return session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_streams (\(limit)) upstream streams are open")
+            }
             events.emit(
                 .limitExceeded,
                 session.fields(["GQLMUX_LIMIT": "max_connections"]),

@@ -52,7 +52,7 @@ public enum FuzzTargets {
         _ = machine.start(now: now)
         _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: wire, now: now)
         _ = machine.received(generation: 1, ByteBuffer(string: #"{"type":"connection_ack"}"#), now: now)
-        _ = machine.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
+        _ = machine.subscribe(id: OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
         var frame = ByteBuffer()
         frame.writeBytes(data)
         for action in machine.received(generation: 1, frame, now: now) {

@@ -3,29 +3,29 @@
 /// in the order operations were added: the earliest is the oldest one still waiting. It is found
 /// without a scan, which matters because the transport asks for its next deadline after every
 /// frame, many queries may be in flight, and subscriptions are never here.
-struct SingleDeadlines {
-    private var deadlines: [String: Instant] = [:]
+struct SingleDeadlines<ID: Hashable> {
+    private var deadlines: [ID: Instant] = [:]
     /// Ids in the order added; from `head` on, the first is always still waiting (or none is).
-    private var order: [String] = []
+    private var order: [ID] = []
     private var head = 0
 
     var isEmpty: Bool { deadlines.isEmpty }
 
     var earliest: Instant? { head < order.count ? deadlines[order[head]] : nil }
 
-    mutating func add(_ id: String, deadline: Instant) {
+    mutating func add(_ id: ID, deadline: Instant) {
         deadlines[id] = deadline
         order.append(id)
     }
 
-    mutating func remove(_ id: String) {
+    mutating func remove(_ id: ID) {
         guard deadlines.removeValue(forKey: id) != nil else { return }
         dropFinishedHead()
     }
 
     /// The ids whose deadline is at or before `now`, oldest first; they are removed.
-    mutating func due(now: Instant) -> [String] {
-        var due: [String] = []
+    mutating func due(now: Instant) -> [ID] {
+        var due: [ID] = []
         while head < order.count, let deadline = deadlines[order[head]], deadline <= now {
             due.append(order[head])
             deadlines[order[head]] = nil

@@ -4,16 +4,22 @@ extension TransportStateMachine {
     /// Adds an operation and sends it when the connection allows.
     /// - Parameters:
     ///   - kind: subscriptions are re-sent after every reconnect; queries and mutations never.
+    ///   - id: the operation's id, given by the caller (the multiplexer core); it names the
+    ///     operation in every `.operation` action.
     ///   - payload: the request object (`query`, `variables`, `operationName`, `extensions`) as JSON bytes.
-    /// - Returns: the operation id chosen by the transport and the actions to perform.
-    package mutating func subscribe(kind: OperationKind, payload: ByteBuffer, now: Instant) -> (id: String, actions: [TransportAction]) {
-        let id = makeOperationID()
+    package mutating func subscribe(id: OperationID, kind: OperationKind, payload: ByteBuffer, now: Instant) -> [TransportAction] {
+        guard operations[id] == nil else {
+            assertionFailure("operation \(id) opened twice")
+            return []
+        }
         var actions: [TransportAction] = []
         if phase == .shutDown {
             actions.append(.operation(id: id, .finished(.error(.transport(.shutDown)))))
-            return (id, actions)
+            return actions
         }
-        operations[id] = Operation(kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
+        let wireID = makeWireID(id)
+        operations[id] = Operation(wireID: wireID, kind: kind, payload: payload, state: .pending, sequence: nextSequenceNumber(), sentOn: nil)
+        byWireID[wireID] = id
         if !kind.survivesReconnect { singleDeadlines.add(id, deadline: now + options.operationTimeout) }
         switch phase {
         case .connected(var c):
@@ -31,15 +37,15 @@ extension TransportStateMachine {
         case .shutDown:
             break
         }
-        return (id, actions)
+        return actions
     }
 
     /// The caller no longer wants operation `id`: `complete` goes upstream if it was sent.
-    package mutating func complete(id: String, now: Instant) -> [TransportAction] {
+    package mutating func complete(id: OperationID, now: Instant) -> [TransportAction] {
         guard let op = operations[id] else { return [] }
         var actions: [TransportAction] = []
         if case .connected(let c) = phase, op.sentOn == c.generation {
-            append(.complete(id: id), generation: c.generation, into: &actions)
+            append(.complete(id: op.wireID), generation: c.generation, into: &actions)
         }
         finish(id, .cancelled, into: &actions)
         scheduleIdleCloseIfUnused(now: now, into: &actions)
@@ -53,8 +59,8 @@ extension TransportStateMachine {
         guard !due.isEmpty else { return }
         let reason = "no result within operation_timeout (\(options.operationTimeout.seconds)s); the operation was not retried"
         for id in due {
-            if case .connected(let c) = phase, operations[id]?.sentOn == c.generation {
-                append(.complete(id: id), generation: c.generation, into: &actions)
+            if case .connected(let c) = phase, let op = operations[id], op.sentOn == c.generation {
+                append(.complete(id: op.wireID), generation: c.generation, into: &actions)
             }
             finish(id, .error(.transport(.connectionLost(reason: reason))), into: &actions)
         }
@@ -196,24 +202,25 @@ extension TransportStateMachine {
         }
     }
 
-    mutating func send(_ id: String, generation gen: Int, now: Instant, onTrial: Bool? = nil, into actions: inout [TransportAction]) {
+    mutating func send(_ id: OperationID, generation gen: Int, now: Instant, onTrial: Bool? = nil, into actions: inout [TransportAction]) {
         guard let op = operations[id] else { return }
-        append(.subscribe(id: id, payload: op.payload), generation: gen, into: &actions)
+        append(.subscribe(id: op.wireID, payload: op.payload), generation: gen, into: &actions)
         operations[id]?.sentOn = gen
         operations[id]?.sentAt = now
         operations[id]?.onTrial = onTrial ?? (op.sentAt == nil)
         setState(id, .active, into: &actions, force: true)
     }
 
-    mutating func setState(_ id: String, _ state: OperationState, into actions: inout [TransportAction], force: Bool = false) {
+    mutating func setState(_ id: OperationID, _ state: OperationState, into actions: inout [TransportAction], force: Bool = false) {
         guard let op = operations[id], force || op.state != state else { return }
         operations[id]?.state = state
         actions.append(.operation(id: id, .state(state)))
     }
 
-    mutating func finish(_ id: String, _ finish: OperationFinish, into actions: inout [TransportAction]) {
+    mutating func finish(_ id: OperationID, _ finish: OperationFinish, into actions: inout [TransportAction]) {
         singleDeadlines.remove(id)
-        guard operations.removeValue(forKey: id) != nil else { return }
+        guard let op = operations.removeValue(forKey: id) else { return }
+        byWireID[op.wireID] = nil
         actions.append(.operation(id: id, .finished(finish)))
     }
 
@@ -225,7 +232,7 @@ extension TransportStateMachine {
     }
 
     /// Ids in the order the operations were added, so re-subscribes keep their order.
-    func sortedIDs() -> [String] {
+    func sortedIDs() -> [OperationID] {
         operations.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
     }
 }

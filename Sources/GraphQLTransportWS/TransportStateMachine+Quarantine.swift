@@ -77,7 +77,7 @@ extension TransportStateMachine {
         if !group.isEmpty { probation.append(group) }
     }
 
-    private mutating func quarantine(_ id: String, closeCode: UInt16, reason: String, into actions: inout [TransportAction]) {
+    private mutating func quarantine(_ id: OperationID, closeCode: UInt16, reason: String, into actions: inout [TransportAction]) {
         actions.append(.event(.quarantined(id: id, closeCode: closeCode)))
         let message =
             "quarantined: the upstream closed the connection (\(closeCode)\(reason.isEmpty ? "" : " \(reason)")), "

@@ -26,13 +26,18 @@ package struct TransportStateMachine {
         /// When this connection counts as healthy: the attempt counter resets, trials end.
         var healthyAt: Instant?
         /// The probation group sent on this connection, and when it has passed its trial.
-        var trial: [String]?
+        var trial: [OperationID]?
         var probationAt: Instant?
         /// graphql-ws: the server has sent a `ka`, so silence now means a dead peer.
         var keepAliveSeen = false
     }
 
+    /// What the wire needs of one operation: its id on the wire, what to (re)send, and the
+    /// facts blame and replay are decided by. Whom it is for is not here: the multiplexer core
+    /// owns that under the same ``OperationID``.
     struct Operation {
+        /// The id in `subscribe`/`next`/`complete` frames (see ``OperationID``).
+        var wireID: String
         var kind: OperationKind
         var payload: ByteBuffer
         var state: OperationState
@@ -54,19 +59,20 @@ package struct TransportStateMachine {
     package internal(set) var connectionState: ConnectionState = .idle
     /// The protocol of the current (or last) connection, as the server selected it.
     package internal(set) var wire: WireProtocol = .transportWS
-    var operations: [String: Operation] = [:]
+    var operations: [OperationID: Operation] = [:]
+    /// Inbound frames name an operation by its wire id.
+    var byWireID: [String: OperationID] = [:]
     var generation = 0
     private var nextSequence = 0
-    private var nextID = 0
     /// Failures since the last ack; the next retry's number.
     private var failures = 0
     private var everConnected = false
     var started = false
     /// When each query or mutation ends if no result came (`operationTimeout`); subscriptions
     /// have none.
-    var singleDeadlines = SingleDeadlines()
+    var singleDeadlines = SingleDeadlines<OperationID>()
     /// Charged operations in groups, tried one group at a time after each ack (see `Quarantine.swift`).
-    var probation: [[String]] = []
+    var probation: [[OperationID]] = []
     /// Completed reconnects, for the `status` verb.
     package private(set) var reconnects = 0
 
@@ -97,13 +103,11 @@ package struct TransportStateMachine {
         return nextSequence
     }
     func randomValue() -> Double { random() }
-    mutating func makeOperationID() -> String {
+    /// The wire id of operation `id`: the id itself, or a UUID (`operation_ids`).
+    func makeWireID(_ id: OperationID) -> String {
         switch options.operationIDs {
-        case .sequential:
-            nextID += 1
-            return String(nextID)
-        case .uuid:
-            return makeUUID()
+        case .sequential: id.description
+        case .uuid: makeUUID()
         }
     }
     /// Records an ack and tells whether it was the first or a reconnect.
@@ -117,7 +121,9 @@ package struct TransportStateMachine {
     }
 
     package var operationCount: Int { operations.count }
-    package func state(of id: String) -> OperationState? { operations[id]?.state }
+    package func state(of id: OperationID) -> OperationState? { operations[id]?.state }
+    /// The id operation `id` has on the wire.
+    package func wireID(of id: OperationID) -> String? { operations[id]?.wireID }
 
     /// The earliest instant at which ``tick(now:)`` has work to do.
     package var nextDeadline: Instant? {
@@ -202,7 +208,7 @@ package struct TransportStateMachine {
         var actions: [TransportAction] = []
         if case .connected(let c) = phase {
             for id in sortedIDs() where operations[id]?.sentOn == c.generation {
-                append(.complete(id: id), generation: c.generation, into: &actions)
+                append(.complete(id: operations[id]!.wireID), generation: c.generation, into: &actions)
             }
         }
         closeCurrent(code: 1000, reason: "shutting down", into: &actions)
@@ -399,21 +405,21 @@ package struct TransportStateMachine {
                 break
             case .connectionError(let payload):
                 refused(generation: gen, payload, into: &actions)
-            case .next(let id, let payload):
-                guard let op = operations[id], op.sentOn == gen else { break }
+            case .next(let wireID, let payload):
+                guard let id = byWireID[wireID], let op = operations[id], op.sentOn == gen else { break }
                 actions.append(.operation(id: id, .next(payload)))
                 if wire == .legacyWS && !op.kind.survivesReconnect {
                     // A query or mutation has one result. Legacy servers may never say
                     // `complete` after it (ariadne does not): the first `data` ends it.
-                    append(.complete(id: id), generation: gen, into: &actions)
+                    append(.complete(id: wireID), generation: gen, into: &actions)
                     finish(id, .completed, into: &actions)
                     scheduleIdleCloseIfUnused(now: now, into: &actions)
                 }
-            case .error(let id, let payload):
-                if operations[id]?.sentOn == gen { finish(id, .error(.upstream(payload)), into: &actions) }
+            case .error(let wireID, let payload):
+                if let id = byWireID[wireID], operations[id]?.sentOn == gen { finish(id, .error(.upstream(payload)), into: &actions) }
                 scheduleIdleCloseIfUnused(now: now, into: &actions)
-            case .complete(let id):
-                if operations[id]?.sentOn == gen { finish(id, .completed, into: &actions) }
+            case .complete(let wireID):
+                if let id = byWireID[wireID], operations[id]?.sentOn == gen { finish(id, .completed, into: &actions) }
                 scheduleIdleCloseIfUnused(now: now, into: &actions)
             case .ping(let payload):
                 answerPing(payload, generation: gen, into: &actions)

@@ -32,6 +32,18 @@ package enum OperationIDStyle: String, Sendable, Equatable {
     case sequential, uuid
 }
 
+/// The daemon's one name for an upstream operation, from the local line to the wire and back:
+/// the multiplexer core assigns it, every carrier (a WebSocket connection, `http_url`, an HTTP
+/// stream) is asked to open it under this id and reports its updates with it. On a WebSocket
+/// with `operation_ids = "sequential"` it is also the wire id (`"7"`); with `"uuid"` the wire
+/// id is a UUID the transport's state machine maps back to it.
+package struct OperationID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    package let value: Int
+    package init(_ value: Int) { self.value = value }
+    package var description: String { String(value) }
+    package static func < (a: Self, b: Self) -> Bool { a.value < b.value }
+}
+
 /// Subscriptions survive reconnection; queries and mutations are sent once at most.
 package enum OperationKind: Sendable, Equatable {
     case subscription
@@ -123,7 +135,7 @@ package enum TransportEvent: Sendable, Equatable {
     case pong(received: Bool)
     /// Operation `id` was singled out by a client-blaming close (4400, 1007, 1009, 4409) and is
     /// never sent again.
-    case quarantined(id: String, closeCode: UInt16)
+    case quarantined(id: OperationID, closeCode: UInt16)
 }
 
 /// What the I/O layer must do after an event.
@@ -136,5 +148,5 @@ package enum TransportAction: Sendable, Equatable {
     /// Drop the TCP connection at once (dead peer, connect timeout).
     case abort(generation: Int)
     case event(TransportEvent)
-    case operation(id: String, OperationUpdate)
+    case operation(id: OperationID, OperationUpdate)
 }

@@ -34,10 +34,10 @@ package struct StreamMachine: Sendable {
 
     package enum Action: Equatable, Sendable {
         /// POST stream `id`'s payload; its events carry `generation`.
-        case request(id: String, generation: Int, payload: ByteBuffer)
+        case request(id: OperationID, generation: Int, payload: ByteBuffer)
         /// Drop the request or stream `generation` of `id` (no event for it will matter).
-        case abort(id: String, generation: Int)
-        case update(id: String, OperationUpdate)
+        case abort(id: OperationID, generation: Int)
+        case update(id: OperationID, OperationUpdate)
         case event(TransportEvent)
     }
 
@@ -75,9 +75,8 @@ package struct StreamMachine: Sendable {
     }
 
     package private(set) var options: Options
-    private var streams: [String: Stream] = [:]
-    private var order: [String] = []
-    private var nextID = 0
+    private var streams: [OperationID: Stream] = [:]
+    private var order: [OperationID] = []
     private var nextGeneration = 0
     private var paused = false
     private var failure: String?
@@ -97,14 +96,16 @@ package struct StreamMachine: Sendable {
 
     // MARK: - Events
 
-    /// A new subscription: requested at once (or held while paused). Returns its id.
-    package mutating func open(payload: ByteBuffer, now: Instant) -> (id: String, actions: [Action]) {
-        nextID += 1
-        let id = "s\(nextID)"
+    /// A new subscription, named by the caller's `id`: requested at once (or held while paused).
+    package mutating func open(id: OperationID, payload: ByteBuffer, now: Instant) -> [Action] {
+        guard streams[id] == nil else {
+            assertionFailure("stream \(id) opened twice")
+            return []
+        }
         var actions: [Action] = []
         guard !isShutDown else {
             actions.append(.update(id: id, .finished(.error(.transport(.shutDown)))))
-            return (id, actions)
+            return actions
         }
         failure = nil  // a new subscribe tries a failed upstream again, as on a WebSocket
         streams[id] = Stream(payload: payload, phase: .paused, state: paused ? .paused : .pending)
@@ -112,11 +113,11 @@ package struct StreamMachine: Sendable {
         actions.append(.update(id: id, .state(paused ? .paused : .pending)))
         if !paused { request(id, now: now, into: &actions) }
         report(into: &actions)
-        return (id, actions)
+        return actions
     }
 
     /// The last subscriber left: the stream is dropped, no update follows.
-    package mutating func cancel(id: String) -> [Action] {
+    package mutating func cancel(id: OperationID) -> [Action] {
         guard let stream = streams.removeValue(forKey: id) else { return [] }
         order.removeAll { $0 == id }
         var actions: [Action] = []
@@ -126,7 +127,7 @@ package struct StreamMachine: Sendable {
     }
 
     /// The response head (or, for an answer that is not a stream, the whole response) arrived.
-    package mutating func received(_ head: Head, id: String, generation: Int, now: Instant) -> [Action] {
+    package mutating func received(_ head: Head, id: OperationID, generation: Int, now: Instant) -> [Action] {
         guard let stream = streams[id], case .requesting(generation, _) = stream.phase else { return [] }
         var actions: [Action] = []
         switch head {
@@ -151,13 +152,13 @@ package struct StreamMachine: Sendable {
     }
 
     /// Bytes arrived on stream `generation` of `id`: it is alive.
-    package mutating func bytesArrived(id: String, generation: Int, now: Instant) {
+    package mutating func bytesArrived(id: OperationID, generation: Int, now: Instant) {
         guard case .streaming(generation, let since, _)? = streams[id]?.phase else { return }
         streams[id]?.phase = .streaming(generation: generation, since: since, lastByte: now)
     }
 
     /// One message of stream `generation` of `id`.
-    package mutating func message(_ message: StreamMessage, id: String, generation: Int, now: Instant) -> [Action] {
+    package mutating func message(_ message: StreamMessage, id: OperationID, generation: Int, now: Instant) -> [Action] {
         guard case .streaming(generation, _, _)? = streams[id]?.phase else { return [] }
         var actions: [Action] = []
         switch message {
@@ -178,7 +179,7 @@ package struct StreamMachine: Sendable {
 
     /// Stream `generation` of `id` ended without its close (EOF, a network error, bytes that
     /// cannot be read): requested again after the backoff.
-    package mutating func streamLost(id: String, generation: Int, cause: DisconnectCause, now: Instant) -> [Action] {
+    package mutating func streamLost(id: OperationID, generation: Int, cause: DisconnectCause, now: Instant) -> [Action] {
         guard let phase = streams[id]?.phase, phase.generation == generation else { return [] }
         var actions: [Action] = []
         actions.append(.abort(id: id, generation: generation))
@@ -313,14 +314,14 @@ package struct StreamMachine: Sendable {
 
     // MARK: - Steps
 
-    private mutating func request(_ id: String, now: Instant, into actions: inout [Action]) {
+    private mutating func request(_ id: OperationID, now: Instant, into actions: inout [Action]) {
         guard let stream = streams[id] else { return }
         nextGeneration += 1
         streams[id]?.phase = .requesting(generation: nextGeneration, since: now)
         actions.append(.request(id: id, generation: nextGeneration, payload: stream.payload))
     }
 
-    private mutating func lost(_ id: String, cause: DisconnectCause, now: Instant, into actions: inout [Action]) {
+    private mutating func lost(_ id: OperationID, cause: DisconnectCause, now: Instant, into actions: inout [Action]) {
         guard var stream = streams[id] else { return }
         if case .streaming(_, let since, _) = stream.phase, now - since >= options.healthyAfter { stream.attempt = 0 }
         stream.attempt += 1
@@ -339,7 +340,7 @@ package struct StreamMachine: Sendable {
         if stream.state != .pending { setState(id, .reconnecting, into: &actions) }
     }
 
-    private mutating func end(_ id: String, _ finish: OperationFinish, into actions: inout [Action]) {
+    private mutating func end(_ id: OperationID, _ finish: OperationFinish, into actions: inout [Action]) {
         guard streams.removeValue(forKey: id) != nil else { return }
         order.removeAll { $0 == id }
         actions.append(.update(id: id, .finished(finish)))
@@ -359,7 +360,7 @@ package struct StreamMachine: Sendable {
         order = []
     }
 
-    private mutating func setState(_ id: String, _ state: OperationState, into actions: inout [Action]) {
+    private mutating func setState(_ id: OperationID, _ state: OperationState, into actions: inout [Action]) {
         guard let current = streams[id]?.state, current != state else { return }
         streams[id]?.state = state
         actions.append(.update(id: id, .state(state)))

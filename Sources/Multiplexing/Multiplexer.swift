@@ -1,26 +1,29 @@
 import GraphQLTransportWS
+import NIOCore
 
 /// The ONE registry of the daemon's operations: which local operation reads which upstream
-/// operation, dedup keys, reference counts, subscriber lists and each upstream operation's
-/// state. Pure: events in, actions out, no I/O, no clock (nothing here waits on time).
+/// operation, dedup keys, reference counts, subscriber lists, each upstream operation's state
+/// and where it is placed (which pool connection, `http_url`, or an HTTP stream). Pure: events
+/// in, actions out, no I/O, no clock (nothing here waits on time).
 ///
 /// States of one upstream operation:
 ///
-///     (none) ──subscribe, no live key──▶ open(pending) ──upstream state──▶ pending/active/reconnecting/paused
+///     (none) ──subscribe, no live key, a place──▶ open(pending) ──upstream state──▶ pending/active/reconnecting/paused
+///        │  no place (pool or max_streams full): refused, nothing kept
 ///        ▲                                 │  ▲  subscribe same key: joins, told the current state
 ///        │                                 │  └─ complete / client gone: one subscriber fewer
 ///        └── last subscriber left (close) ─┤
-///        └── upstream finished (finish each subscriber) / refused (pool full) / shut down
+///        └── upstream finished (finish each subscriber) / shut down
+///
+/// Its ``OperationID`` is the one name the I/O layer and every carrier use for it, down to
+/// the wire and back.
 ///
 /// Local operations belong to a client (`Client`) and are named by the client's id for it.
 /// `Tag` is whatever the I/O layer keeps per subscriber for the hot path (the daemon: the
 /// session and its encoded `next` prefix); the core never looks at it.
 package struct Multiplexer<Client: Hashable, Tag> {
-    /// One upstream operation's handle, unique for the multiplexer's life.
-    package struct OperationID: Hashable, Sendable, CustomStringConvertible {
-        package let value: Int
-        package var description: String { "\(value)" }
-    }
+    /// One upstream operation's name, unique for the multiplexer's life.
+    package typealias OperationID = GraphQLTransportWS.OperationID
 
     /// A local operation reading an upstream one.
     package struct Subscriber {
@@ -41,7 +44,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         case duplicateID
         /// The client has `maxOperationsPerClient` operations.
         case tooManyOperations(limit: Int)
-        /// No upstream connection can take a new operation (`upstreamRefused`).
+        /// No carrier has room (`max_connections` × `max_operations_per_connection`, or
+        /// `max_streams`).
         case upstreamFull
         /// The daemon is shutting down.
         case shuttingDown
@@ -49,13 +53,13 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     /// What the I/O layer must do, in order.
     package enum Action {
-        /// Send a new operation upstream (choose a connection, or refuse with
-        /// `upstreamRefused`); `first` asked for it.
-        case open(OperationID, kind: OperationKind, first: Subscriber)
+        /// Send a new operation upstream on `placement` (a pool connection that may not exist
+        /// yet, `http_url` or a stream); `first` asked for it.
+        case open(OperationID, kind: OperationKind, payload: ByteBuffer, on: Placement, first: Subscriber)
         /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
         case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
-        /// Complete the upstream operation: its last subscriber left.
-        case close(OperationID)
+        /// Complete the upstream operation on its carrier: its last subscriber left.
+        case close(OperationID, on: Placement)
         /// Tell one subscriber its operation's new state.
         case tellState(Subscriber, OperationState)
         /// Tell one subscriber its operation ended (its local id is free again).
@@ -70,6 +74,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     private struct Operation {
         let kind: OperationKind
+        let placement: Placement
         /// Set for deduplicated subscriptions; nil for queries and mutations (never shared).
         let key: String?
         var state: OperationState = .pending
@@ -77,15 +82,22 @@ package struct Multiplexer<Client: Hashable, Tag> {
     }
 
     package var maxOperationsPerClient: Int
+    /// Where new operations may go; a reload replaces it (live operations stay where they are).
+    package var layout: UpstreamLayout
     private var operations: [OperationID: Operation] = [:]
+    /// Live operations per place, for the caps of `layout`.
+    private var load: [Placement: Int] = [:]
+    /// Pool connections that exist (the first always does): a new one is the next index.
+    private var connections = 1
     private var byKey: [String: OperationID] = [:]
     /// Each client's local ids and the upstream operation each reads.
     private var clients: [Client: [String: OperationID]] = [:]
     private var nextID = 1
     private var shuttingDown = false
 
-    package init(maxOperationsPerClient: Int) {
+    package init(maxOperationsPerClient: Int, layout: UpstreamLayout = UpstreamLayout()) {
         self.maxOperationsPerClient = maxOperationsPerClient
+        self.layout = layout
     }
 
     // MARK: - Reading
@@ -101,6 +113,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
     package func state(of id: OperationID) -> OperationState? { operations[id]?.state }
     /// The upstream operation a client's local id reads.
     package func operation(of client: Client, localID: String) -> OperationID? { clients[client]?[localID] }
+    package func placement(of id: OperationID) -> Placement? { operations[id]?.placement }
+    /// Live operations on `placement`.
+    package func load(on placement: Placement) -> Int { load[placement] ?? 0 }
 
     // MARK: - Events from clients
 
@@ -114,8 +129,15 @@ package struct Multiplexer<Client: Hashable, Tag> {
     }
 
     /// A client asks for an operation. `key` is the dedup key of a subscription (nil: never
-    /// shared, as for queries and mutations).
-    package mutating func subscribe(client: Client, localID: String, kind: OperationKind, key: String?, tag: Tag) -> [Action] {
+    /// shared, as for queries and mutations); `payload` is what goes upstream if it opens.
+    package mutating func subscribe(
+        client: Client,
+        localID: String,
+        kind: OperationKind,
+        key: String?,
+        payload: ByteBuffer = ByteBuffer(),
+        tag: Tag
+    ) -> [Action] {
         if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
         let subscriber = Subscriber(client: client, localID: localID, tag: tag)
         let sharedKey = kind == .subscription ? key : nil
@@ -125,12 +147,32 @@ package struct Multiplexer<Client: Hashable, Tag> {
             let operation = operations[id]!
             return [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
         }
-        let id = OperationID(value: nextID)
+        guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
+        let id = OperationID(nextID)
         nextID += 1
-        operations[id] = Operation(kind: kind, key: sharedKey, subscribers: [subscriber])
+        operations[id] = Operation(kind: kind, placement: placement, key: sharedKey, subscribers: [subscriber])
+        load[placement, default: 0] += 1
         if let sharedKey { byKey[sharedKey] = id }
         clients[client, default: [:]][localID] = id
-        return [.open(id, kind: kind, first: subscriber)]
+        return [.open(id, kind: kind, payload: payload, on: placement, first: subscriber)]
+    }
+
+    /// Where a new operation of `kind` goes, decided here only: queries and mutations to
+    /// `http_url` when it is set; subscriptions to a stream of their own when the upstream
+    /// speaks HTTP streams (nil past `max_streams`), else to the first pool connection with
+    /// room, or a new one while fewer than `max_connections` exist (nil: the pool is full).
+    private mutating func place(_ kind: OperationKind) -> Placement? {
+        if kind != .subscription, layout.singlesOverHTTP { return .http }
+        if case .streams(let max) = layout.subscriptions {
+            // A stream carries subscriptions only; `http_url` (required with streams) takes the rest.
+            return kind == .subscription && load(on: .stream) < max ? .stream : nil
+        }
+        let cap = layout.maxOperationsPerConnection
+        guard cap > 0 else { return .connection(0) }
+        if let index = (0..<connections).first(where: { load(on: .connection($0)) < cap }) { return .connection(index) }
+        guard connections < layout.maxConnections else { return nil }
+        connections += 1
+        return .connection(connections - 1)
     }
 
     /// A client completes one of its operations (unknown ids are ignored: it may have ended).
@@ -156,20 +198,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
             return []
         }
         forget(id)
-        return [.close(id)]
+        return [.close(id, on: operation.placement)]
     }
 
     // MARK: - Events from upstream
-
-    /// No connection could take the operation `open` asked for: refuse its first subscriber.
-    package mutating func upstreamRefused(_ id: OperationID) -> [Action] {
-        guard let operation = operations[id] else { return [] }
-        forget(id)
-        return operation.subscribers.map { subscriber in
-            release(subscriber, id)
-            return .refuse(client: subscriber.client, localID: subscriber.localID, .upstreamFull)
-        }
-    }
 
     /// The upstream operation changed state. Subscriptions tell their subscribers; a query or
     /// mutation just answers.
@@ -207,12 +239,15 @@ package struct Multiplexer<Client: Hashable, Tag> {
         operations.removeAll()
         byKey.removeAll()
         clients.removeAll()
+        load.removeAll()
         return actions
     }
 
     private mutating func forget(_ id: OperationID) {
         guard let operation = operations.removeValue(forKey: id) else { return }
         if let key = operation.key, byKey[key] == id { byKey[key] = nil }
+        load[operation.placement, default: 1] -= 1
+        if load[operation.placement] == 0 { load[operation.placement] = nil }
     }
 
     private mutating func release(_ subscriber: Subscriber, _ id: OperationID) {

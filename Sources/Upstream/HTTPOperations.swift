@@ -48,11 +48,12 @@ package final class HTTPOperations: @unchecked Sendable {
         var channel: (any Channel)?
     }
 
-    private var pending: [String: Request] = [:]
+    private var pending: [OperationID: Request] = [:]
     /// Requests waiting for one of the `maxInFlight` places, oldest first.
-    private var waiting: [String] = []
+    private var waiting: [OperationID] = []
     private var inFlight = 0
-    private var nextID = 0
+    /// Where every request's result goes (the fan-out); set on the loop before the first send.
+    package var updates: OperationSink = { _, _ in }
 
     /// - Parameter sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.
     package init(configuration: Configuration, sslContext: NIOSSLContext?, eventLoop: any EventLoop) {
@@ -79,12 +80,10 @@ package final class HTTPOperations: @unchecked Sendable {
     /// (within `http_timeout`), so a flood of queries from one client cannot exhaust sockets.
     package static let maxInFlight = 32
 
-    /// POSTs `payload` (the request object: query, variables, operationName, extensions) and
-    /// tells `handler` the result (`next`, then `completed`) or the failure. Returns the id.
-    package func sendOnLoop(payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+    /// POSTs `payload` (the request object: query, variables, operationName, extensions) for
+    /// operation `id` and tells ``updates`` the result (`next`, then `completed`) or the failure.
+    package func sendOnLoop(_ id: OperationID, payload: ByteBuffer) {
         eventLoop.preconditionInEventLoop()
-        nextID += 1
-        let id = "http-\(nextID)"
         let configuration = self.configuration
         let url = configuration.url
         let done = eventLoop.makePromise(of: HTTPResponse.self)
@@ -102,15 +101,14 @@ package final class HTTPOperations: @unchecked Sendable {
             self.startWaiting()
             switch result {
             case .success(let response):
-                for update in Self.updates(for: response, url: url) { handler(update) }
+                for update in Self.updates(for: response, url: url) { self.updates(id, update) }
             case .failure(let error):
                 let message = "\(url): \(describe(error)); the operation was not retried"
-                handler(.finished(.error(.transport(.connectionLost(reason: message)))))
+                self.updates(id, .finished(.error(.transport(.connectionLost(reason: message)))))
             }
         }
         waiting.append(id)
         startWaiting()
-        return id
     }
 
     /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are on the wire.
@@ -124,7 +122,7 @@ package final class HTTPOperations: @unchecked Sendable {
         }
     }
 
-    private func start(_ id: String, _ request: Request) {
+    private func start(_ id: OperationID, _ request: Request) {
         let configuration = request.configuration
         let url = configuration.url
         let done = request.promise
@@ -150,7 +148,7 @@ package final class HTTPOperations: @unchecked Sendable {
 
     /// The client no longer wants `id`: its connection is closed (a mutation already sent may
     /// still run on the server; it is never sent again).
-    package func cancelOnLoop(id: String) {
+    package func cancelOnLoop(_ id: OperationID) {
         eventLoop.preconditionInEventLoop()
         // The completion handler of `sendOnLoop` forgets it, closes its connection and frees
         // its place for the next waiting request.
@@ -160,7 +158,7 @@ package final class HTTPOperations: @unchecked Sendable {
     /// Ends every request in flight (daemon stop).
     package func shutdownOnLoop() {
         eventLoop.preconditionInEventLoop()
-        for id in Array(pending.keys) { cancelOnLoop(id: id) }
+        for id in Array(pending.keys) { cancelOnLoop(id) }
     }
 
     private static func write(_ payload: ByteBuffer, configuration: Configuration, to channel: any Channel) {

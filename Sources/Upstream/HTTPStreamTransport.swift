@@ -75,8 +75,9 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     private var configuration: Configuration
     private var sslContext: NIOSSLContext?
     private var machine: StreamMachine
-    private var handlers: [String: OperationHandler] = [:]
-    private var live: [String: Live] = [:]
+    /// Where every stream's updates go (the fan-out); set on the loop before the first open.
+    package var updates: OperationSink = { _, _ in }
+    private var live: [OperationID: Live] = [:]
     private lazy var channels = StreamChannels(eventLoop: eventLoop)
     private var timer: Scheduled<Void>?
     private var timerDeadline: Instant?
@@ -97,24 +98,15 @@ package final class HTTPStreamTransport: @unchecked Sendable {
 
     // MARK: - Operations
 
-    /// Whether another stream may open (`max_streams`).
-    package var hasRoomOnLoop: Bool {
+    /// Opens a stream for subscription `id`; its updates reach ``updates`` on the loop.
+    package func openStreamOnLoop(_ id: OperationID, payload: ByteBuffer) {
         eventLoop.preconditionInEventLoop()
-        return machine.streamCount < configuration.maxStreams
+        perform(machine.open(id: id, payload: payload, now: Self.now))
     }
 
-    /// Opens a stream for a subscription; updates reach `handler` on the loop.
-    package func openStreamOnLoop(payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+    /// Drops stream `id`; no update of it follows.
+    package func cancelStreamOnLoop(_ id: OperationID) {
         eventLoop.preconditionInEventLoop()
-        let (id, actions) = machine.open(payload: payload, now: Self.now)
-        handlers[id] = handler
-        perform(actions)
-        return id
-    }
-
-    package func cancelStreamOnLoop(id: String) {
-        eventLoop.preconditionInEventLoop()
-        handlers[id] = nil
         perform(machine.cancel(id: id))
     }
 
@@ -171,11 +163,6 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         return reconnectCount
     }
 
-    package var maxStreamsOnLoop: Int {
-        eventLoop.preconditionInEventLoop()
-        return configuration.maxStreams
-    }
-
     // MARK: - Actions
 
     private func perform(_ actions: [StreamMachine.Action]) {
@@ -189,12 +176,8 @@ package final class HTTPStreamTransport: @unchecked Sendable {
                     request.channel?.close(promise: nil)
                 }
             case .update(let id, let update):
-                let handler = handlers[id]
-                if case .finished = update {
-                    handlers[id] = nil
-                    if let request = live.removeValue(forKey: id) { request.channel?.close(promise: nil) }
-                }
-                handler?(update)
+                if case .finished = update, let request = live.removeValue(forKey: id) { request.channel?.close(promise: nil) }
+                updates(id, update)
             case .event(let event):
                 if case .disconnected = event { reconnectCount += 1 }
                 observer(event)
@@ -203,7 +186,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         rescheduleTimer()
     }
 
-    private func request(_ id: String, generation: Int, payload: ByteBuffer) {
+    private func request(_ id: OperationID, generation: Int, payload: ByteBuffer) {
         if let old = live[id] { old.channel?.close(promise: nil) }
         live[id] = Live(generation: generation)
         let configuration = self.configuration
@@ -246,7 +229,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
 
     // MARK: - Responses
 
-    private func responseEvent(_ event: StreamResponseHandler.Event, id: String, generation: Int) {
+    private func responseEvent(_ event: StreamResponseHandler.Event, id: OperationID, generation: Int) {
         eventLoop.preconditionInEventLoop()
         guard live[id]?.generation == generation else { return }
         let now = Self.now
@@ -279,7 +262,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     }
 
     /// Reads stream bytes into messages and hands each to the machine, in order.
-    private func read(_ bytes: ByteBuffer, id: String, generation: Int, now: Instant) {
+    private func read(_ bytes: ByteBuffer, id: OperationID, generation: Int, now: Instant) {
         guard var reader = live[id]?.reader else { return }
         var messages: [StreamMessage] = []
         do throws(StreamParseError) {

@@ -2,45 +2,40 @@ import GraphQLTransportWS
 import NIOCore
 
 /// The seam between the multiplexer and the upstreams that carry its operations: a pooled
-/// WebSocket connection (``UpstreamTransport``), `http_url` (``HTTPOperations``), and any
-/// later transport. The fan-out places an operation on one carrier and talks to it only through
-/// this; adding a carrier touches no other. Called on the carrier's event loop.
+/// WebSocket connection (``UpstreamTransport``), `http_url` (``HTTPOperations``), an HTTP
+/// stream (``HTTPStreamTransport``), and any later transport. The fan-out opens an operation on
+/// the carrier the multiplexer core placed it on, under the core's ``OperationID``; the carrier
+/// tells every update of it to its ``OperationSink`` under the same id. Adding a carrier
+/// touches no other. Called on the carrier's event loop.
 package protocol OperationCarrier: AnyObject {
-    /// Sends an operation; every update reaches `handler` on the loop, the last one
-    /// `.finished`. Returns the carrier's own id of the operation.
-    func openOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String
+    /// Sends operation `id`; its updates reach the sink, the last one `.finished`.
+    func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer)
     /// The multiplexer no longer wants operation `id` (its last subscriber left).
-    func cancelOnLoop(id: String)
+    func cancelOnLoop(_ id: OperationID)
     /// Its name in the journal's `subscribed` event (`GQLMUX_TRANSPORT=`).
     var carrierName: String { get }
 }
 
 extension UpstreamTransport: OperationCarrier {
-    package func openOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
-        subscribeOnLoop(kind: kind, payload: payload, handler: handler)
-    }
-
-    package func cancelOnLoop(id: String) { completeOnLoop(id: id) }
-
     package var carrierName: String { "websocket" }
 }
 
 extension HTTPOperations: OperationCarrier {
-    package func openOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
-        sendOnLoop(payload: payload, handler: handler)
+    package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer) {
+        sendOnLoop(id, payload: payload)
     }
 
     package var carrierName: String { "http" }
 }
 
 extension HTTPStreamTransport: OperationCarrier {
-    /// Subscriptions only: the fan-out sends queries and mutations to ``HTTPOperations``.
-    package func openOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+    /// Subscriptions only: the core places queries and mutations on ``HTTPOperations``.
+    package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer) {
         precondition(kind == .subscription, "an HTTP stream carries subscriptions only")
-        return openStreamOnLoop(payload: payload, handler: handler)
+        openStreamOnLoop(id, payload: payload)
     }
 
-    package func cancelOnLoop(id: String) { cancelStreamOnLoop(id: id) }
+    package func cancelOnLoop(_ id: OperationID) { cancelStreamOnLoop(id) }
 
     package var carrierName: String { flavor.name }
 }

@@ -3,6 +3,7 @@ import GraphQLTransportWS
 /// Receives transport-level events, on the transport's event loop.
 package typealias UpstreamEventObserver = @Sendable (TransportEvent) -> Void
 
-/// Receives one operation's updates, on the transport's event loop. The last update is
-/// always `.finished`.
-package typealias OperationHandler = @Sendable (OperationUpdate) -> Void
+/// Receives every operation's updates from a carrier, on its event loop, each named by the
+/// ``OperationID`` it was opened with. The last update of an operation is always `.finished`
+/// (none follows a cancel).
+package typealias OperationSink = @Sendable (OperationID, OperationUpdate) -> Void

@@ -28,7 +28,8 @@ package final class UpstreamTransport: @unchecked Sendable {
     private var closeHandshake = CloseHandshake(timeout: .seconds(1))
     /// Generations whose connect (payload read, then TCP, TLS, upgrade) is in flight and still wanted.
     private var pendingConnects: Set<Int> = []
-    private var handlers: [String: OperationHandler] = [:]
+    /// Where every operation's updates go (the fan-out); set on the loop before the first open.
+    package var updates: OperationSink = { _, _ in }
     private var timer: Scheduled<Void>?
     private var timerDeadline: Instant?
     private let observer: UpstreamEventObserver
@@ -84,17 +85,16 @@ package final class UpstreamTransport: @unchecked Sendable {
     package func pause() { eventLoop.execute { self.perform(self.machine.pause(now: Self.now)) } }
     package func resume() { eventLoop.execute { self.perform(self.machine.resume(now: Self.now)) } }
 
-    /// Subscribes; `handler` gets every update of the operation, on the event loop.
-    /// - Returns: the upstream operation id.
-    package func subscribe(
-        kind: OperationKind,
-        payload: ByteBuffer,
-        handler: @escaping OperationHandler
-    ) -> EventLoopFuture<String> {
-        eventLoop.submit { self.subscribeOnLoop(kind: kind, payload: payload, handler: handler) }
+    /// Opens operation `id`; its updates reach ``updates``, on the event loop.
+    /// - Returns: its id on the wire.
+    package func open(_ id: OperationID, kind: OperationKind, payload: ByteBuffer) -> EventLoopFuture<String> {
+        eventLoop.submit {
+            self.openOnLoop(id, kind: kind, payload: payload)
+            return self.machine.wireID(of: id) ?? id.description
+        }
     }
 
-    package func complete(id: String) { eventLoop.execute { self.completeOnLoop(id: id) } }
+    package func complete(_ id: OperationID) { eventLoop.execute { self.cancelOnLoop(id) } }
 
     /// Applies new credentials (headers, connecting payload); reconnects at once when
     /// `reconnectIfConnected` is set, keeping every subscription. The TLS context is built on
@@ -153,15 +153,12 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     // MARK: - Commands on the loop
 
-    package func subscribeOnLoop(kind: OperationKind, payload: ByteBuffer, handler: @escaping OperationHandler) -> String {
+    package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer) {
         eventLoop.preconditionInEventLoop()
-        let (id, actions) = machine.subscribe(kind: kind, payload: payload, now: Self.now)
-        handlers[id] = handler
-        perform(actions)
-        return id
+        perform(machine.subscribe(id: id, kind: kind, payload: payload, now: Self.now))
     }
 
-    package func completeOnLoop(id: String) {
+    package func cancelOnLoop(_ id: OperationID) {
         eventLoop.preconditionInEventLoop()
         perform(machine.complete(id: id, now: Self.now))
     }
@@ -222,7 +219,7 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     private func perform(_ actions: [TransportAction]) {
         var toFlush: [Int: any Channel] = [:]
-        var updates: [(String, OperationUpdate)] = []
+        var updates: [(OperationID, OperationUpdate)] = []
         for action in actions {
             switch action {
             case .connect(let generation):
@@ -254,14 +251,10 @@ package final class UpstreamTransport: @unchecked Sendable {
                 updates.append((id, update))
             }
         }
-        // Frames reach the server before the operations' handlers run: after a reconnect,
+        // Frames reach the server before the operations' updates are told: after a reconnect,
         // 10,000 re-subscribes go out first, then 10,000 clients hear `active`.
         for channel in toFlush.values { channel.flush() }
-        for (id, update) in updates {
-            guard let handler = handlers[id] else { continue }
-            if case .finished = update { handlers[id] = nil }
-            handler(update)
-        }
+        for (id, update) in updates { self.updates(id, update) }
         rescheduleTimer()
     }
 

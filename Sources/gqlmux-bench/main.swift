@@ -335,12 +335,15 @@ var directConfiguration = UpstreamConfiguration(url: try UpstreamURL(upstream.ur
 directConfiguration.transport.pingInterval = .zero
 let direct = try UpstreamTransport(configuration: directConfiguration, eventLoop: clientGroup.next())
 direct.start()
-_ = try await direct.subscribe(kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)) { update in
-    if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
-        let now = ContinuousClock.now
-        directTimes.withLockedValue { $0[n] = now }
+try await direct.eventLoop.submit {
+    direct.updates = { _, update in
+        if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
+            let now = ContinuousClock.now
+            directTimes.withLockedValue { $0[n] = now }
+        }
     }
 }.get()
+_ = try await direct.open(OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)).get()
 _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 2 }
 var sendTimes: [Int: ContinuousClock.Instant] = [:]
 let firstTick = await upstream.onLoop { upstream.tickCountOnLoop } + 1

@@ -8,6 +8,8 @@ struct Harness {
     var machine: TransportStateMachine
     var now = Instant(nanoseconds: 0)
     var log: [TransportAction] = []
+    /// The ids this harness gave its operations (the multiplexer core's role): 1, 2, 3, …
+    private var lastOperation = 0
 
     init(_ configure: (inout TransportOptions) -> Void = { _ in }, random: Double = 0.5) {
         var options = TransportOptions()
@@ -39,12 +41,18 @@ struct Harness {
     @discardableResult
     mutating func start() -> [TransportAction] { record(machine.start(now: now)) }
 
+    /// Opens an operation under the next ``OperationID``; returns its wire id, which with the
+    /// default `operation_ids = "sequential"` is that id's number ("1", "2", …).
     @discardableResult
     mutating func subscribe(_ kind: OperationKind = .subscription, _ query: String = "subscription { tick }") -> String {
-        let (id, actions) = machine.subscribe(kind: kind, payload: ByteBuffer(string: #"{"query":"\#(query)"}"#), now: now)
-        record(actions)
-        return id
+        lastOperation += 1
+        let id = OperationID(lastOperation)
+        record(machine.subscribe(id: id, kind: kind, payload: ByteBuffer(string: #"{"query":"\#(query)"}"#), now: now))
+        return machine.wireID(of: id) ?? id.description
     }
+
+    /// The probation groups, by wire id.
+    var probation: [[String]] { machine.probation.map { $0.map { machine.wireID(of: $0) ?? "?" } } }
 
     /// The generation of the last `connect` action.
     var lastGeneration: Int? {
@@ -78,8 +86,9 @@ extension [TransportAction] {
     var connects: Int { filter { if case .connect = $0 { true } else { false } }.count }
     var events: [TransportEvent] { compactMap { if case .event(let e) = $0 { e } else { nil } } }
     var states: [ConnectionState] { events.compactMap { if case .stateChanged(let s) = $0 { s } else { nil } } }
+    /// The updates of the operation whose sequential wire id is `id` (its ``OperationID``).
     func updates(_ id: String) -> [OperationUpdate] {
-        compactMap { if case .operation(id, let u) = $0 { u } else { nil } }
+        compactMap { if case .operation(let operation, let u) = $0, operation.description == id { u } else { nil } }
     }
     func operationStates(_ id: String) -> [OperationState] {
         updates(id).compactMap { if case .state(let s) = $0 { s } else { nil } }
@@ -91,5 +100,15 @@ extension [TransportAction] {
     var aborts: Int { filter { if case .abort = $0 { true } else { false } }.count }
     var reconnectDelays: [Double] {
         states.compactMap { if case .reconnecting(_, let d, _) = $0 { d.seconds } else { nil } }
+    }
+}
+
+/// The tests name operations by their wire id, as a server would.
+extension TransportStateMachine {
+    func state(of wireID: String) -> OperationState? { byWireID[wireID].flatMap { state(of: $0) } }
+
+    mutating func complete(id wireID: String, now: Instant) -> [TransportAction] {
+        guard let id = byWireID[wireID] else { return [] }
+        return complete(id: id, now: now)
     }
 }

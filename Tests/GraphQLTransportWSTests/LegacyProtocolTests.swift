@@ -218,7 +218,7 @@ extension OperationFinish {
 /// The deadline table of queries and mutations: the earliest without a scan, answers in any order.
 @Suite struct SingleDeadlinesTests {
     @Test func theEarliestIsTheOldestStillWaitingWhateverOrderTheyEnd() {
-        var table = SingleDeadlines()
+        var table = SingleDeadlines<String>()
         let start = Instant(nanoseconds: 0)
         for n in 0..<3_000 { table.add("q\(n)", deadline: start + .milliseconds(Int64(n))) }
         for n in stride(from: 0, to: 3_000, by: 2) { table.remove("q\(n)") }  // every even one answered

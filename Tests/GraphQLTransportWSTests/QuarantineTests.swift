@@ -28,7 +28,7 @@ import Testing
         }
         #expect(closeCode == code)
         #expect(message.contains("quarantined"))
-        #expect(closed.events.contains(.quarantined(id: poison, closeCode: code)))
+        #expect(closed.events.contains(.quarantined(id: OperationID(Int(poison)!), closeCode: code)))
         #expect(closed.operationStates(good) == [.reconnecting])
         h.advance(ms: 1_000)
         let back = h.connectAndAck()
@@ -50,7 +50,7 @@ import Testing
         h.connectAndAck()
         h.advance(ms: 100)
         h.serverClose(4400, "Syntax Error")  // charges the burst: good and other, on probation
-        #expect(h.machine.probation == [[good, other]])
+        #expect(h.probation == [[good, other]])
         let bad = h.subscribe(.subscription, "subscription { tick( }")  // arrives while reconnecting
         h.advance(ms: 1_000)
         var back = h.connectAndAck()
@@ -171,7 +171,7 @@ import Testing
         let a = h.subscribe(.subscription, "subscription { a }")
         let b = h.subscribe(.subscription, "subscription { b }")  // same instant as a
         h.serverClose(4409, "Subscriber for 2 already exists")
-        #expect(h.machine.probation == [[a, b]])
+        #expect(h.probation == [[a, b]])
         h.advance(ms: 1_000)
         h.connectAndAck()
         h.advance(ms: 200)

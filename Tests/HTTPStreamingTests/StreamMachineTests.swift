@@ -11,6 +11,8 @@ import Testing
         var now = Instant(nanoseconds: 1_000_000_000)
         /// Every action so far, in order.
         var log: [StreamMachine.Action] = []
+        /// The ids this harness gives its streams (the multiplexer core's role).
+        var lastID = 0
 
         init(heartbeat: Duration = .seconds(15)) {
             var options = StreamMachine.Options()
@@ -24,38 +26,39 @@ import Testing
             return actions
         }
 
-        @discardableResult mutating func open(_ query: String = "subscription { tick }") -> String {
-            let (id, actions) = machine.open(payload: ByteBuffer(string: query), now: now)
-            _ = record(actions)
+        @discardableResult mutating func open(_ query: String = "subscription { tick }") -> OperationID {
+            lastID += 1
+            let id = OperationID(lastID)
+            _ = record(machine.open(id: id, payload: ByteBuffer(string: query), now: now))
             return id
         }
 
         /// The generation of the last request made for `id`.
-        func generation(_ id: String) -> Int? {
+        func generation(_ id: OperationID) -> Int? {
             log.reversed().lazy.compactMap { action -> Int? in
                 if case .request(id, let generation, _) = action { return generation }
                 return nil
             }.first
         }
 
-        func requests(_ id: String) -> Int {
+        func requests(_ id: OperationID) -> Int {
             log.filter { if case .request(id, _, _) = $0 { return true } else { return false } }.count
         }
 
-        func updates(_ id: String) -> [OperationUpdate] {
+        func updates(_ id: OperationID) -> [OperationUpdate] {
             log.compactMap { if case .update(id, let update) = $0 { return update } else { return nil } }
         }
 
-        @discardableResult mutating func head(_ id: String, _ head: StreamMachine.Head = .stream) -> [StreamMachine.Action] {
+        @discardableResult mutating func head(_ id: OperationID, _ head: StreamMachine.Head = .stream) -> [StreamMachine.Action] {
             record(machine.received(head, id: id, generation: generation(id)!, now: now))
         }
 
-        @discardableResult mutating func message(_ id: String, _ message: StreamMessage) -> [StreamMachine.Action] {
+        @discardableResult mutating func message(_ id: OperationID, _ message: StreamMessage) -> [StreamMachine.Action] {
             machine.bytesArrived(id: id, generation: generation(id)!, now: now)
             return record(machine.message(message, id: id, generation: generation(id)!, now: now))
         }
 
-        @discardableResult mutating func lose(_ id: String) -> [StreamMachine.Action] {
+        @discardableResult mutating func lose(_ id: OperationID) -> [StreamMachine.Action] {
             record(machine.streamLost(id: id, generation: generation(id)!, cause: .network("EOF"), now: now))
         }
 
@@ -223,7 +226,8 @@ import Testing
         h.head(id)
         _ = h.record(h.machine.shutdown())
         #expect(h.updates(id).last == .finished(.error(.transport(.shutDown))))
-        let (late, actions) = h.machine.open(payload: payload("{}"), now: h.now)
+        let late = OperationID(99)
+        let actions = h.machine.open(id: late, payload: payload("{}"), now: h.now)
         #expect(actions == [.update(id: late, .finished(.error(.transport(.shutDown))))])
     }
 

@@ -10,7 +10,7 @@ typealias Action = Mux.Action
 
 /// The one operation an `open` action names.
 func opened(_ actions: [Action]) -> Mux.OperationID? {
-    guard actions.count == 1, case .open(let id, _, _) = actions[0] else { return nil }
+    guard actions.count == 1, case .open(let id, _, _, _, _) = actions[0] else { return nil }
     return id
 }
 
@@ -61,7 +61,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         _ = mux.subscribe(client: "b", localID: "1", kind: .subscription, key: "k", tag: 2)
         #expect(mux.complete(client: "a", localID: "1").isEmpty)
         #expect(mux.complete(client: "a", localID: "1").isEmpty)  // twice: nothing more
-        #expect(mux.complete(client: "b", localID: "1") == [.close(id)])
+        #expect(mux.complete(client: "b", localID: "1") == [.close(id, on: .connection(0))])
         #expect(mux.upstreamCount == 0 && mux.localCount == 0)
         let again = try #require(opened(mux.subscribe(client: "c", localID: "1", kind: .subscription, key: "k", tag: 3)))
         #expect(again != id)
@@ -77,7 +77,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         let own = try #require(opened(mux.subscribe(client: "a", localID: "2", kind: .subscription, key: "own", tag: 2)))
         let query = try #require(opened(mux.subscribe(client: "a", localID: "3", kind: .query, key: nil, tag: 3)))
         _ = mux.subscribe(client: "b", localID: "1", kind: .subscription, key: "shared", tag: 4)
-        #expect(mux.clientGone("a") == [.close(own), .close(query)])
+        #expect(mux.clientGone("a") == [.close(own, on: .connection(0)), .close(query, on: .connection(0))])
         #expect(mux.subscribers(of: shared).map(\.client) == ["b"])
         #expect(mux.operationCount(of: "a") == 0)
         #expect(mux.clientGone("a").isEmpty)
@@ -167,12 +167,17 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
     }
 
     @Test func aFullUpstreamRefusesTheSubscriberThatAskedAndLeavesNoTrace() throws {
-        var mux = Mux(maxOperationsPerClient: 10)
+        var mux = Mux(maxOperationsPerClient: 10, layout: UpstreamLayout(maxConnections: 1, maxOperationsPerConnection: 1))
         let id = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1)))
-        #expect(mux.upstreamRefused(id) == [.refuse(client: "a", localID: "1", .upstreamFull)])
-        #expect(mux.upstreamCount == 0 && mux.localCount == 0)
-        #expect(mux.operation(of: "a", localID: "1") == nil)
-        #expect(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1)) != nil)
+        #expect(mux.subscribe(client: "b", localID: "1", kind: .subscription, key: "other", tag: 2) == [.refuse(client: "b", localID: "1", .upstreamFull)])
+        #expect(mux.upstreamCount == 1 && mux.localCount == 1)
+        #expect(mux.operation(of: "b", localID: "1") == nil)
+        // A join takes no new place.
+        #expect(mux.subscribe(client: "b", localID: "2", kind: .subscription, key: "k", tag: 3).count == 1)
+        _ = mux.clientGone("a")
+        _ = mux.clientGone("b")
+        #expect(mux.subscribers(of: id).isEmpty && mux.load(on: .connection(0)) == 0)
+        #expect(opened(mux.subscribe(client: "b", localID: "1", kind: .subscription, key: "other", tag: 2)) != nil)
     }
 }
 
@@ -196,7 +201,9 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
 @Suite struct MultiplexerModelTests {
     @Test(arguments: 1...20) func randomEventsKeepTheRegistryConsistent(seed: UInt64) {
         var random = SplitMix64(seed: seed)
-        var mux = Mux(maxOperationsPerClient: 4)
+        var mux = Mux(maxOperationsPerClient: 4, layout: UpstreamLayout(maxConnections: 3, maxOperationsPerConnection: 2))
+        /// Where each live operation was placed, as `open` told it.
+        var placed: [Mux.OperationID: Placement] = [:]
         /// (client, localID) → operation, as the actions told it.
         var model: [String: Mux.OperationID] = [:]
         var closed = Set<Mux.OperationID>()
@@ -224,19 +231,20 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
             case 8:
                 if let id = model.values.randomElement(using: &random) { actions = mux.upstreamFinished(id, .completed) }
             default:
-                if let id = model.values.randomElement(using: &random), Int.random(in: 0..<3, using: &random) == 0 {
-                    actions = mux.upstreamRefused(id)
-                }
+                // A reload: the pool's caps change; live operations stay where they are.
+                mux.layout.maxOperationsPerConnection = Int.random(in: 1...4, using: &random)
             }
             for action in actions {
                 switch action {
-                case .open(let id, _, let first):
+                case .open(let id, _, _, let placement, let first):
                     #expect(!closed.contains(id))
                     model[name(first.client, first.localID)] = id
+                    placed[id] = placement
                 case .joined(let id, let joiner, _, _):
                     model[name(joiner.client, joiner.localID)] = id
-                case .close(let id):
+                case .close(let id, let placement):
                     #expect(!model.values.contains(id), "closed while still read")
+                    #expect(placed.removeValue(forKey: id) == placement, "closed where it was opened")
                     closed.insert(id)
                 case .finish(let reader, _):
                     model[name(reader.client, reader.localID)] = nil
@@ -244,6 +252,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
                     if refusal == .upstreamFull { model[name(client, local)] = nil }
                 case .finished(let id, _, _):
                     closed.insert(id)
+                    placed[id] = nil
                 case .tellState, .shutDown:
                     break
                 }
@@ -257,6 +266,12 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
             #expect(mux.localCount == model.count)
             #expect(mux.upstreamCount == Set(model.values).count)
             for client in clients { #expect(mux.operationCount(of: client) <= 4) }
+            // Placement: the core's load is what it placed, and never past the pool's size.
+            #expect(Set(placed.keys) == Set(model.values))
+            for index in 0..<3 {
+                #expect(mux.load(on: .connection(index)) == placed.values.filter { $0 == .connection(index) }.count)
+            }
+            #expect(!placed.values.contains { if case .connection(let index) = $0 { index >= 3 } else { true } })
         }
     }
 }

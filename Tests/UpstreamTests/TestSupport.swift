@@ -9,16 +9,42 @@ import Testing
 
 @testable import Upstream
 
-/// Collects what a transport reports, from its event loop, for assertions.
+/// Collects what a transport reports, from its event loop, for assertions. It stands in for
+/// the multiplexer core: it names each operation (an ``OperationID`` per key) and is the
+/// transport's sink.
 final class Recorder: Sendable {
-    private let box = NIOLockedValueBox<(events: [TransportEvent], updates: [String: [OperationUpdate]])>(([], [:]))
+    private struct State {
+        var events: [TransportEvent] = []
+        var updates: [String: [OperationUpdate]] = [:]
+        var keys: [OperationID: String] = [:]
+        var lastID = 0
+    }
+    private let box = NIOLockedValueBox(State())
 
     var events: [TransportEvent] { box.withLockedValue { $0.events } }
     func updates(_ id: String) -> [OperationUpdate] { box.withLockedValue { $0.updates[id] ?? [] } }
 
     func observe(_ event: TransportEvent) { box.withLockedValue { $0.events.append(event) } }
-    func handler(for key: String) -> OperationHandler {
-        { update in self.box.withLockedValue { $0.updates[key, default: []].append(update) } }
+    /// Where the operations opened under `key` report.
+    func handler(for key: String) -> Route { Route(recorder: self, key: key) }
+
+    /// A new operation id whose updates are kept under `key`.
+    func track(_ key: String) -> OperationID {
+        box.withLockedValue { state in
+            state.lastID += 1
+            state.keys[OperationID(state.lastID)] = key
+            return OperationID(state.lastID)
+        }
+    }
+
+    /// The transport's sink.
+    var sink: OperationSink {
+        { id, update in
+            self.box.withLockedValue { state in
+                guard let key = state.keys[id] else { return }
+                state.updates[key, default: []].append(update)
+            }
+        }
     }
 
     func nexts(_ key: String) -> [String] {
@@ -34,6 +60,42 @@ final class Recorder: Sendable {
         events.compactMap { if case .stateChanged(let s) = $0 { s } else { nil } }
     }
     func count(_ event: TransportEvent) -> Int { events.filter { $0 == event }.count }
+}
+
+/// An operation's key in a ``Recorder``.
+struct Route: Sendable {
+    let recorder: Recorder
+    let key: String
+}
+
+extension UpstreamTransport {
+    /// Opens an operation whose updates `route`'s recorder keeps under its key (the recorder is
+    /// this transport's sink); returns its wire id.
+    func subscribe(kind: OperationKind, payload: ByteBuffer, handler route: Route) -> EventLoopFuture<String> {
+        let id = route.recorder.track(route.key)
+        return eventLoop.submit { self.updates = route.recorder.sink }.flatMap { self.open(id, kind: kind, payload: payload) }
+    }
+
+    /// Completes the operation with sequential wire id `id`.
+    func complete(id: String) { complete(OperationID(Int(id)!)) }
+}
+
+/// Ids for operations sent straight to an ``HTTPOperations`` (no recorder).
+private let httpOperationIDs = NIOLockedValueBox(0)
+
+extension HTTPOperations {
+    /// Sends a request under a fresh id; its result goes nowhere.
+    func sendOnLoop(payload: ByteBuffer, handler: (OperationUpdate) -> Void) -> OperationID {
+        let id = OperationID(
+            httpOperationIDs.withLockedValue {
+                $0 += 1; return $0
+            }
+        )
+        sendOnLoop(id, payload: payload)
+        return id
+    }
+
+    func cancelOnLoop(id: OperationID) { cancelOnLoop(id) }
 }
 
 /// A test upstream, a transport on a loop of its own, and a recorder, torn down together.
