@@ -10,7 +10,7 @@ import Upstream
 /// ``UpstreamTransport`` (reconnects and re-subscribes on its own); extra ones are lazy and
 /// close after `lazy_close_timeout` without operations. Pause, resume, reload and shutdown
 /// apply to all. Lives on the daemon's event loop.
-final class ConnectionPool {
+final class ConnectionPool: SubscriptionUpstream {
     typealias Observer = (_ connection: Int, TransportEvent) -> Void
 
     let eventLoop: any EventLoop
@@ -21,16 +21,16 @@ final class ConnectionPool {
     private var sslContext: NIOSSLContext?
     /// One payload file read at a time for all connections, off the loop.
     private let payloads: ConnectingPayloadSource
-    private let observer: Observer
+    /// Each connection's transport events, with its index (the daemon's journal and metrics).
+    var observer: Observer = { _, _ in }
     private var started = false
     private var paused = false
 
-    init(upstream: PreparedUpstream, eventLoop: any EventLoop, observer: @escaping Observer) {
+    init(upstream: PreparedUpstream, eventLoop: any EventLoop) {
         self.configuration = upstream.configuration
         self.sslContext = upstream.websocketTLS
         self.payloads = ConnectingPayloadSource(eventLoop: eventLoop)
         self.eventLoop = eventLoop
-        self.observer = observer
         members.append(makeTransport(index: 0))
     }
 

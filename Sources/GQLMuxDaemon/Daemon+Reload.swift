@@ -57,11 +57,7 @@ extension Daemon {
         } else {
             fanout.http = nil
         }
-        if let streams = fanout.streams, let settings = configuration.upstream.httpStreams {
-            streams.applyOnLoop(settings, sslContext: prepared.upstream.streamTLS)
-        } else {
-            pool.applyOnLoop(prepared.upstream)
-        }
+        subscriptionUpstream.applyOnLoop(prepared.upstream)
         reloadError = nil
         events.emit(.reloaded, [:], message: "configuration reloaded")
     }

@@ -25,7 +25,7 @@ package final class Daemon: @unchecked Sendable {
     let configPath: String?
     /// The upstream connections (one unless `max_operations_per_connection` is reached).
     let pool: ConnectionPool
-    private(set) var fanout: Fanout!
+    let fanout: Fanout
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
     private var metricsChannel: (any Channel)?
@@ -69,24 +69,23 @@ package final class Daemon: @unchecked Sendable {
         // Start-up reads the CA files here, before anything is served; a reload prepares
         // them off the loop (`Daemon+Reload.swift`).
         let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
-        let box = WeakDaemonBox()
-        self.pool = ConnectionPool(
-            upstream: upstream,
-            eventLoop: eventLoop,
-            observer: { connection, event in box.daemon?.transportEvent(event, connection: connection) }
-        )
-        box.daemon = self
+        self.pool = ConnectionPool(upstream: upstream, eventLoop: eventLoop)
         self.fanout = Fanout(pool: pool, events: events, metrics: metrics, configuration: configuration)
+        pool.observer = { [weak self] connection, event in self?.transportEvent(event, connection: connection) }
         if let http = configuration.upstream.httpOperations {
             fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop)
         }
         if let streams = configuration.upstream.httpStreams {
-            fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.streamTLS, eventLoop: eventLoop) { event in
-                box.daemon?.transportEvent(event, connection: 0)
+            fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.streamTLS, eventLoop: eventLoop) { [weak self] event in
+                self?.transportEvent(event, connection: 0)
             }
         }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
+
+    /// What carries subscriptions: the HTTP streams when `transport` is `multipart` or `sse`,
+    /// else the pool. Start, pause, resume, reload and shutdown go through it alone.
+    var subscriptionUpstream: any SubscriptionUpstream { fanout.streams ?? pool }
 
     // MARK: - Start and stop
 
@@ -150,7 +149,7 @@ package final class Daemon: @unchecked Sendable {
                 message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)"
                     + (metrics.map { "; metrics on http://\($0.address)/metrics" } ?? "")
             )
-            if let streams = self.fanout.streams { streams.start() } else { self.pool.start() }
+            self.subscriptionUpstream.start()
             self.statusChanged()
         }
     }
@@ -226,7 +225,7 @@ package final class Daemon: @unchecked Sendable {
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
-        try? await eventLoop.flatSubmit { self.fanout.streams?.shutdown() ?? self.pool.shutdown() }.get()
+        try? await eventLoop.flatSubmit { self.subscriptionUpstream.shutdown() }.get()
         let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
         let endpointFile = try? await onLoop { self.endpointSocketFile }
@@ -236,12 +235,12 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Admin
 
     func pause() {
-        if let streams = fanout.streams { streams.pause() } else { pool.pause() }
+        subscriptionUpstream.pause()
         events.emit(.paused, [:], message: "upstream paused by an admin")
     }
 
     func resume() {
-        if let streams = fanout.streams { streams.resume() } else { pool.resume() }
+        subscriptionUpstream.resume()
         events.emit(.resumed, [:], message: "upstream resumed by an admin")
     }
 
@@ -302,7 +301,7 @@ package final class Daemon: @unchecked Sendable {
 
     /// The upstream's state in one word: the HTTP streams' when `transport` is `multipart` or
     /// `sse`, else the pool's.
-    var upstreamStateOnLoop: ConnectionState { fanout.streams?.connectionStateOnLoop ?? pool.stateOnLoop }
+    var upstreamStateOnLoop: ConnectionState { subscriptionUpstream.stateOnLoop }
 
     /// The upstream connections as operators see them: the pool's, or the one HTTP streaming
     /// upstream with its open streams.
@@ -349,7 +348,7 @@ package final class Daemon: @unchecked Sendable {
                 }
             )
             upstream.field("httpURL", configuration.upstream.httpURL?.description)
-            upstream.field("reconnects", fanout.streams?.reconnectCountOnLoop ?? pool.reconnectCountOnLoop)
+            upstream.field("reconnects", subscriptionUpstream.reconnectCountOnLoop)
             if let streams = fanout.streams { upstream.field("streams", streams.streamCountOnLoop) }
             upstream.field("detail", Self.describe(state))
         }
@@ -487,12 +486,6 @@ package final class Daemon: @unchecked Sendable {
             )
         }
     }
-}
-
-/// `@unchecked Sendable` — safe because `daemon` is set once in `Daemon.init` before the
-/// transports start, and read only by transport observers on the daemon's loop.
-private final class WeakDaemonBox: @unchecked Sendable {
-    weak var daemon: Daemon?
 }
 
 package struct DaemonError: Error, CustomStringConvertible {

@@ -39,3 +39,31 @@ extension HTTPStreamTransport: OperationCarrier {
 
     package var carrierName: String { flavor.name }
 }
+
+/// The upstream that carries subscriptions, as the daemon drives its life: the pool of
+/// WebSocket connections, or the HTTP streams. The daemon holds one and never asks which.
+/// Commands hop to the loop; `OnLoop` members must be called there.
+package protocol SubscriptionUpstream: AnyObject {
+    func start()
+    /// Closes the upstream and holds every subscription until ``resume()``.
+    func pause()
+    func resume()
+    /// A reloaded configuration, its file I/O done off the loop (``PreparedUpstream``); it
+    /// cannot fail.
+    func applyOnLoop(_ upstream: PreparedUpstream)
+    /// Ends every operation and closes; done when every socket is closed.
+    func shutdown() -> EventLoopFuture<Void>
+    /// Its state in one word, for STATUS, `status` and the metrics.
+    var stateOnLoop: ConnectionState { get }
+    /// Connections (or streams) lost and made again, over its life.
+    var reconnectCountOnLoop: Int { get }
+}
+
+extension HTTPStreamTransport: SubscriptionUpstream {
+    package func applyOnLoop(_ upstream: PreparedUpstream) {
+        guard let settings = upstream.configuration.httpStreams else { return }
+        applyOnLoop(settings, sslContext: upstream.streamTLS)
+    }
+
+    package var stateOnLoop: ConnectionState { connectionStateOnLoop }
+}
