@@ -100,7 +100,7 @@ let package = Package(
         // a server) and GraphQL over HTTP translated to and from the local protocol.
         .target(
             name: "LocalEndpoint",
-            dependencies: ["JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["GraphQLTransportWS", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,

@@ -477,7 +477,7 @@ package final class Daemon: @unchecked Sendable {
         case .pong(let received):
             events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
         case .quarantined(let id, let code):
-            let closeCode = String(code)
+            let closeCode = code.description
             events.emit(
                 .quarantined,
                 ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_CLOSE_CODE": closeCode],

@@ -103,7 +103,7 @@ final class DaemonMetrics {
     func reconnectScheduled(cause: DisconnectCause) {
         registry.makeCounter(
             descriptor: Self.describe("gqlmux_reconnects_total", "Reconnects scheduled, by cause and close code (none: no WebSocket was open)"),
-            labels: [("cause", cause.metricLabel), ("close_code", cause.closeCode.map(String.init) ?? "none")]
+            labels: [("cause", cause.metricLabel), ("close_code", cause.closeCode?.description ?? "none")]
         ).increment()
     }
 

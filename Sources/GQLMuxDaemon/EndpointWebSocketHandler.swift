@@ -114,7 +114,7 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
                 closeSent = true
                 stopTimers()
                 var data = context.channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-                data.write(webSocketErrorCode: .init(codeNumber: Int(code)))
+                data.writeInteger(code.code)
                 data.writeString(reason)
                 closing = Self.frame(.connectionClose, data)
             }

@@ -3,7 +3,7 @@
 /// the English text.
 package enum DisconnectCause: Sendable, Equatable, CustomStringConvertible {
     /// The server sent a close frame.
-    case closed(code: UInt16, reason: String)
+    case closed(code: CloseCode, reason: String)
     /// Below the protocol: a refused or reset connection, DNS, TLS, a TCP connection gone
     /// without a close frame, an unreadable connecting payload file. The text says which.
     case network(String)
@@ -45,7 +45,7 @@ package enum DisconnectCause: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The server's close code, when it sent a close frame.
-    package var closeCode: UInt16? {
+    package var closeCode: CloseCode? {
         if case .closed(let code, _) = self { return code }
         return nil
     }

@@ -21,8 +21,8 @@ package enum ServerMessage: Sendable, Equatable {
 package struct ProtocolViolation: Error, Equatable, Sendable, CustomStringConvertible {
     package var reason: String
     /// 4400 for a malformed message; 1007 for text that is not valid UTF-8 (RFC 6455 section 8.1).
-    package var closeCode: UInt16
-    package init(_ reason: String, closeCode: UInt16 = 4400) {
+    package var closeCode: CloseCode
+    package init(_ reason: String, closeCode: CloseCode = 4400) {
         self.reason = reason
         self.closeCode = closeCode
     }

@@ -76,20 +76,20 @@ extension TransportStateMachine {
     }
 
     /// A connection failed before its ack: the backoff grows.
-    mutating func attemptFailed(closeCode: UInt16?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
+    mutating func attemptFailed(closeCode: CloseCode?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
         recordFailure()
         scheduleRetry(closeCode: closeCode, cause: cause, now: now, into: &actions)
     }
 
     /// An acknowledged connection was lost.
-    mutating func dropped(closeCode: UInt16?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
+    mutating func dropped(closeCode: CloseCode?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
         actions.append(.event(.disconnected(closeCode: closeCode, reason: cause.description)))
         connectionLost(into: &actions)
         recordFailure()
         scheduleRetry(closeCode: closeCode, cause: cause, now: now, into: &actions)
     }
 
-    private mutating func scheduleRetry(closeCode: UInt16?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
+    private mutating func scheduleRetry(closeCode: CloseCode?, cause: DisconnectCause, now: Instant, into actions: inout [TransportAction]) {
         if options.lazy && operations.isEmpty {
             setPhase(.idle, .idle, into: &actions)
             return
@@ -132,7 +132,7 @@ extension TransportStateMachine {
 
     /// A fatal close code (or a graphql-ws `connection_error`, `closeCode` nil): every operation
     /// ends with `UPSTREAM_CLOSED`, no reconnection until a resume, reload or new subscribe.
-    mutating func failAll(closeCode: UInt16?, reason: String, into actions: inout [TransportAction]) {
+    mutating func failAll(closeCode: CloseCode?, reason: String, into actions: inout [TransportAction]) {
         actions.append(.event(.disconnected(closeCode: closeCode, reason: reason)))
         let message =
             closeCode.map { "upstream closed the connection with \($0)" + (reason.isEmpty ? "" : ": \(reason)") }
@@ -188,12 +188,12 @@ extension TransportStateMachine {
     }
 
     /// Closes an acknowledged connection; a graphql-ws one says `connection_terminate` first.
-    func closeConnected(generation gen: Int, code: UInt16, reason: String, into actions: inout [TransportAction]) {
+    func closeConnected(generation gen: Int, code: CloseCode, reason: String, into actions: inout [TransportAction]) {
         if code == 1000 { append(.connectionTerminate, generation: gen, into: &actions) }
         actions.append(.close(generation: gen, code: code, reason: reason))
     }
 
-    mutating func closeCurrent(code: UInt16, reason: String, into actions: inout [TransportAction]) {
+    mutating func closeCurrent(code: CloseCode, reason: String, into actions: inout [TransportAction]) {
         switch phase {
         case .connecting(let gen, _): actions.append(.abort(generation: gen))
         case .awaitingAck(let gen, _): actions.append(.close(generation: gen, code: code, reason: reason))

@@ -23,16 +23,9 @@
 /// - An outage during a trial interrupts it: the same group is tried again after the next ack.
 /// - A connection that stays up `healthyAfter` ends the trial of everything it carries.
 extension TransportStateMachine {
-    static let blamingCloseCodes: Set<UInt16> = [4400, 1007, 1009, 4409]
-
-    /// Whether a close with `code` (nil: no close frame) blames what the client sent.
-    static func blamesClient(_ code: UInt16?) -> Bool {
-        code.map(blamingCloseCodes.contains) ?? false
-    }
-
-    mutating func chargeBlame(generation gen: Int, closeCode: UInt16?, reason: String, now: Instant, into actions: inout [TransportAction]) {
+    mutating func chargeBlame(generation gen: Int, closeCode: CloseCode?, reason: String, now: Instant, into actions: inout [TransportAction]) {
         // An outage is never evidence: an interrupted trial stays first in line, unchanged.
-        guard let code = closeCode, Self.blamesClient(code) else { return }
+        guard let code = closeCode, code.blamesClient else { return }
         if case .connected(let c) = phase, let trial = c.trial, let passesAt = c.probationAt, now < passesAt {
             // A trial was in flight: its group is to blame, and with it any operation sent for
             // the first time since (a new subscribe, or one that arrived while reconnecting and
@@ -77,7 +70,7 @@ extension TransportStateMachine {
         if !group.isEmpty { probation.append(group) }
     }
 
-    private mutating func quarantine(_ id: OperationID, closeCode: UInt16, reason: String, into actions: inout [TransportAction]) {
+    private mutating func quarantine(_ id: OperationID, closeCode: CloseCode, reason: String, into actions: inout [TransportAction]) {
         actions.append(.event(.quarantined(id: id, closeCode: closeCode)))
         let message =
             "quarantined: the upstream closed the connection (\(closeCode)\(reason.isEmpty ? "" : " \(reason)")), "

@@ -305,11 +305,11 @@ package struct TransportStateMachine {
     }
 
     /// Connection `generation` closed: a close frame (`code`), or a drop (`code` nil, seen as 1006).
-    package mutating func connectionClosed(generation gen: Int, code: UInt16?, reason: String, now: Instant) -> [TransportAction] {
+    package mutating func connectionClosed(generation gen: Int, code: CloseCode?, reason: String, now: Instant) -> [TransportAction] {
         guard generation == gen else { return [] }
         var actions: [TransportAction] = []
         let cause: DisconnectCause = code.map { .closed(code: $0, reason: reason) } ?? .network(reason)
-        if let code, CloseCodePolicy.isFatal(code) {
+        if let code, code.isFatal {
             switch phase {
             case .connecting, .awaitingAck, .connected: break
             default: return []
@@ -360,7 +360,7 @@ package struct TransportStateMachine {
     package mutating func protocolViolation(
         generation gen: Int,
         _ reason: String,
-        closeCode: UInt16 = 4400,
+        closeCode: CloseCode = 4400,
         now: Instant
     ) -> [TransportAction] {
         guard generation == gen else { return [] }

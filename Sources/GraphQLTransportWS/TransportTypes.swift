@@ -72,7 +72,7 @@ package enum TransportFailure: Sendable, Equatable {
     case connectionLost(reason: String)
     /// The upstream ended it: a close code that stops reconnection (4401, 4403, …), a
     /// graphql-ws `connection_error` (`closeCode` nil), or quarantine after repeated blame.
-    case upstreamClosed(message: String, closeCode: UInt16?, closeReason: String)
+    case upstreamClosed(message: String, closeCode: CloseCode?, closeReason: String)
     /// The transport is shutting down.
     case shutDown
 }
@@ -100,7 +100,7 @@ package enum ConnectionState: Sendable, Equatable {
     case connected
     case reconnecting(attempt: Int, delay: Duration, cause: DisconnectCause)
     case paused
-    case failed(closeCode: UInt16?, reason: String)
+    case failed(closeCode: CloseCode?, reason: String)
     case shutDown
 
     /// The one-word name used on the local protocol, in STATUS and as a metrics label.
@@ -130,12 +130,12 @@ package enum TransportEvent: Sendable, Equatable {
     case connected
     /// An ack after an earlier connection was lost.
     case reconnected
-    case disconnected(closeCode: UInt16?, reason: String)
+    case disconnected(closeCode: CloseCode?, reason: String)
     case ping(received: Bool)
     case pong(received: Bool)
     /// Operation `id` was singled out by a client-blaming close (4400, 1007, 1009, 4409) and is
     /// never sent again.
-    case quarantined(id: OperationID, closeCode: UInt16)
+    case quarantined(id: OperationID, closeCode: CloseCode)
 }
 
 /// What the I/O layer must do after an event.
@@ -144,7 +144,7 @@ package enum TransportAction: Sendable, Equatable {
     case connect(generation: Int)
     case send(generation: Int, ByteBuffer)
     /// Close with a close frame; the machine has already forgotten this connection.
-    case close(generation: Int, code: UInt16, reason: String)
+    case close(generation: Int, code: CloseCode, reason: String)
     /// Drop the TCP connection at once (dead peer, connect timeout).
     case abort(generation: Int)
     case event(TransportEvent)

@@ -1,3 +1,4 @@
+import GraphQLTransportWS
 import JSONEnvelope
 import LocalProtocol
 import NIOCore
@@ -31,7 +32,7 @@ package struct WebSocketServerSession: Sendable {
         /// A local-protocol message to the daemon's session.
         case forward(ByteBuffer)
         /// A close frame, then the connection ends.
-        case close(code: UInt16, reason: String)
+        case close(code: CloseCode, reason: String)
     }
 
     package let wire: EndpointSubprotocol
@@ -46,11 +47,11 @@ package struct WebSocketServerSession: Sendable {
     /// A text frame from the client.
     package mutating func received(_ text: ByteBuffer) -> [Action] {
         guard !closed else { return [] }
-        guard let envelope = try? Envelope(text) else { return close(4400, "Invalid message received") }
+        guard let envelope = try? Envelope(text) else { return close(.badRequest, "Invalid message received") }
         switch (wire, envelope.type) {
         case (_, "connection_init"):
             if acknowledged {
-                return wire == .transportWS ? close(4429, "Too many initialisation requests") : []
+                return wire == .transportWS ? close(.tooManyInitRequests, "Too many initialisation requests") : []
             }
             acknowledged = true
             var actions: [Action] = [.send(ByteBuffer(string: #"{"type":"connection_ack"}"#))]
@@ -61,28 +62,28 @@ package struct WebSocketServerSession: Sendable {
         case (.transportWS, "pong"):
             return []
         case (.transportWS, "subscribe"), (.legacyWS, "start"):
-            guard acknowledged || wire == .legacyWS else { return close(4401, "Unauthorized") }
+            guard acknowledged || wire == .legacyWS else { return close(.unauthorized, "Unauthorized") }
             guard let id = envelope.id, !id.isEmpty, let payload = envelope.payload, envelope.payloadKind == .object else {
-                return close(4400, "Invalid message received")
+                return close(.badRequest, "Invalid message received")
             }
             return [.forward(Self.message(LocalMessageType.subscribe.rawValue, id: id, payload: payload))]
         case (.transportWS, "complete"), (.legacyWS, "stop"):
-            guard let id = envelope.id, !id.isEmpty else { return close(4400, "Invalid message received") }
+            guard let id = envelope.id, !id.isEmpty else { return close(.badRequest, "Invalid message received") }
             return [.forward(Self.message(LocalMessageType.complete.rawValue, id: id, payload: nil))]
         case (.legacyWS, "connection_terminate"):
-            return close(1000, "")
+            return close(.normal, "")
         default:
-            return close(4400, "Invalid message received")
+            return close(.badRequest, "Invalid message received")
         }
     }
 
     /// A binary frame: neither protocol has them.
-    package mutating func receivedBinary() -> [Action] { close(4400, "Invalid message received") }
+    package mutating func receivedBinary() -> [Action] { close(.badRequest, "Invalid message received") }
 
     /// No `connection_init` within the wait.
     package mutating func initTimedOut() -> [Action] {
         guard !acknowledged, !closed else { return [] }
-        return close(4408, "Connection initialisation timeout")
+        return close(.initTimeout, "Connection initialisation timeout")
     }
 
     // MARK: - Daemon → client
@@ -110,7 +111,7 @@ package struct WebSocketServerSession: Sendable {
         case LocalMessageType.error.rawValue:
             guard let id = local.id else { return close(Self.closeCode(forConnectionError: local.errorCode), local.errorMessage) }
             if local.errorCode == LocalErrorCode.duplicateID.rawValue, wire == .transportWS {
-                return close(4409, "Subscriber for \(id) already exists")
+                return close(.subscriberAlreadyExists, "Subscriber for \(id) already exists")
             }
             guard wire == .legacyWS else { return [.send(line)] }
             return [.send(Self.message("error", id: id, payload: local.firstError ?? ByteBuffer(string: "{}")))]
@@ -120,21 +121,21 @@ package struct WebSocketServerSession: Sendable {
     }
 
     /// The close code for an error that ends the whole local connection.
-    static func closeCode(forConnectionError code: String?) -> UInt16 {
+    static func closeCode(forConnectionError code: String?) -> CloseCode {
         switch code.flatMap(LocalErrorCode.init(rawValue:)) {
-        case .slowConsumer?: 1008  // policy violation: it did not read fast enough
-        case .shuttingDown?: 1001  // going away
-        case .forbidden?: 4403
-        case .limitExceeded?: 1013  // try again later (max_clients)
-        case .badRequest?: 4400
-        default: 1011
+        case .slowConsumer?: .policyViolation  // it did not read fast enough
+        case .shuttingDown?: .goingAway
+        case .forbidden?: .forbidden
+        case .limitExceeded?: .tryAgainLater  // max_clients
+        case .badRequest?: .badRequest
+        default: .internalError
         }
     }
 
     /// A legacy keep-alive.
     package static let keepAlive = ByteBuffer(string: #"{"type":"ka"}"#)
 
-    private mutating func close(_ code: UInt16, _ reason: String) -> [Action] {
+    private mutating func close(_ code: CloseCode, _ reason: String) -> [Action] {
         closed = true
         return [.close(code: code, reason: String(reason.utf8.prefix(120)) ?? "")]
     }

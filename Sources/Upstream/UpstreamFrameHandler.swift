@@ -1,3 +1,4 @@
+import GraphQLTransportWS
 import NIOCore
 import NIOWebSocket
 
@@ -35,11 +36,11 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
                 return
             }
             var data = frame.unmaskedData
-            let code = data.readInteger(as: UInt16.self)
+            let code = data.readInteger(as: UInt16.self).map { CloseCode($0) } ?? .noStatus
             let reason = data.readString(length: data.readableBytes) ?? ""
-            report(code: code ?? 1005, reason: reason)
+            report(code: code, reason: reason)
             var echo = context.channel.allocator.buffer(capacity: 2)
-            echo.writeInteger(code ?? 1000)
+            echo.writeInteger(code == .noStatus ? CloseCode.normal.code : code.code)
             let close = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: echo)
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(close)).whenComplete { _ in channel.close(promise: nil) }
@@ -66,7 +67,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    private func report(code: UInt16?, reason: String) {
+    private func report(code: CloseCode?, reason: String) {
         guard !reported else { return }
         reported = true
         transport.connectionClosed(generation: generation, code: code, reason: reason)

@@ -191,7 +191,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         perform(machine.protocolViolation(generation: generation, "binary frame on a text protocol", now: Self.now))
     }
 
-    func protocolViolation(generation: Int, _ reason: String, code: UInt16) {
+    func protocolViolation(generation: Int, _ reason: String, code: CloseCode) {
         perform(machine.protocolViolation(generation: generation, reason, closeCode: code, now: Self.now))
     }
 
@@ -208,7 +208,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         return ending
     }
 
-    func connectionClosed(generation: Int, code: UInt16?, reason: String) {
+    func connectionClosed(generation: Int, code: CloseCode?, reason: String) {
         channels[generation] = nil
         closingChannels[generation] = nil
         closeHandshake.socketClosed(generation: generation)
@@ -233,7 +233,7 @@ package final class UpstreamTransport: @unchecked Sendable {
                 guard let channel = channels.removeValue(forKey: generation) else { continue }
                 toFlush[generation] = nil
                 var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-                data.writeInteger(code)
+                data.writeInteger(code.code)
                 data.writeString(reason)
                 let frame = WebSocketFrame(fin: true, opcode: .connectionClose, maskKey: .random(), data: data)
                 // `closing`: the socket is closed when the peer's close frame answers, or at

@@ -21,7 +21,7 @@ import Testing
             ),
         ]
         for (cause, label, code, text) in cases {
-            #expect(cause.metricLabel == label && cause.closeCode == code && cause.description == text, "\(cause)")
+            #expect(cause.metricLabel == label && cause.closeCode?.code == code && cause.description == text, "\(cause)")
         }
     }
 

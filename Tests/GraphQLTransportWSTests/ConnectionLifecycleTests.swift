@@ -159,12 +159,12 @@ import Testing
         h.serverClose(code, "Forbidden")
         h.advance(ms: 3_600_000)
         #expect(h.log.connects == 1)
-        #expect(h.machine.connectionState == .failed(closeCode: code, reason: "Forbidden"))
+        #expect(h.machine.connectionState == .failed(closeCode: CloseCode(code), reason: "Forbidden"))
         guard case .error(.transport(.upstreamClosed(_, let closeCode, let reason))) = h.log.finish(id) else {
             Issue.record("expected UPSTREAM_CLOSED")
             return
         }
-        #expect(closeCode == code && reason == "Forbidden")
+        #expect(closeCode == CloseCode(code) && reason == "Forbidden")
         // A new subscribe tries again.
         h.subscribe()
         #expect(h.log.connects == 2)

@@ -75,7 +75,7 @@ struct Harness {
 
     @discardableResult
     mutating func serverClose(_ code: UInt16?, _ reason: String = "") -> [TransportAction] {
-        record(machine.connectionClosed(generation: lastGeneration!, code: code, reason: reason, now: now))
+        record(machine.connectionClosed(generation: lastGeneration!, code: code.map { CloseCode($0) }, reason: reason, now: now))
     }
 }
 
@@ -96,7 +96,7 @@ extension [TransportAction] {
     func finish(_ id: String) -> OperationFinish? {
         updates(id).compactMap { if case .finished(let f) = $0 { f } else { nil } }.first
     }
-    var closes: [UInt16] { compactMap { if case .close(_, let code, _) = $0 { code } else { nil } } }
+    var closes: [UInt16] { compactMap { if case .close(_, let code, _) = $0 { code.code } else { nil } } }
     var aborts: Int { filter { if case .abort = $0 { true } else { false } }.count }
     var reconnectDelays: [Double] {
         states.compactMap { if case .reconnecting(_, let d, _) = $0 { d.seconds } else { nil } }

@@ -26,9 +26,9 @@ import Testing
             Issue.record("poison not finished: \(closed)")
             return
         }
-        #expect(closeCode == code)
+        #expect(closeCode == CloseCode(code))
         #expect(message.contains("quarantined"))
-        #expect(closed.events.contains(.quarantined(id: OperationID(Int(poison)!), closeCode: code)))
+        #expect(closed.events.contains(.quarantined(id: OperationID(Int(poison)!), closeCode: CloseCode(code))))
         #expect(closed.operationStates(good) == [.reconnecting])
         h.advance(ms: 1_000)
         let back = h.connectAndAck()

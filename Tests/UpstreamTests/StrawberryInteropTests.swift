@@ -99,7 +99,7 @@ import Testing
                 handler: recorder.handler(for: "bad")
             ).get()
             await eventually("bad finished") { recorder.finish("bad") != nil }
-            let closeCode: UInt16? = if case .error(.transport(.upstreamClosed(_, let code, _))) = recorder.finish("bad") { code } else { nil }
+            let closeCode: UInt16? = if case .error(.transport(.upstreamClosed(_, let code, _))) = recorder.finish("bad") { code?.code } else { nil }
             let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }
             // strawberry closes the whole connection with 4400; gqlmux blames the new subscribe.
             #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")

@@ -148,3 +148,6 @@ extension Rig {
         return try await transport.subscribe(kind: kind, payload: payload, handler: recorder.handler(for: key)).get()
     }
 }
+
+/// Lets a test match a close code by its number in a pattern.
+func ~= (pattern: UInt16, value: CloseCode?) -> Bool { value?.code == pattern }

@@ -95,7 +95,7 @@ import Testing
                 Issue.record("unexpected finish \(String(describing: rig.recorder.finish("s")))")
                 return
             }
-            #expect(try await rig.transport.connectionState.get() == .failed(closeCode: code, reason: "nope"))
+            #expect(try await rig.transport.connectionState.get() == .failed(closeCode: CloseCode(code), reason: "nope"))
             #expect(try await rig.transport.isQuiet.get(), "failed: no timer, no connect, so no retry can come")
             #expect(await rig.server.currentStats.connections == 1)
         }
