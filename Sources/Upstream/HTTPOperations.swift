@@ -52,7 +52,9 @@ package final class HTTPOperations: @unchecked Sendable {
     /// Requests waiting for one of the `maxInFlight` places, oldest first.
     private var waiting: [OperationID] = []
     private var inFlight = 0
-    /// Where every request's result goes (the fan-out); set on the loop before the first send.
+    /// Where every request's result goes (the fan-out).
+    /// Set by its owner before the first send: while the daemon is being built (nothing
+    /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
 
     /// - Parameter sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.

@@ -75,12 +75,13 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     private var configuration: Configuration
     private var sslContext: NIOSSLContext?
     private var machine: StreamMachine
-    /// Where every stream's updates go (the fan-out); set on the loop before the first open.
+    /// Where every stream's updates go (the fan-out).
+    /// Set by its owner before the first open: while the daemon is being built (nothing
+    /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
     private var live: [OperationID: Live] = [:]
     private lazy var channels = StreamChannels(eventLoop: eventLoop)
-    private var timer: Scheduled<Void>?
-    private var timerDeadline: Instant?
+    private var timer = DeadlineTimer()
     private let observer: UpstreamEventObserver
     private var started = false
     /// Streams lost and requested again, over the transport's life.
@@ -141,8 +142,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     package func shutdown() -> EventLoopFuture<Void> {
         eventLoop.submit {
             self.perform(self.machine.shutdown())
-            self.timer?.cancel()
-            self.timer = nil
+            self.timer.cancel()
         }
     }
 
@@ -291,17 +291,8 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     }
 
     private func rescheduleTimer() {
-        let deadline = machine.nextDeadline
-        guard deadline != timerDeadline else { return }
-        timer?.cancel()
-        timerDeadline = deadline
-        guard let deadline else {
-            timer = nil
-            return
-        }
-        timer = eventLoop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds)))) {
-            self.timerDeadline = nil
-            self.timer = nil
+        timer.set(machine.nextDeadline, on: eventLoop) {
+            self.timer.fired()
             let actions = self.machine.tick(now: Self.now)
             // A stream that went silent or got no answer: on a shared HTTP/2 connection the
             // connection itself may be dead, so its streams are requested on a new one.

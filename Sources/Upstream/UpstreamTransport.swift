@@ -28,10 +28,11 @@ package final class UpstreamTransport: @unchecked Sendable {
     private var closeHandshake = CloseHandshake(timeout: .seconds(1))
     /// Generations whose connect (payload read, then TCP, TLS, upgrade) is in flight and still wanted.
     private var pendingConnects: Set<Int> = []
-    /// Where every operation's updates go (the fan-out); set on the loop before the first open.
+    /// Where every operation's updates go (the fan-out).
+    /// Set by its owner before the first open: while the daemon is being built (nothing
+    /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
-    private var timer: Scheduled<Void>?
-    private var timerDeadline: Instant?
+    private var timer = DeadlineTimer()
     private let observer: UpstreamEventObserver
 
     /// - Parameters:
@@ -308,16 +309,8 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     private func rescheduleTimer() {
         let deadline = [machine.nextDeadline, closeHandshake.nextDeadline].compactMap { $0 }.min()
-        guard deadline != timerDeadline else { return }
-        timer?.cancel()
-        timerDeadline = deadline
-        guard let deadline else {
-            timer = nil
-            return
-        }
-        timer = eventLoop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds)))) {
-            self.timerDeadline = nil
-            self.timer = nil
+        timer.set(deadline, on: eventLoop) {
+            self.timer.fired()
             let now = Self.now
             for generation in self.closeHandshake.expired(now: now) {
                 self.closingChannels.removeValue(forKey: generation)?.close(promise: nil)  // the peer did not answer
