@@ -86,13 +86,13 @@ let package = Package(
             swiftSettings: strict
         ),
         // Local subscribe payloads checked before anything acts on them: document bounds
-        // (before the recursive parser), GraphQL parse, operation type, dedup key.
+        // (before the recursive parser), our own GraphQL syntax check (executable documents),
+        // operation type, dedup key.
         .target(
             name: "RequestValidation",
             dependencies: [
-                "GraphQLTransportWS", "LocalProtocol",
+                "GraphQLTransportWS", "LocalProtocol", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "GraphQL", package: "GraphQL"),
             ],
             swiftSettings: strict
         ),
@@ -211,6 +211,8 @@ let package = Package(
                 "Multiplexing",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
+                // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).
+                .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

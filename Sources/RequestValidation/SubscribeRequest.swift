@@ -1,6 +1,5 @@
-import Foundation
-import GraphQL
 import GraphQLTransportWS
+import JSONEnvelope
 import LocalProtocol
 import NIOCore
 
@@ -84,16 +83,15 @@ package struct SubscribeRequest {
                 throw Invalid(code: LocalErrorCode.limitExceeded, message: "document nests deeper than max_document_depth (\(limit))")
             }
         }
-        let document: Document
+        let operations: [ExecutableDocument.Operation]
         do {
-            document = try GraphQL.parse(source: query, noLocation: true)
+            operations = try ExecutableDocument.parse(query).operations
         } catch {
-            throw Invalid(code: LocalErrorCode.invalidDocument, message: "\(error)".split(separator: "\n").first.map(String.init) ?? "syntax error")
+            throw Invalid(code: LocalErrorCode.invalidDocument, message: error.description)
         }
-        let operations = document.definitions.compactMap { $0 as? OperationDefinition }
-        let selected: OperationDefinition
+        let selected: ExecutableDocument.Operation
         if let operationName {
-            guard let match = operations.first(where: { $0.name?.value == operationName }) else {
+            guard let match = operations.first(where: { $0.name == operationName }) else {
                 throw Invalid(code: LocalErrorCode.invalidDocument, message: "no operation named '\(operationName)' in the document")
             }
             selected = match
@@ -106,22 +104,15 @@ package struct SubscribeRequest {
             }
             selected = operations[0]
         }
-        let kind: OperationKind =
-            switch selected.operation {
-            case .subscription: .subscription
-            case .mutation: .mutation
-            case .query: .query
-            }
+        let kind = selected.kind
         let key = [String(decoding: tokenText ?? [], as: UTF8.self), operationName ?? "", variables, extensions].joined(separator: "\u{0}")
         return SubscribeRequest(payload: payload, kind: kind, dedupKey: key)
     }
 
-    /// Re-serialises JSON with sorted keys so `{"a":1,"b":2}` and `{ "b": 2, "a": 1 }` match.
+    /// The JSON text with sorted keys and no white space, so `{"a":1,"b":2}` and
+    /// `{ "b": 2, "a": 1 }` match (``JSONCanonical``); unreadable text is kept as it is.
     package static func canonicalJSON(_ raw: String) -> String {
-        guard let data = raw.data(using: .utf8),
-            let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
-            let canonical = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])
-        else { return raw }
-        return String(decoding: canonical, as: UTF8.self)
+        var raw = raw
+        return raw.withUTF8 { bytes in (try? JSONCanonical.text(UnsafeRawBufferPointer(bytes))) } ?? raw
     }
 }

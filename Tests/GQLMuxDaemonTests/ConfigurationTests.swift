@@ -177,6 +177,14 @@ import Testing
         #expect(a.dedupKey != d.dedupKey)
     }
 
+    @Test func canonicalJSONSortsKeysAtEveryLevelAndNormalisesStrings() {
+        #expect(SubscribeRequest.canonicalJSON(#" { "b" : [ {"z":1, "a":"\u0041\/"} , 2.50 ] , "a" : null } "#) == #"{"a":null,"b":[{"a":"A/","z":1},2.50]}"#)
+        #expect(SubscribeRequest.canonicalJSON(#"{"k":1,"k":2}"#) == #"{"k":1,"k":2}"#)  // duplicates keep their order
+        #expect(SubscribeRequest.canonicalJSON(#"{"k":1,"k":2}"#) != SubscribeRequest.canonicalJSON(#"{"k":2,"k":1}"#))
+        #expect(SubscribeRequest.canonicalJSON("not json {") == "not json {")
+        #expect(SubscribeRequest.canonicalJSON("null") == "null")
+    }
+
     @Test func documentBoundsCountTokensAndNestingOutsideStringsAndComments() throws {
         var text: [UInt8]? = []
         let document = "query Q($v: [Int!]) { a(s: \"{{[[\", b: \"\"\"{ \\\"\"\" ((\"\"\") { b } } # {{{{\n"
