@@ -137,7 +137,7 @@ let package = Package(
         .executableTarget(
             name: "gqlmuxd",
             dependencies: [
-                "GQLMuxDaemon", "SystemdSupport",
+                "GQLMuxDaemon", "SystemdSupport", "GQLMuxCtlCommand",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -147,9 +147,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The Swift client library: async/await over local protocol v1.
+        // The Swift client library's core: async/await over local protocol v1, without
+        // Foundation (FoundationEssentials at most), so gqlmuxctl links none.
         .target(
-            name: "GQLMuxClient",
+            name: "GQLMuxClientCore",
             dependencies: [
                 "LocalProtocol", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -158,9 +159,25 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The client library product: the core re-exported, plus its Foundation conveniences
+        // (variables as a dictionary, results as `[String: Any]`).
+        .target(
+            name: "GQLMuxClient",
+            dependencies: ["GQLMuxClientCore", "LocalProtocol"],
+            swiftSettings: strict
+        ),
+        // gqlmuxctl's commands, linked into both gqlmuxctl and gqlmuxd (which runs them when
+        // started under the name gqlmuxctl: the package ships one binary).
+        .target(
+            name: "GQLMuxCtlCommand",
+            dependencies: [
+                "GQLMuxClientCore", "LocalProtocol", "JSONEnvelope", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "gqlmuxctl",
-            dependencies: ["GQLMuxClient", "LocalProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["GQLMuxCtlCommand"],
             swiftSettings: strict
         ),
         // In-process graphql-transport-ws server for tests and the demo.

@@ -8,11 +8,12 @@ prefix=${1:-/usr/local}
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 1; }
 
 swift build -c release --static-swift-stdlib --product gqlmuxd
-swift build -c release --static-swift-stdlib --product gqlmuxctl
 bin=$(swift build -c release --show-bin-path)
 
 install -d "$prefix/bin" "$prefix/lib/systemd/catalog" "$prefix/share/doc/gqlmux" /etc/systemd/system /etc/gqlmux
-install -m 0755 "$bin/gqlmuxd" "$bin/gqlmuxctl" "$prefix/bin/"
+# One binary: run as gqlmuxctl it is the CLI.
+install -m 0755 "$bin/gqlmuxd" "$prefix/bin/"
+ln -sf gqlmuxd "$prefix/bin/gqlmuxctl"
 sed "s#/usr/local/bin/gqlmuxd#$prefix/bin/gqlmuxd#; s#/usr/local/share/doc#$prefix/share/doc#" systemd/gqlmuxd.service >/etc/systemd/system/gqlmuxd.service
 install -m 0644 systemd/gqlmuxd.socket /etc/systemd/system/gqlmuxd.socket
 install -m 0644 systemd/gqlmuxd-graphql.socket /etc/systemd/system/gqlmuxd-graphql.socket

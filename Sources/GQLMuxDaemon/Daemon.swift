@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import GraphQLTransportWS
 import LocalProtocol
 import NIOCore
@@ -186,7 +186,7 @@ package final class Daemon: @unchecked Sendable {
 
     /// Refuses to steal the socket of a live daemon; creates the directory if missing.
     static func prepareSocketPath(_ path: String) throws {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? ""
         if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
@@ -413,7 +413,7 @@ package final class Daemon: @unchecked Sendable {
         case .connecting(let attempt), .awaitingAck(let attempt): return "connecting (attempt \(attempt))"
         case .connected: return "connected"
         case .reconnecting(let attempt, let delay, let cause):
-            return "reconnecting in \(String(format: "%.1f", delay.seconds))s (attempt \(attempt)): \(cause)"
+            return "reconnecting in \(delay.formattedSeconds(decimals: 1))s (attempt \(attempt)): \(cause)"
         case .paused: return "paused"
         case .failed(let code, let reason):
             return "failed: " + (code.map { "upstream closed \($0) \(reason)" } ?? reason) + "; waiting for reload"
@@ -445,7 +445,7 @@ package final class Daemon: @unchecked Sendable {
                 metrics.reconnectScheduled(cause: cause)
                 events.emit(
                     .reconnecting,
-                    ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": String(format: "%.3f", delay.seconds), "GQLMUX_CAUSE": cause.description],
+                    ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": delay.formattedSeconds(decimals: 3), "GQLMUX_CAUSE": cause.description],
                     message: Self.describe(state)
                 )
             case .failed(let code, let reason):

@@ -1,9 +1,13 @@
-import Foundation
 import GraphQLTransportWS
+import JSONEnvelope
 import NIOCore
 import RequestValidation
 import TOMLKit
 import Upstream
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A configuration problem, naming the key and why: `[upstream] url: must start with ws:// or wss://`.
 package struct ConfigurationError: Error, CustomStringConvertible, Equatable {
@@ -363,30 +367,44 @@ struct TableReader {
         return ids
     }
 
-    /// A table value encoded as a JSON object.
+    /// A table value encoded as a JSON object (keys sorted, so the text does not depend on the
+    /// file's order).
     func jsonObject(_ key: String) throws(ConfigurationError) -> [UInt8]? {
         guard let v = table[key] else { return nil }
-        guard let t = v.table else { throw ConfigurationError("\(name(key)): expected a table (it is sent as a JSON object)") }
+        guard v.table != nil else { throw ConfigurationError("\(name(key)): expected a table (it is sent as a JSON object)") }
+        var out = ""
         do {
-            let object = try Self.plain(t)
-            return Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+            try Self.writeJSON(v, to: &out)
         } catch {
-            throw ConfigurationError("\(name(key)): cannot be encoded as JSON (\(error))")
+            throw ConfigurationError("\(name(key)): cannot be encoded as JSON (\(error.description))")
         }
+        return Array(out.utf8)
     }
 
-    private static func plain(_ value: any TOMLValueConvertible) throws -> Any {
+    private static func writeJSON(_ value: any TOMLValueConvertible, to out: inout String) throws(ConfigurationError) {
         switch value.type {
         case .table:
-            var out: [String: Any] = [:]
-            for (k, v) in value.table! { out[k] = try plain(v) }
-            return out
+            out += "{"
+            for (n, (k, v)) in value.table!.sorted(by: { $0.0 < $1.0 }).enumerated() {
+                if n > 0 { out += "," }
+                out += jsonString(k) + ":"
+                try writeJSON(v, to: &out)
+            }
+            out += "}"
         case .array:
-            return try value.array!.map { try plain($0) }
-        case .string: return value.string!
-        case .int: return value.int!
-        case .double: return value.double!
-        case .bool: return value.bool!
+            out += "["
+            for (n, v) in value.array!.enumerated() {
+                if n > 0 { out += "," }
+                try writeJSON(v, to: &out)
+            }
+            out += "]"
+        case .string: out += jsonString(value.string!)
+        case .int: out += String(value.int!)
+        case .double:
+            let d = value.double!
+            guard d.isFinite else { throw ConfigurationError("\(d) is not a JSON number") }
+            out += d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+        case .bool: out += value.bool! ? "true" : "false"
         default: throw ConfigurationError("dates are not supported")
         }
     }

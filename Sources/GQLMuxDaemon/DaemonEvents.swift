@@ -1,5 +1,3 @@
-import Foundation
-
 /// A structured event of the daemon, with the name journald gets as `GQLMUX_EVENT=`.
 package enum DaemonEvent: String, Sendable, CaseIterable {
     case started, connecting, connected, reconnected, disconnected, reconnecting, failed, paused, resumed

@@ -110,9 +110,8 @@ package struct SubscribeRequest {
     }
 
     /// The JSON text with sorted keys and no white space, so `{"a":1,"b":2}` and
-    /// `{ "b": 2, "a": 1 }` match (``JSONCanonical``); unreadable text is kept as it is.
+    /// `{ "b": 2, "a": 1 }` match; unreadable text is kept as it is.
     package static func canonicalJSON(_ raw: String) -> String {
-        var raw = raw
-        return raw.withUTF8 { bytes in (try? JSONCanonical.text(UnsafeRawBufferPointer(bytes))) } ?? raw
+        JSONValue.parse(raw)?.sortingKeys.text ?? raw
     }
 }

@@ -303,7 +303,8 @@ package final class HTTPStreamTransport: @unchecked Sendable {
 }
 
 extension StringProtocol {
-    fileprivate func trimmingCharacters(in set: String) -> String {
+    /// Without the leading and trailing characters in `set` (HTTP's optional white space: " \t").
+    func trimmingCharacters(in set: String) -> String {
         let characters = Set(set)
         var text = Substring(self)
         while let first = text.first, characters.contains(first) { text = text.dropFirst() }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import GQLMuxCtlCommand
 import GQLMuxDaemon
 import Logging
 import NIOConcurrencyHelpers
@@ -13,6 +14,12 @@ import Glibc
 @main
 enum Entry {
     static func main() async {
+        // One binary for both commands: run as `gqlmuxctl` (the package's /usr/bin/gqlmuxctl
+        // is a symbolic link to gqlmuxd), it is the CLI.
+        if let name = CommandLine.arguments.first?.split(separator: "/").last, name == "gqlmuxctl" {
+            await GQLMuxCtlEntry.main(Array(CommandLine.arguments.dropFirst()))
+            return
+        }
         // A SIGHUP that arrives before the handlers are installed must not kill us (exit 129).
         // SIGTERM and SIGINT keep their default action until the ServiceGroup traps them, so
         // a stop requested during start-up still stops the process.

@@ -23,9 +23,11 @@ import Testing
     @Test func readsEveryExecutableConstruct() throws {
         #expect(try operations("{ a }") == [Op(kind: .query, name: nil)])
         #expect(try operations("\u{FEFF}query { a }") == [Op(kind: .query, name: nil)])
-        #expect(try operations("subscription S { a }, mutation M { b } query Q { c }") == [
-            Op(kind: .subscription, name: "S"), Op(kind: .mutation, name: "M"), Op(kind: .query, name: "Q"),
-        ])
+        #expect(
+            try operations("subscription S { a }, mutation M { b } query Q { c }") == [
+                Op(kind: .subscription, name: "S"), Op(kind: .mutation, name: "M"), Op(kind: .query, name: "Q"),
+            ]
+        )
         let everything = """
             # a comment { [ (
             query Q($id: ID! = "x", $list: [[Int!]]! = [[1, -2], [3.5e-2]], $o: In = {a: {b: [null, true, ENUM]}} @d(c: 1)) @dir(a: $id) {

@@ -1,9 +1,14 @@
-import Foundation
 import JSONEnvelope
 import LocalProtocol
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// A client of gqlmuxd over its Unix socket (local protocol v1).
 ///
@@ -86,25 +91,6 @@ public final class GQLMuxClient: @unchecked Sendable {
         self.eventLoop = MultiThreadedEventLoopGroup.singleton.next()
     }
 
-    /// Subscribes (any operation type; subscriptions are shared with identical ones at the daemon).
-    /// - Parameters:
-    ///   - variables: JSON-compatible values (`String`, numbers, `Bool`, arrays, dictionaries, `NSNull`).
-    ///   - onStateChange: called with each lifecycle state (pending, active, reconnecting, paused).
-    public func subscribe(
-        query: String,
-        variables: [String: any Sendable]? = nil,
-        operationName: String? = nil,
-        onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil
-    ) -> GQLMuxSubscription {
-        let request: String
-        do {
-            request = try Self.requestJSON(query: query, variables: variables, operationName: operationName)
-        } catch {
-            return failedSubscription(error)
-        }
-        return subscribe(requestJSON: request, onStateChange: onStateChange)
-    }
-
     /// Subscribes with a ready `payload` object (`{"query":…,"variables":…}`) as JSON text.
     public func subscribe(requestJSON: String, onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil) -> GQLMuxSubscription {
         let stateBox = NIOLockedValueBox(GQLMuxSubscriptionState.pending)
@@ -140,16 +126,6 @@ public final class GQLMuxClient: @unchecked Sendable {
         return GQLMuxSubscription(buffer: buffer, stateBox: stateBox, onCancel: cancel)
     }
 
-    /// Runs a query and returns its one result.
-    public func query(_ query: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
-        try await single(requestJSON: try Self.requestJSON(query: query, variables: variables, operationName: operationName))
-    }
-
-    /// Runs a mutation and returns its one result; it is never retried.
-    public func mutate(_ mutation: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
-        try await single(requestJSON: try Self.requestJSON(query: mutation, variables: variables, operationName: operationName))
-    }
-
     /// Runs a query or mutation given as a ready `payload` object in JSON.
     public func single(requestJSON: String) async throws -> GQLMuxResult {
         let idBox = NIOLockedValueBox<String?>(nil)
@@ -183,7 +159,7 @@ public final class GQLMuxClient: @unchecked Sendable {
     /// the same text `[metrics] listen` serves at `GET /metrics`).
     public func metrics() async throws -> String {
         let payload = try await admin(.metrics)
-        guard let text = try? JSONSerialization.jsonObject(with: Data(payload.utf8), options: [.fragmentsAllowed]) as? String else {
+        guard let text = JSONValue.parse(payload)?.stringValue else {
             throw GQLMuxError(code: LocalErrorCode.badRequest.rawValue, message: "the daemon's metrics answer is not a JSON string")
         }
         return text
@@ -221,22 +197,10 @@ public final class GQLMuxClient: @unchecked Sendable {
         }
     }
 
-    private func failedSubscription(_ error: any Error) -> GQLMuxSubscription {
+    package func failedSubscription(_ error: any Error) -> GQLMuxSubscription {
         let buffer = ResultBuffer(capacity: 1) { _ in }
         buffer.finish(error)
         return GQLMuxSubscription(buffer: buffer, stateBox: NIOLockedValueBox(.finished), onCancel: {})
-    }
-
-    static func requestJSON(query: String, variables: [String: any Sendable]?, operationName: String?) throws -> String {
-        var variablesJSON: String?
-        if let variables {
-            guard JSONSerialization.isValidJSONObject(variables) else {
-                throw GQLMuxError(code: LocalErrorCode.badRequest.rawValue, message: "variables are not JSON-compatible")
-            }
-            let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
-            variablesJSON = String(decoding: data, as: UTF8.self)
-        }
-        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName)
     }
 
     /// The `subscribe` payload object; `variablesJSON` must already be a JSON object.

@@ -1,7 +1,11 @@
 import ArgumentParser
-import Foundation
-import GQLMuxClient
+import GQLMuxClientCore
+import JSONEnvelope
 import LocalProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Exit codes a shell script can rely on (sysexits.h where one fits).
 enum ExitStatus {
@@ -13,11 +17,13 @@ enum ExitStatus {
     static let forbidden: Int32 = 77
 }
 
-@main
-enum Entry {
+/// gqlmuxctl's entry point: the `gqlmuxctl` program, and `gqlmuxd` when it is run under the
+/// name gqlmuxctl (the package installs one binary for both).
+public enum GQLMuxCtlEntry {
+    /// Runs the command line `arguments` (without the program name) and exits.
     /// `--socket PATH` is accepted before the subcommand too (`gqlmuxctl --socket P status`).
-    static func main() async {
-        var arguments = Array(CommandLine.arguments.dropFirst())
+    public static func main(_ arguments: [String]) async {
+        var arguments = arguments
         if let first = arguments.first, first == "--socket", arguments.count >= 2 {
             arguments.append(contentsOf: ["--socket", arguments[1]])
             arguments.removeFirst(2)
@@ -65,8 +71,7 @@ struct Request: ParsableArguments {
 
     func validate() throws {
         if let variables {
-            let object = try? JSONSerialization.jsonObject(with: Data(variables.utf8))
-            guard object is [String: Any] else { throw ValidationError("--variables must be a JSON object") }
+            guard JSONValue.parse(variables)?.isObject == true else { throw ValidationError("--variables must be a JSON object") }
         }
     }
 
@@ -83,14 +88,14 @@ struct Output: ParsableArguments {
 /// Prints an error to stderr (as text, or as `{"error":{…}}` with `--json`) and exits with the matching code.
 func fail(_ error: any Error, json: Bool) -> ExitCode {
     if json {
-        var object: [String: Any] = ["message": "\(error)"]
+        var object: [String: JSONValue] = ["message": .string("\(error)")]
         if let error = error as? GQLMuxError {
-            object = ["code": error.code, "message": error.message]
-            if let closeCode = error.closeCode { object["closeCode"] = closeCode }
+            object = ["code": .string(error.code), "message": .string(error.message)]
+            if let closeCode = error.closeCode { object["closeCode"] = .number(closeCode) }
         }
-        FileHandle.standardError.write(Data((jsonLine(["error": object]) + "\n").utf8))
+        printError(jsonLine(["error": .object(object)]))
     } else {
-        FileHandle.standardError.write(Data("gqlmuxctl: \(error)\n".utf8))
+        printError("gqlmuxctl: \(error)")
     }
     guard let error = error as? GQLMuxError else { return ExitCode(ExitStatus.operationFailed) }
     switch error {
@@ -100,14 +105,25 @@ func fail(_ error: any Error, json: Bool) -> ExitCode {
     }
 }
 
-func printLine(_ text: String) {
-    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+/// Writes `text` and a newline to standard output, whole (retrying short writes).
+func printLine(_ text: String) { write(text + "\n", to: STDOUT_FILENO) }
+
+/// Writes `text` and a newline to standard error.
+func printError(_ text: String) { write(text + "\n", to: STDERR_FILENO) }
+
+func write(_ text: String, to fd: Int32) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        guard n > 0 else { return }
+        bytes = bytes.dropFirst(n)
+    }
 }
 
 /// One compact JSON object, keys sorted (stable for scripts and tests).
-func jsonLine(_ object: [String: Any]) -> String {
-    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
-    return String(decoding: data, as: UTF8.self)
+func jsonLine(_ object: [String: JSONValue]) -> String {
+    JSONValue.object(object).sortingKeys.text
 }
 
 struct Status: AsyncParsableCommand {
@@ -123,25 +139,30 @@ struct Status: AsyncParsableCommand {
     }
 
     static func human(_ json: String) -> String {
-        guard let s = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return json }
-        let upstream = s["upstream"] as? [String: Any] ?? [:]
-        let subs = s["subscriptions"] as? [String: Any] ?? [:]
-        let messages = s["messages"] as? [String: Any] ?? [:]
-        let connections = (upstream["connections"] as? [[String: Any]]) ?? []
+        guard let s = JSONValue.parse(json), s.isObject else { return json }
+        /// A value as the summary shows it: strings bare, anything else as JSON, `fallback` if absent.
+        func show(_ value: JSONValue?, _ fallback: String = "?") -> String {
+            guard let value, value != .null else { return fallback }
+            return value.stringValue ?? value.text
+        }
+        let upstream = s["upstream"]
+        let subs = s["subscriptions"]
+        let messages = s["messages"]
+        let connections = upstream?["connections"]?.arrayValue ?? []
         let pool =
             connections.count > 1
             ? "\n"
                 + connections.map { c in
-                    "  connection \(c["id"] ?? "?"): \(c["detail"] ?? c["state"] ?? "?"), \(c["operations"] ?? 0) operations (\(c["protocol"] ?? "?"))"
+                    "  connection \(show(c["id"])): \(show(c["detail"] ?? c["state"])), \(show(c["operations"], "0")) operations (\(show(c["protocol"])))"
                 }.joined(separator: "\n")
             : ""
-        let http = (upstream["httpURL"] as? String).map { "\nqueries over:  \($0)" } ?? ""
+        let http = upstream?["httpURL"]?.stringValue.map { "\nqueries over:  \($0)" } ?? ""
         return """
-            upstream:      \(upstream["url"] ?? "?") — \(upstream["detail"] ?? upstream["state"] ?? "?") (\(upstream["protocol"] ?? "?"))\(pool)\(http)
-            reconnects:    \(upstream["reconnects"] ?? 0)
-            clients:       \(s["clients"] ?? 0)
-            subscriptions: \(subs["local"] ?? 0) local, \(subs["upstream"] ?? 0) upstream
-            messages:      \(messages["in"] ?? 0) in, \(messages["out"] ?? 0) out
+            upstream:      \(show(upstream?["url"])) — \(show(upstream?["detail"] ?? upstream?["state"])) (\(show(upstream?["protocol"])))\(pool)\(http)
+            reconnects:    \(show(upstream?["reconnects"], "0"))
+            clients:       \(show(s["clients"], "0"))
+            subscriptions: \(show(subs?["local"], "0")) local, \(show(subs?["upstream"], "0")) upstream
+            messages:      \(show(messages?["in"], "0")) in, \(show(messages?["out"], "0")) out
             """
     }
 }
@@ -168,9 +189,9 @@ struct Subscribe: AsyncParsableCommand {
         try await withClient(connection.client(reconnect: true), json: json) { client in
             let subscription = client.subscribe(requestJSON: request.json) { state in
                 if states {
-                    printLine(jsonLine(["state": state.rawValue]))
+                    printLine(jsonLine(["state": .string(state.rawValue)]))
                 } else if !json {
-                    FileHandle.standardError.write(Data("state: \(state.rawValue)\n".utf8))
+                    printError("state: \(state.rawValue)")
                 }
             }
             var received = 0
@@ -193,7 +214,7 @@ struct Query: AsyncParsableCommand {
         try await withClient(connection.client(), json: output.json) { client in
             let result = try await client.single(requestJSON: request.json)
             printLine(result.json)
-            if let errors = result.object?["errors"] as? [Any], !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }
+            if let errors = JSONValue.parse(result.json)?["errors"]?.arrayValue, !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }
         }
     }
 }
@@ -204,7 +225,7 @@ struct Pause: AsyncParsableCommand {
     @OptionGroup var output: Output
     func run() async throws {
         try await withClient(connection.client(), json: output.json) { try await $0.pause() }
-        if output.json { printLine(jsonLine(["ok": true])) }
+        if output.json { printLine(jsonLine(["ok": .bool(true)])) }
     }
 }
 
@@ -214,7 +235,7 @@ struct Resume: AsyncParsableCommand {
     @OptionGroup var output: Output
     func run() async throws {
         try await withClient(connection.client(), json: output.json) { try await $0.resume() }
-        if output.json { printLine(jsonLine(["ok": true])) }
+        if output.json { printLine(jsonLine(["ok": .bool(true)])) }
     }
 }
 
@@ -224,7 +245,7 @@ struct Reload: AsyncParsableCommand {
     @OptionGroup var output: Output
     func run() async throws {
         try await withClient(connection.client(), json: output.json) { try await $0.reload() }
-        if output.json { printLine(jsonLine(["ok": true])) }
+        if output.json { printLine(jsonLine(["ok": .bool(true)])) }
     }
 }
 
@@ -239,11 +260,11 @@ struct Metrics: AsyncParsableCommand {
         try await withClient(connection.client(), json: output.json) { client in
             let text = try await client.metrics()
             guard output.json else {
-                FileHandle.standardOutput.write(Data(text.utf8))
+                write(text, to: STDOUT_FILENO)
                 return
             }
             for sample in PrometheusSample.parse(text) {
-                printLine(jsonLine(["name": sample.name, "labels": sample.labels, "value": sample.value]))
+                printLine(jsonLine(["name": .string(sample.name), "labels": .object(sample.labels.mapValues { .string($0) }), "value": sample.value]))
             }
         }
     }

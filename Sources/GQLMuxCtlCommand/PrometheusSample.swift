@@ -1,9 +1,11 @@
+import JSONEnvelope
+
 /// One sample line of the Prometheus text exposition: `name{label="value",…} value`.
 struct PrometheusSample {
     var name: String
     var labels: [String: String]
     /// A number, or the exposition's text for one JSON cannot hold (`+Inf`, `-Inf`, `NaN`).
-    var value: any Sendable
+    var value: JSONValue
 
     /// Every sample of `text`; comments (`# HELP`, `# TYPE`) and blank lines are skipped, and a
     /// line that does not parse is skipped rather than guessed at.
@@ -54,9 +56,9 @@ struct PrometheusSample {
         self.labels = labels
         guard let text = rest.split(separator: " ").first else { return nil }
         if let number = Double(text), number.isFinite {
-            value = number == number.rounded() && abs(number) < 1e15 ? Int64(number) as any Sendable : number
+            value = .number(number)
         } else {
-            value = String(text)
+            value = .string(String(text))
         }
     }
 }

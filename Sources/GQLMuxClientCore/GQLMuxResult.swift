@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// One GraphQL execution result, exactly as the upstream sent it.
 public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
@@ -14,11 +18,6 @@ public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
     /// Decodes the whole result (`{"data":…,"errors":…}`) into `T`.
     public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
         try JSONDecoder().decode(T.self, from: Data(json.utf8))
-    }
-
-    /// The result as Foundation objects (`[String: Any]`).
-    public var object: [String: Any]? {
-        (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
     }
 }
 

@@ -1,4 +1,3 @@
-import Foundation
 import JSONEnvelope
 import LocalProtocol
 import NIOCore
@@ -219,13 +218,15 @@ extension GQLMuxClient {
 
     /// The first GraphQL error of an `error` payload, with its `extensions.code`.
     static func decodeError(_ payload: String?) -> GQLMuxError {
-        guard let payload, let errors = try? JSONSerialization.jsonObject(with: Data(payload.utf8)) as? [[String: Any]],
-            let first = errors.first
-        else { return GQLMuxError.upstreamError.with(message: payload ?? "") }
-        let message = first["message"] as? String ?? ""
-        let extensions = first["extensions"] as? [String: Any]
-        let code = extensions?["code"] as? String ?? GQLMuxError.upstreamError.code
-        return GQLMuxError(code: code, message: message, closeCode: extensions?["closeCode"] as? Int)
+        guard let payload, let first = JSONValue.parse(payload)?.arrayValue?.first else {
+            return GQLMuxError.upstreamError.with(message: payload ?? "")
+        }
+        let message = first["message"]?.stringValue ?? ""
+        let extensions = first["extensions"]
+        let code = extensions?["code"]?.stringValue ?? GQLMuxError.upstreamError.code
+        let closeCode: Int? =
+            if case .number(let text) = extensions?["closeCode"] { Int(text) } else { nil }
+        return GQLMuxError(code: code, message: message, closeCode: closeCode)
     }
 }
 

@@ -1,0 +1,59 @@
+import Foundation
+@_exported import GQLMuxClientCore
+import LocalProtocol
+
+// The client's Foundation conveniences: variables as a dictionary, a result as `[String: Any]`.
+// They live in this module, above the Foundation-free GQLMuxClientCore, so a program that
+// needs only the core (gqlmuxctl) links no Foundation (swift-corelibs-foundation brings ICU,
+// about 44 MB in a static binary).
+
+extension GQLMuxClient {
+    /// Subscribes (any operation type; subscriptions are shared with identical ones at the daemon).
+    /// - Parameters:
+    ///   - variables: JSON-compatible values (`String`, numbers, `Bool`, arrays, dictionaries, `NSNull`).
+    ///   - onStateChange: called with each lifecycle state (pending, active, reconnecting, paused).
+    public func subscribe(
+        query: String,
+        variables: [String: any Sendable]? = nil,
+        operationName: String? = nil,
+        onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil
+    ) -> GQLMuxSubscription {
+        let request: String
+        do {
+            request = try Self.requestJSON(query: query, variables: variables, operationName: operationName)
+        } catch {
+            return failedSubscription(error)
+        }
+        return subscribe(requestJSON: request, onStateChange: onStateChange)
+    }
+
+    /// Runs a query and returns its one result.
+    public func query(_ query: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
+        try await single(requestJSON: try Self.requestJSON(query: query, variables: variables, operationName: operationName))
+    }
+
+    /// Runs a mutation and returns its one result; it is never retried.
+    public func mutate(_ mutation: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
+        try await single(requestJSON: try Self.requestJSON(query: mutation, variables: variables, operationName: operationName))
+    }
+
+    package static func requestJSON(query: String, variables: [String: any Sendable]?, operationName: String?) throws -> String {
+        var variablesJSON: String?
+        if let variables {
+            guard JSONSerialization.isValidJSONObject(variables) else {
+                throw GQLMuxError(code: LocalErrorCode.badRequest.rawValue, message: "variables are not JSON-compatible")
+            }
+            let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
+            variablesJSON = String(decoding: data, as: UTF8.self)
+        }
+        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName)
+    }
+
+}
+
+extension GQLMuxResult {
+    /// The result as Foundation objects (`[String: Any]`).
+    public var object: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
+    }
+}

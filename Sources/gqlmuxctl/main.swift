@@ -1,0 +1,3 @@
+import GQLMuxCtlCommand
+
+await GQLMuxCtlEntry.main(Array(CommandLine.arguments.dropFirst()))
