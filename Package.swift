@@ -5,7 +5,7 @@ import PackageDescription
 /// Every target of ours. `.ci/run` sets GQLMUX_WARNINGS_AS_ERRORS=1 so a warning fails the
 /// build (only our modules: the dependencies' warnings are not ours to fix).
 let strict: [SwiftSetting] =
-    [.enableUpcomingFeature("ExistentialAny")]
+    [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
     + (ProcessInfo.processInfo.environment["GQLMUX_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : [])
 
 /// The daemon's hot-path modules. In release builds Swift's dynamic exclusivity checks (a

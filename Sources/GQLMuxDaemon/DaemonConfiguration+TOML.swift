@@ -1,3 +1,4 @@
+import FoundationEssentials
 import GraphQLTransportWS
 import JSONEnvelope
 import NIOCore

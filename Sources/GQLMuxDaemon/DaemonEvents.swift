@@ -90,6 +90,6 @@ package struct DaemonEvents: Sendable {
         function: String = #function,
         line: UInt = #line
     ) {
-        sink(event, message ?? event.rawValue.replacingOccurrences(of: "_", with: " "), fields, Source(file: file, function: function, line: line))
+        sink(event, message ?? event.rawValue.replacing("_", with: " "), fields, Source(file: file, function: function, line: line))
     }
 }

@@ -1,3 +1,4 @@
+import GraphQLTransportWS
 import JSONEnvelope
 import LocalEndpoint
 import NIOCore

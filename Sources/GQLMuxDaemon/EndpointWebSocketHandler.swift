@@ -1,3 +1,4 @@
+import GraphQLTransportWS
 import LocalEndpoint
 import NIOCore
 import NIOWebSocket

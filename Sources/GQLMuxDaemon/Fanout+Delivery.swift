@@ -1,3 +1,4 @@
+import Multiplexing
 import NIOCore
 
 /// The fan-out's unsafe code, all of it: the hot path reads each subscriber's session and line

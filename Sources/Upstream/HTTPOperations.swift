@@ -263,7 +263,7 @@ package struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         do {
             parsed = try UpstreamURL(scheme.to + string.dropFirst(scheme.from.count))
         } catch {
-            throw UpstreamURLError(error.description.replacingOccurrences(of: scheme.to, with: scheme.from))
+            throw UpstreamURLError(error.description.replacing(scheme.to, with: scheme.from))
         }
         secure = parsed.secure
         host = parsed.host

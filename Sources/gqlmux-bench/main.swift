@@ -3,6 +3,7 @@ import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Spawn
 import TestUpstream
 import Upstream
 

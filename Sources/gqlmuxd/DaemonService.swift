@@ -1,5 +1,6 @@
 import GQLMuxDaemon
 import Logging
+import NIOCore
 import ServiceLifecycle
 import SystemdSupport
 import UnixSignals

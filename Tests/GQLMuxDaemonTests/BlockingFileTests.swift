@@ -5,6 +5,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import TestUpstream
 #endif
 
 /// No file I/O on the loop that serves every client: a `connecting_payload_file` that takes

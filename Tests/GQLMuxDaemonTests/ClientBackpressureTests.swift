@@ -1,6 +1,8 @@
 import Foundation
 import GQLMuxClient
+import GQLMuxDaemon
 import NIOCore
+import TestUpstream
 import Testing
 
 /// The client library holds a bounded number of results per subscription and stops reading

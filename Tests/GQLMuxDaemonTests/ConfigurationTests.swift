@@ -1,5 +1,11 @@
+import Foundation
+import GraphQLTransportWS
+import HTTPStreaming
+import LocalProtocol
+import NIOCore
 import RequestValidation
 import Testing
+import Upstream
 
 @testable import GQLMuxDaemon
 

@@ -1,5 +1,6 @@
 import Foundation
 import GQLMuxDaemon
+import TestUpstream
 import Testing
 
 /// Issue 8: the connection pool on the in-process upstream. Subscriptions go to the first

@@ -1,6 +1,8 @@
 import Foundation
 import GQLMuxClient
+import GQLMuxDaemon
 import NIOConcurrencyHelpers
+import TestUpstream
 import Testing
 
 @Suite(.serialized) struct DaemonLifecycleTests {

@@ -1,6 +1,8 @@
 import Foundation
 import GQLMuxDaemon
 import GraphQLTransportWS
+import NIOCore
+import TestUpstream
 import Testing
 
 /// The metrics' meaning, on an in-process daemon: reconnects by cause and close code, the

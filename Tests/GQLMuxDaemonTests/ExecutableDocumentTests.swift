@@ -1,6 +1,8 @@
 import GQLMuxTestSupport
 import GraphQL
 import GraphQLTransportWS
+import LocalProtocol
+import NIOCore
 import RequestValidation
 import Testing
 

@@ -1,4 +1,6 @@
 import Foundation
+import GQLMuxDaemon
+import TestUpstream
 import Testing
 
 /// Runs `arguments` through `/usr/bin/env` with `stdin`: its exit status, stdout and stderr.

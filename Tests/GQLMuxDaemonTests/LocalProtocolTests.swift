@@ -1,4 +1,5 @@
 import Foundation
+import TestUpstream
 import Testing
 
 @Suite(.serialized) struct LocalProtocolTests {

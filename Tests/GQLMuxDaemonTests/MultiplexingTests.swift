@@ -1,4 +1,7 @@
 import Foundation
+import GQLMuxDaemon
+import NIOCore
+import TestUpstream
 import Testing
 
 @Suite(.serialized) struct MultiplexingTests {

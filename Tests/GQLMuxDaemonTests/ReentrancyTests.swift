@@ -1,4 +1,7 @@
 import Foundation
+import GQLMuxDaemon
+import NIOCore
+import TestUpstream
 import Testing
 
 /// Nothing that happens during a delivery enters the multiplexer core mid-iteration: a client

@@ -1,4 +1,6 @@
 import Foundation
+import GQLMuxDaemon
+import TestUpstream
 import Testing
 
 /// A reload is all or nothing: whichever step fails (the file, the connecting payload file, a

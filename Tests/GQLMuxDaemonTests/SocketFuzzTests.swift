@@ -1,5 +1,7 @@
 import Foundation
+import GQLMuxDaemon
 import NIOCore
+import TestUpstream
 import Testing
 
 /// End-to-end fuzzing over the real socket: thousands of mutated lines from many connections

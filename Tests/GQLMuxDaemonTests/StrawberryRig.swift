@@ -1,5 +1,6 @@
 import Foundation
 import GQLMuxDaemon
+import NIOCore
 import NIOPosix
 import TestUpstream
 import Testing
