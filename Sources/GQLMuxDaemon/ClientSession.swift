@@ -11,7 +11,12 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private unowned let daemon: Daemon
+    /// The control plane (admin verbs, status, counting sessions); the daemon owns this
+    /// session's channel, so it outlives the session.
+    private unowned let host: any SessionHost
+    private let fanout: Fanout
+    private let events: DaemonEvents
+    private let metrics: DaemonMetrics
     let channel: any Channel
     var eventLoop: any EventLoop { channel.eventLoop }
     private(set) var credentials: PeerCredentials?
@@ -41,8 +46,11 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     let origin: Origin
     private var opened = false
 
-    init(daemon: Daemon, channel: any Channel, origin: Origin = .lineSocket) {
-        self.daemon = daemon
+    init(host: any SessionHost, fanout: Fanout, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
+        self.host = host
+        self.fanout = fanout
+        self.events = events
+        self.metrics = metrics
         self.channel = channel
         self.origin = origin
     }
@@ -63,30 +71,30 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         guard !opened else { return }
         opened = true
         credentials = origin == .endpointTCP ? nil : PeerCredentials.of(channel)
-        daemon.sessionOpened(self)
+        host.sessionOpened(self)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         dropOperations()
-        daemon.fanout.bufferedChanged(by: -buffered)
+        fanout.bufferedChanged(by: -buffered)
         buffered = 0
-        daemon.sessionClosed(self)
+        host.sessionClosed(self)
         context.fireChannelInactive()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { daemon.fanout.bufferedChanged(by: refreshBuffered()) }
+        if context.channel.isWritable { fanout.bufferedChanged(by: refreshBuffered()) }
         if !context.channel.isWritable, !closing {
-            daemon.events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
+            events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
             fail(code: LocalErrorCode.slowConsumer, "client did not read fast enough (client_buffer_bytes exceeded)", force: true)
-            daemon.fanout.scheduleTrim()
+            fanout.scheduleTrim()
         }
         context.fireChannelWritabilityChanged()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let tooLong = error as? LineFrameDecoder.LineTooLong {
-            daemon.events.emit(.clientProtocolError, fields(), message: "line too long")
+            events.emit(.clientProtocolError, fields(), message: "line too long")
             fail(code: LocalErrorCode.badRequest, "line longer than max_line_bytes (\(tooLong.limit))")
         } else {
             context.close(promise: nil)
@@ -113,7 +121,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             if let payload, envelope.payloadKind == .object {
                 name = clientName(payload) ?? ""
             }
-            send(daemon.connectionAck())
+            send(host.connectionAck())
         case .subscribe:
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'subscribe' needs a non-empty string 'id'") }
             guard let payload, envelope.payloadKind == .object else {
@@ -122,16 +130,16 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             subscribe(id: id, payload: payload)
         case .complete:
             guard let id = envelope.id, !id.isEmpty else { return protocolError("'complete' needs a non-empty string 'id'") }
-            daemon.fanout.complete(session: self, localID: id)
-            daemon.statusChanged()
+            fanout.complete(session: self, localID: id)
+            host.statusChanged()
         case .ping:
             send(LocalEncode.message(.pong, payload: payload))
         case .pong:
             break
         case .status:
-            send(LocalEncode.message(.status, id: envelope.id, payload: daemon.statusPayload()))
+            send(LocalEncode.message(.status, id: envelope.id, payload: host.statusPayload()))
         case .metrics:
-            send(LocalEncode.metrics(id: envelope.id, text: String(decoding: daemon.metricsText(), as: UTF8.self)))
+            send(LocalEncode.metrics(id: envelope.id, text: String(decoding: host.metricsText(), as: UTF8.self)))
         case .pause, .resume, .reload:
             admin(type, id: envelope.id)
         case .connectionAck, .next, .error, .state, .ok:
@@ -143,34 +151,34 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     private func subscribe(id: String, payload: ByteBuffer) {
         // A duplicate id and the per-client limit are named before the payload is parsed.
-        if let refusal = daemon.fanout.admission(session: self, localID: id) {
-            return daemon.fanout.refuse(self, id, refusal)
+        if let refusal = fanout.admission(session: self, localID: id) {
+            return fanout.refuse(self, id, refusal)
         }
         let request: SubscribeRequest
         do {
-            request = try SubscribeRequest.parse(payload, limits: daemon.configuration.limits.document)
+            request = try SubscribeRequest.parse(payload, limits: host.documentLimits)
         } catch {
             sendError(id: id, code: error.code, message: error.message)
             return
         }
-        daemon.fanout.subscribe(request, session: self, localID: id)
-        daemon.statusChanged()
+        fanout.subscribe(request, session: self, localID: id)
+        host.statusChanged()
     }
 
     private func admin(_ verb: LocalMessageType, id: String?) {
-        guard daemon.isAdmin(credentials) else {
+        guard host.isAdmin(credentials) else {
             sendError(id: id, code: LocalErrorCode.forbidden, message: "'\(verb.rawValue)' is an admin verb; this peer is not an admin")
             return
         }
         switch verb {
         case .pause:
-            daemon.pause()
+            host.pause()
             send(LocalEncode.ok(id: id))
         case .resume:
-            daemon.resume()
+            host.resume()
             send(LocalEncode.ok(id: id))
         default:
-            daemon.reload().whenComplete { result in
+            host.reload().whenComplete { result in
                 switch result {
                 case .success: self.send(LocalEncode.ok(id: id))
                 case .failure(let error): self.sendError(id: id, code: LocalErrorCode.badRequest, message: "reload failed: \(error)")
@@ -184,7 +192,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// An `error` for one operation (or for the line when `id` is nil), counted by code.
     func sendError(id: String?, code: LocalErrorCode, message: String, flush: Bool = true) {
         guard !closing else { return }
-        daemon.metrics.errorSent(code)
+        metrics.errorSent(code)
         send(LocalEncode.error(id: id, code: code, message: message), flush: flush)
     }
 
@@ -192,7 +200,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func send(_ line: ByteBuffer, flush: Bool = true) {
         guard !closing else { return }
         batch.writeImmutableBuffer(line)
-        if flush { daemon.fanout.bufferedChanged(by: self.flush()) }
+        if flush { fanout.bufferedChanged(by: self.flush()) }
     }
 
     /// Hot path: prefix + the upstream payload bytes (forwarded, never re-encoded) + suffix,
@@ -309,7 +317,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     /// Sends an `error` without id and closes this client only.
     func protocolError(_ message: String) {
-        daemon.events.emit(.clientProtocolError, fields(), message: message)
+        events.emit(.clientProtocolError, fields(), message: message)
         fail(code: LocalErrorCode.badRequest, message)
     }
 
@@ -317,8 +325,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func fail(code: LocalErrorCode, _ message: String, force: Bool = false) {
         guard !closing else { return }
         dropOperations()
-        daemon.metrics.errorSent(code)
-        if code == LocalErrorCode.slowConsumer { daemon.metrics.slowConsumerCut() }
+        metrics.errorSent(code)
+        if code == LocalErrorCode.slowConsumer { metrics.slowConsumerCut() }
         let line = LocalEncode.error(id: nil, code: code, message: message)
         if !force { flush() }
         closing = true
@@ -341,7 +349,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     }
 
     private func dropOperations() {
-        daemon.fanout.clientGone(self)
+        fanout.clientGone(self)
     }
 
     /// `pid 123, uid 1000, "name"` for log messages.

@@ -48,7 +48,7 @@ extension Daemon {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let makeSession: @Sendable (any Channel) -> ClientSession = { channel in ClientSession(daemon: self, channel: channel, origin: origin) }
+                    let makeSession: @Sendable (any Channel) -> ClientSession = { channel in self.makeSession(channel, origin: origin) }
                     let http = EndpointHTTPHandler(
                         path: path,
                         maxBodyBytes: limits.maxLineBytes,

@@ -168,7 +168,7 @@ package final class Daemon: @unchecked Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: limits.maxLineBytes)))
-                    try sync.addHandler(ClientSession(daemon: self, channel: channel))
+                    try sync.addHandler(self.makeSession(channel, origin: .lineSocket))
                 }
             }
         if let fd = listeningFD {

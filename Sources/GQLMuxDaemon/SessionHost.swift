@@ -1,0 +1,36 @@
+import NIOCore
+import RequestValidation
+
+/// The control plane as a session sees it: its admin verbs, the answers to `status` and
+/// `metrics`, the document limits in force, and being counted in and out. Sessions are given
+/// this and the data plane (``Fanout``, ``DaemonEvents``, ``DaemonMetrics``); they never see
+/// the ``Daemon`` itself. Every requirement is called on the daemon's loop.
+protocol SessionHost: AnyObject {
+    /// `[limits] max_document_tokens` and `max_document_depth` as of now (a reload may change them).
+    var documentLimits: SubscribeRequest.Limits { get }
+    /// The `connection_ack` line (the daemon's version, limits and upstream state).
+    func connectionAck() -> ByteBuffer
+    /// The `status` verb's payload.
+    func statusPayload() -> ByteBuffer
+    /// The `metrics` verb's text (the Prometheus exposition).
+    func metricsText() -> [UInt8]
+    /// Whether `peer` may use the admin verbs.
+    func isAdmin(_ peer: PeerCredentials?) -> Bool
+    func pause()
+    func resume()
+    /// Reloads the configuration; fails, keeping the running one, when the new file is refused.
+    func reload() -> EventLoopFuture<Void>
+    func sessionOpened(_ session: ClientSession)
+    func sessionClosed(_ session: ClientSession)
+    /// Something a status line shows has changed (an operation was added or removed).
+    func statusChanged()
+}
+
+extension Daemon: SessionHost {
+    var documentLimits: SubscribeRequest.Limits { configuration.limits.document }
+
+    /// A session for `channel`, wired to this daemon's data plane and to it as the host.
+    func makeSession(_ channel: any Channel, origin: ClientSession.Origin) -> ClientSession {
+        ClientSession(host: self, fanout: fanout, events: events, metrics: metrics, channel: channel, origin: origin)
+    }
+}
