@@ -28,11 +28,12 @@ package struct SubscribeRequest {
         }
         /// Apollo Router's default; parsing and printing 15,000 tokens costs a few ms (`scripts/parse-probe.sh` measures it).
         package static let defaultMaxTokens = 15_000
-        /// The parser uses 3.2-3.3 KiB of stack per nesting level in a debug build (159 levels
-        /// survive a 512 KiB thread stack, 324 a 1 MiB one: scripts/parse-probe.sh), so an
-        /// 8 MiB event loop thread holds about 2,500. The default keeps a 20x margin.
+        /// The syntax check (``ExecutableDocument``) uses about 1.75 KiB of stack per nesting
+        /// level in a debug build (295 levels survive a 512 KiB thread stack, 599 a 1 MiB one:
+        /// scripts/parse-probe.sh), so an 8 MiB event loop thread holds about 4,700. The
+        /// default keeps a wide margin.
         package static let defaultMaxDepth = 128
-        /// Highest value the configuration accepts: 512 levels use about 1.7 MiB, a 5x margin.
+        /// Highest value the configuration accepts: 512 levels use about 0.9 MiB, a 9x margin.
         package static let maxAllowedDepth = 512
     }
 
