@@ -67,7 +67,7 @@ private struct Parser {
         try advance()
     }
 
-    /// A name; its text.
+    /// Consumes a name; its token (for its text).
     @discardableResult
     mutating func name() throws(GraphQLSyntaxError) -> GraphQLToken {
         guard token.kind == .name else { throw unexpected(expected: "Name") }
