@@ -16,7 +16,7 @@ import unittest
 
 import aiohttp
 import websockets
-from gql import Client, gql
+from gql import Client, GraphQLRequest, gql
 from gql.transport.aiohttp import AIOHTTPTransport
 from gql.transport.exceptions import TransportQueryError
 from gql.transport.websockets import WebsocketsTransport
@@ -53,7 +53,7 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
 
     async def collect(self, session, document, variables, count: int) -> list:
         results = []
-        async for result in session.subscribe(document, variable_values=variables):
+        async for result in session.subscribe(GraphQLRequest(document, variable_values=variables)):
             results.append(result)
             if len(results) == count:
                 break
@@ -104,8 +104,8 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(status["subscriptions"]["upstream"], 1, status)
         finally:
             ctl_process.kill()
-            ctl_process.wait()
-        self.assertTrue(ctl_process.stdout.read().count('"tick"') >= 1, "gqlmuxctl got results too")
+            output, _ = ctl_process.communicate()
+        self.assertTrue(output.count('"tick"') >= 1, "gqlmuxctl got results too")
 
     async def test_a_gql_subscription_survives_a_server_kill(self) -> None:
         transport = WebsocketsTransport(url=self.ws)
@@ -113,7 +113,7 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
             seen: list[int] = []
 
             async def read() -> None:
-                async for result in session.subscribe(TICK, variable_values={"ms": 50}):
+                async for result in session.subscribe(GraphQLRequest(TICK, variable_values={"ms": 50})):
                     seen.append(result["tick"])
 
             reader = asyncio.create_task(read())
