@@ -36,13 +36,17 @@ final class ConnectionPool: SubscriptionUpstream {
 
     var primary: UpstreamTransport { members[0] }
 
-    private func makeTransport(index: Int) -> UpstreamTransport {
+    /// Connection `index`'s configuration: the pool's, whole. An extra connection exists for
+    /// operations that did not fit: it connects on its first one and closes after
+    /// lazy_close_timeout once it has none.
+    private static func settings(_ configuration: UpstreamConfiguration, index: Int) -> UpstreamConfiguration {
         var settings = configuration
-        if index > 0 {
-            // An extra connection exists for operations that did not fit: it connects on its
-            // first one and closes after lazy_close_timeout once it has none.
-            settings.transport.lazy = true
-        }
+        if index > 0 { settings.transport.lazy = true }
+        return settings
+    }
+
+    private func makeTransport(index: Int) -> UpstreamTransport {
+        let settings = Self.settings(configuration, index: index)
         let box = WeakPoolBox(self)
         let loop = eventLoop
         return UpstreamTransport(configuration: settings, sslContext: sslContext, payloads: payloads, eventLoop: eventLoop) { event in
@@ -90,24 +94,15 @@ final class ConnectionPool: SubscriptionUpstream {
         for member in members { member.resume() }
     }
 
-    /// Applies a reloaded configuration to every connection (and to those opened later). Its
-    /// TLS context is already built, so this cannot fail halfway.
+    /// Replaces every connection's configuration whole with the reloaded one (and that of
+    /// connections opened later), so all of them run the same settings. Its TLS context is
+    /// already built, so this cannot fail halfway.
     func applyOnLoop(_ upstream: PreparedUpstream) {
         eventLoop.preconditionInEventLoop()
-        let configuration = upstream.configuration
-        self.configuration = configuration
-        self.sslContext = upstream.websocketTLS
-        for member in members {
-            var current = member.configurationOnLoop
-            current.url = configuration.url
-            current.headers = configuration.headers
-            current.connectingPayload = configuration.connectingPayload
-            current.clientName = configuration.clientName
-            current.clientVersion = configuration.clientVersion
-            current.tls = configuration.tls
-            current.protocols = configuration.protocols
-            current.reconnectIfConnected = configuration.reconnectIfConnected
-            member.applyOnLoop(current, sslContext: upstream.websocketTLS)
+        configuration = upstream.configuration
+        sslContext = upstream.websocketTLS
+        for (index, member) in members.enumerated() {
+            member.applyOnLoop(Self.settings(configuration, index: index), sslContext: sslContext)
         }
     }
 

@@ -51,7 +51,8 @@ package struct TransportStateMachine {
         var onTrial = true
     }
 
-    package let options: TransportOptions
+    /// Replaced whole by a reload (`apply`); each timer reads it when it starts.
+    package private(set) var options: TransportOptions
     private let random: () -> Double
     private let makeUUID: () -> String
 
@@ -88,6 +89,12 @@ package struct TransportStateMachine {
         self.options = options
         self.random = random
         self.makeUUID = makeUUID
+    }
+
+    /// A reloaded configuration's options: timers and retries started from now on use them;
+    /// a deadline already set keeps its time.
+    package mutating func apply(_ options: TransportOptions) {
+        self.options = options
     }
 
     /// The retry number of the current or next connect in this outage (the first connect counts as 1).

@@ -118,6 +118,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         self.sslContext = sslContext
         self.configuration = configuration
+        machine.apply(configuration.transport)
         if configuration.reconnectIfConnected { perform(machine.reconnectNow(now: Self.now)) }
     }
 

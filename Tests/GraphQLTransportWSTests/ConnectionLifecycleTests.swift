@@ -58,6 +58,25 @@ import Testing
         #expect(second.reconnectDelays == [2])
     }
 
+    @Test func reloadedOptionsTimeTheNextTimersAndLeaveASetDeadline() {
+        var h = Harness()
+        h.start()
+        h.record(h.machine.connectionOpened(generation: 1, initPayload: nil, now: h.now))
+        // A reload while the ack is awaited: the deadline already set (10 s) stands.
+        var reloaded = h.machine.options
+        reloaded.ackTimeout = .seconds(2)
+        reloaded.backoff.initial = .seconds(5)
+        h.machine.apply(reloaded)
+        #expect(h.advance(ms: 2_000).isEmpty, "the running ack deadline keeps its time")
+        let timedOut = h.advance(ms: 8_000)
+        #expect(timedOut.closes == [4408])
+        #expect(timedOut.reconnectDelays == [5], "the retry uses the reloaded backoff")
+        #expect(h.advance(ms: 5_000).connects == 1)
+        h.record(h.machine.connectionOpened(generation: 2, initPayload: nil, now: h.now))
+        #expect(h.advance(ms: 1_999).isEmpty)
+        #expect(h.advance(ms: 1).closes == [4408], "the next ack deadline uses the reloaded ack_timeout")
+    }
+
     @Test func connectTimeoutAbortsTheAttemptAndRetries() {
         var h = Harness { $0.connectTimeout = .seconds(3) }
         h.start()
