@@ -23,7 +23,7 @@ extension Daemon {
 
     private func reloadNow() -> EventLoopFuture<Void> {
         eventLoop.assertInEventLoop()
-        onReload?(true)
+        onLifecycle?(.reloading)
         let running = configuration
         let path = configPath
         let done = NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) {
@@ -35,7 +35,7 @@ extension Daemon {
             self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed, configuration kept: \(error)")
         }
         done.whenComplete { _ in
-            self.onReload?(false)
+            self.onLifecycle?(.ready)
             self.statusChanged()
         }
         return done

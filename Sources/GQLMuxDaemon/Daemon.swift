@@ -28,7 +28,13 @@ package final class Daemon: @unchecked Sendable {
     let fanout: Fanout
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
-    private var metricsChannel: (any Channel)?
+    /// The listeners systemd passed (socket activation), adopted instead of binding.
+    let listeners: AdoptedListeners
+    /// `[metrics] listen` (a start-only key): served by the sibling ``MetricsEndpoint``.
+    let metricsListen: MetricsListenAddress?
+    /// Where the metrics endpoint listens, once bound, or why it could not bind: `start` waits
+    /// for it.
+    let metricsBinding = AsyncThrowingStream<String, any Error>.makeStream()
     /// The GraphQL endpoint's listeners (Unix socket, loopback TCP).
     private var endpointChannels: [any Channel] = []
     /// Its Unix socket file, when this process created it.
@@ -45,8 +51,8 @@ package final class Daemon: @unchecked Sendable {
     /// Called on the loop after each lifecycle change (sd_notify STATUS in production),
     /// at most once per loop turn.
     package var onStatusChange: (@Sendable (String) -> Void)?
-    /// Called when a reload begins (true) and ends (false): RELOADING=1 / READY=1.
-    package var onReload: (@Sendable (Bool) -> Void)?
+    /// Called when the daemon is ready, reloading or stopping (READY=1, RELOADING=1, STOPPING=1).
+    package var onLifecycle: (@Sendable (LifecycleChange) -> Void)?
     private var statusScheduled = false
     /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
     var reloadError: String?
@@ -56,14 +62,18 @@ package final class Daemon: @unchecked Sendable {
     /// - Parameters:
     ///   - configuration: the parsed configuration.
     ///   - configPath: re-read on reload; nil keeps the configuration as given.
+    ///   - listeners: sockets systemd passed, used instead of binding.
     package init(
         configuration: DaemonConfiguration,
         configPath: String?,
+        listeners: AdoptedListeners = AdoptedListeners(),
         eventLoop: any EventLoop,
         events: DaemonEvents
     ) throws {
         self.configuration = configuration
         self.configPath = configPath
+        self.listeners = listeners
+        self.metricsListen = configuration.metricsListen
         self.eventLoop = eventLoop
         self.events = events
         // Start-up reads the CA files here, before anything is served; a reload prepares
@@ -89,36 +99,28 @@ package final class Daemon: @unchecked Sendable {
 
     // MARK: - Start and stop
 
-    /// Binds the socket (replacing a stale file) or adopts `listeningFD`, then starts the upstream.
+    /// Binds the socket (replacing a stale file) or adopts the one systemd passed, then starts
+    /// the upstream. With `[metrics] listen` it first waits until the sibling
+    /// ``MetricsEndpoint`` listens, so its address is set before any client can ask `status`.
     /// Its state is written on the loop (`onLoop`), like every other access to it.
-    package func start(listeningFD: CInt? = nil, endpointFD: CInt? = nil) async throws {
+    package func start() async throws {
         Fanout.keepFreedHeap()
         let configuration = try await onLoop { self.configuration }
-        // Metrics first: its address is set before any client can ask `status` for it.
-        var bound: (channel: any Channel, address: String)?
-        if let listen = configuration.metricsListen {
-            do {
-                let channel = try await MetricsHTTPServer.bind(listen, on: eventLoop) { [unowned self] in self.metricsText() }
-                var address = listen
-                address.port = channel.localAddress?.port ?? listen.port
-                bound = (channel, address.description)
-            } catch {
-                throw DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
+        let listeningFD = listeners.line
+        let endpointFD = listeners.graphql
+        var bound: String?
+        if metricsListen != nil {
+            for try await address in metricsBinding.stream {
+                bound = address
+                break
             }
         }
-        let metrics = bound
-        let server: any Channel
-        do {
-            server = try await bindLocalSocket(configuration, listeningFD: listeningFD)
-        } catch {
-            try? await metrics?.channel.close()
-            throw error
-        }
+        let metricsAddress = bound
+        let server = try await bindLocalSocket(configuration, listeningFD: listeningFD)
         let endpoint: [any Channel]
         do {
             endpoint = try await bindEndpoint(configuration, adoptedFD: endpointFD)
         } catch {
-            try? await metrics?.channel.close()
             try? await server.close()
             throw error
         }
@@ -130,15 +132,14 @@ package final class Daemon: @unchecked Sendable {
         try await onLoop {
             self.serverChannel = server
             self.ownsSocketFile = listeningFD == nil
-            self.metricsChannel = metrics?.channel
-            self.metricsAddress = metrics?.address
+            self.metricsAddress = metricsAddress
             self.endpointChannels = endpoint
             self.endpointSocketFile = endpointFile
             self.endpointAddresses = endpointAddresses
             var fields = [
                 "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes",
             ]
-            if let address = metrics?.address { fields["GQLMUX_METRICS"] = address }
+            if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
             if !endpointAddresses.isEmpty {
                 fields["GQLMUX_GRAPHQL_ENDPOINT"] = endpointAddresses.joined(separator: " ")
                 fields["GQLMUX_GRAPHQL_ACTIVATED"] = endpointFD == nil ? "no" : "yes"
@@ -147,7 +148,7 @@ package final class Daemon: @unchecked Sendable {
                 .started,
                 fields,
                 message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)"
-                    + (metrics.map { "; metrics on http://\($0.address)/metrics" } ?? "")
+                    + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "")
             )
             self.subscriptionUpstream.start()
             self.statusChanged()
@@ -214,7 +215,7 @@ package final class Daemon: @unchecked Sendable {
         }.get()
         guard alreadyStopping == false else { return }
         events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
-        let listeners = try? await onLoop { [self.serverChannel, self.metricsChannel].compactMap { $0 } + self.endpointChannels }
+        let listeners = try? await onLoop { [self.serverChannel].compactMap { $0 } + self.endpointChannels }
         for channel in listeners ?? [] { try? await channel.close() }
         let closes: [EventLoopFuture<Void>] =
             (try? await eventLoop.submit {

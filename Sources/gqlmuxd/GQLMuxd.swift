@@ -77,33 +77,49 @@ struct GQLMuxd: AsyncParsableCommand {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let daemon: Daemon
         do {
-            daemon = try Daemon(configuration: configuration, configPath: config, eventLoop: group.next(), events: events)
-            let lastStatus = NIOLockedValueBox("")
-            daemon.onStatusChange = { line in
-                let changed = lastStatus.withLockedValue { last in
-                    defer { last = line }
-                    return last != line
-                }
-                if changed { notifier.status(line) }
-            }
-            daemon.onReload = { begins in begins ? notifier.reloading() : notifier.ready() }
-            try await daemon.start(listeningFD: adopted.line, endpointFD: adopted.graphql)
+            daemon = try Daemon(
+                configuration: configuration,
+                configPath: config,
+                listeners: .init(line: adopted.line, graphql: adopted.graphql),
+                eventLoop: group.next(),
+                events: events
+            )
         } catch {
             throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
         }
-        notifier.ready()
-        if let interval = notifier.watchdogInterval {
-            // From the loop that serves traffic: a stalled loop stops the pings and systemd restarts us.
-            let half = TimeAmount.nanoseconds(interval.nanosecondsValue / 2)
-            daemon.eventLoop.scheduleRepeatedTask(initialDelay: half, delay: half) { _ in notifier.watchdog() }
+        let lastStatus = NIOLockedValueBox("")
+        daemon.onStatusChange = { line in
+            let changed = lastStatus.withLockedValue { last in
+                defer { last = line }
+                return last != line
+            }
+            if changed { notifier.status(line) }
+        }
+        let ready = NIOLockedValueBox(false)
+        daemon.onLifecycle = { change in
+            switch change {
+            case .ready:
+                ready.withLockedValue { $0 = true }
+                notifier.ready()
+            case .reloading: notifier.reloading()
+            case .stopping: notifier.stopping(status: "stopping: closing clients and the upstream")
+            }
         }
 
-        // SIGTERM/SIGINT: graceful stop; SIGHUP: reload (DaemonService).
+        // The watchdog, the metrics endpoint, the daemon and SIGHUP reloads, until SIGTERM/SIGINT.
         let journal = Self.journalWanted(configuration)
         let lifecycleLogger = Logger(label: "gqlmuxd.lifecycle") { _ in
             JournalLogHandler(identifier: "gqlmuxd", level: .warning, destination: journal ? .journal : .stderr)
         }
-        try await DaemonService.run(daemon, notifier: notifier, logger: lifecycleLogger)
+        do {
+            try await DaemonServices.run(daemon, notifier: notifier, logger: lifecycleLogger)
+        } catch {
+            // Nothing fails after READY=1 (a drain's errors are ignored): this is a start failure.
+            if !ready.withLockedValue({ $0 }) {
+                throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
+            }
+            throw error
+        }
         try? await group.shutdownGracefully()
     }
 

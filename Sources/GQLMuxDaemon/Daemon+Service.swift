@@ -1,0 +1,75 @@
+import NIOCore
+import ServiceLifecycle
+
+/// The daemon as a swift-service-lifecycle `Service`: `run()` binds (the line socket, the
+/// GraphQL endpoint, or the listeners systemd passed), starts the upstream, says it is ready,
+/// serves until the group shuts down gracefully, then drains: `SHUTTING_DOWN` to clients,
+/// `complete` upstream, close 1000, the socket files removed.
+///
+/// Its siblings in the group: the metrics endpoint (``MetricsEndpoint``), and in gqlmuxd the
+/// watchdog and the SIGHUP reload. The group shuts them down in reverse order, so a sibling
+/// listed before the daemon (the watchdog, the metrics endpoint) keeps running while it drains.
+extension Daemon: Service {
+    package func run() async throws {
+        try await start()
+        onLifecycle?(.ready)
+        // Cancellation (a sibling failed) ends the wait too; the drain is the same.
+        try? await gracefulShutdown()
+        onLifecycle?(.stopping)
+        await shutdown()
+    }
+}
+
+extension Daemon {
+    /// What the service manager hears about (sd_notify in gqlmuxd).
+    package enum LifecycleChange: Sendable {
+        /// Serving: after start-up, and again after each reload.
+        case ready
+        case reloading
+        /// Draining before exit.
+        case stopping
+    }
+
+    /// Listeners the service manager created (socket activation), adopted instead of binding.
+    package struct AdoptedListeners: Sendable {
+        package var line: CInt?
+        package var graphql: CInt?
+        package init(line: CInt? = nil, graphql: CInt? = nil) {
+            self.line = line
+            self.graphql = graphql
+        }
+    }
+}
+
+/// `[metrics] listen` as a service: `run()` binds `GET /metrics`, tells the daemon where it
+/// listens (the daemon waits for that before it binds its own sockets, so `status` and the
+/// `started` event carry the address, and a port already in use fails the start), serves
+/// until the group shuts down gracefully, then closes.
+package struct MetricsEndpoint: Service {
+    let daemon: Daemon
+    let listen: MetricsListenAddress
+
+    /// The endpoint of `daemon`'s `[metrics] listen`, nil when it has none.
+    package init?(daemon: Daemon) {
+        guard let listen = daemon.metricsListen else { return nil }
+        self.daemon = daemon
+        self.listen = listen
+    }
+
+    package func run() async throws {
+        let channel: any Channel
+        do {
+            channel = try await MetricsHTTPServer.bind(listen, on: daemon.eventLoop) { [daemon] in daemon.metricsText() }
+        } catch {
+            let failure = DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
+            daemon.metricsBinding.continuation.finish(throwing: failure)
+            throw failure
+        }
+        var address = listen
+        address.port = channel.localAddress?.port ?? listen.port
+        daemon.metricsBinding.continuation.yield(address.description)
+        daemon.metricsBinding.continuation.finish()
+        try? await gracefulShutdown()
+        try? await channel.close()
+    }
+}
