@@ -11,7 +11,7 @@ import Upstream
 /// close after `lazy_close_timeout` without operations. Pause, resume, reload and shutdown
 /// apply to all. Lives on the daemon's event loop.
 final class ConnectionPool: SubscriptionUpstream {
-    typealias Observer = (_ connection: Int, TransportEvent) -> Void
+    typealias Observer = @Sendable (_ connection: Int, TransportEvent) -> Void
 
     let eventLoop: any EventLoop
     private(set) var members: [UpstreamTransport] = []
@@ -22,7 +22,10 @@ final class ConnectionPool: SubscriptionUpstream {
     /// One payload file read at a time for all connections, off the loop.
     private let payloads: ConnectingPayloadSource
     /// Each connection's transport events, with its index (the daemon's journal and metrics).
-    var observer: Observer = { _, _ in }
+    /// Set by its owner before start (or on the loop); every connection is told.
+    var observer: Observer = { _, _ in } {
+        didSet { for (index, member) in members.enumerated() { member.observer = Self.observer(observer, index: index) } }
+    }
     private var started = false
     private var paused = false
 
@@ -47,12 +50,19 @@ final class ConnectionPool: SubscriptionUpstream {
 
     private func makeTransport(index: Int) -> UpstreamTransport {
         let settings = Self.settings(configuration, index: index)
-        let box = WeakPoolBox(self)
-        let loop = eventLoop
-        return UpstreamTransport(configuration: settings, sslContext: sslContext, payloads: payloads, eventLoop: eventLoop) { event in
-            loop.assertInEventLoop()
-            box.pool?.observer(index, event)
-        }
+        return UpstreamTransport(
+            configuration: settings,
+            sslContext: sslContext,
+            payloads: payloads,
+            eventLoop: eventLoop,
+            observer: Self.observer(observer, index: index)
+        )
+    }
+
+    /// Connection `index`'s events, told to the pool's observer with its index. It captures
+    /// the observer, not the pool, so a transport does not keep its pool alive.
+    private static func observer(_ observer: @escaping Observer, index: Int) -> UpstreamEventObserver {
+        { event in observer(index, event) }
     }
 
     /// Where every connection's operation updates go (the fan-out).
@@ -132,11 +142,4 @@ final class ConnectionPool: SubscriptionUpstream {
     }
 
     var reconnectCountOnLoop: Int { members.reduce(0) { $0 + $1.reconnectCount } }
-}
-
-/// `@unchecked Sendable` — safe because `pool` is set once at creation and read only by the
-/// transports' observers on the pool's event loop (`makeTransport` asserts it there).
-private final class WeakPoolBox: @unchecked Sendable {
-    weak var pool: ConnectionPool?
-    init(_ pool: ConnectionPool) { self.pool = pool }
 }

@@ -433,6 +433,7 @@ package final class Daemon: @unchecked Sendable {
 
     /// One connection's event, logged with `GQLMUX_CONNECTION=` (its index in the pool).
     private func transportEvent(_ event: TransportEvent, connection: Int) {
+        eventLoop.assertInEventLoop()
         let url = upstreamEndpoint.url
         let wire = { self.fanout.streams?.flavor.name ?? self.pool.members[connection].protocolOnLoop.rawValue }
         let reconnects = { self.fanout.streams?.reconnectCountOnLoop ?? self.pool.members[connection].reconnectCount }

@@ -33,7 +33,9 @@ package final class UpstreamTransport: @unchecked Sendable {
     /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
     private var timer = DeadlineTimer()
-    private let observer: UpstreamEventObserver
+    /// Transport events (connected, reconnected, disconnected, ping, pong, state). Set at
+    /// init or by its owner on the loop, like `updates`; read on the loop only.
+    package var observer: UpstreamEventObserver
 
     /// - Parameters:
     ///   - configuration: the endpoint, credentials and timings.
