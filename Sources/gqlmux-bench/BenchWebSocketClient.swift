@@ -6,13 +6,15 @@ import NIOWebSocket
 /// A graphql-transport-ws client of gqlmuxd's local GraphQL endpoint (its Unix socket), for
 /// the benchmark: counts the text frames it receives.
 /// `@unchecked Sendable` — safe because `channelRead` runs on its channel's loop and touches
-/// only `frames`, a lock-protected counter (`NIOLockedValueBox`); `channel` is set once, by the
+/// only `frames` and `closed`, lock-protected counters (`NIOLockedValueBox`); `channel` is set once, by the
 /// benchmark task that connects, before the client is handed to it.
 final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
     let frames = ManagedAtomicCounter()
+    /// Close frames received (gqlmuxd cut this client).
+    let closed = ManagedAtomicCounter()
     private(set) var channel: (any Channel)?
 
     /// Connects to `path`, upgrades to graphql-transport-ws, sends `connection_init` and a
@@ -58,6 +60,10 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if unwrapInboundIn(data).opcode == .text { frames.add(1) }
+        switch unwrapInboundIn(data).opcode {
+        case .text: frames.add(1)
+        case .connectionClose: closed.add(1)
+        default: break
+        }
     }
 }

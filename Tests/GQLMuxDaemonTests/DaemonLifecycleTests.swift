@@ -54,7 +54,7 @@ import Testing
             let c = try await rig.connect()
             c.subscribe(id: "a")
             await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
-            await rig.daemon.shutdown()
+            await rig.stopDaemon()
             await eventually("client closed") { c.isClosed }
             #expect(c.lines.contains { $0.contains(#""id":"a""#) && $0.contains("SHUTTING_DOWN") })
             await eventually("upstream complete and close 1000") {

@@ -24,7 +24,8 @@ final class DaemonRig: @unchecked Sendable {
     let server: TestUpstreamServer
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let directory: String
-    var daemon: Daemon
+    private var running: RunningDaemon
+    var daemon: Daemon { running.daemon }
     let log = EventLog()
     var socketPath: String { directory + "/gqlmux.sock" }
     var configPath: String { directory + "/gqlmuxd.toml" }
@@ -52,8 +53,9 @@ final class DaemonRig: @unchecked Sendable {
             """
         try toml.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         let configuration = try DaemonConfiguration.load(path: directory + "/gqlmuxd.toml")
-        daemon = try Daemon(configuration: configuration, configPath: directory + "/gqlmuxd.toml", eventLoop: group.next(), events: log.events)
-        try await daemon.start()
+        running = try await RunningDaemon(
+            Daemon(configuration: configuration, configPath: directory + "/gqlmuxd.toml", eventLoop: group.next(), events: log.events)
+        )
         await eventually("upstream connected") { self.log.count(.connected) == 1 }
     }
 
@@ -66,11 +68,13 @@ final class DaemonRig: @unchecked Sendable {
 
     /// Stops this daemon and starts a new one on the same socket and config (a daemon restart).
     func restartDaemon() async throws {
-        await daemon.shutdown()
+        await running.stop()
         let configuration = try DaemonConfiguration.load(path: configPath)
-        daemon = try Daemon(configuration: configuration, configPath: configPath, eventLoop: group.next(), events: log.events)
-        try await daemon.start()
+        running = try await RunningDaemon(Daemon(configuration: configuration, configPath: configPath, eventLoop: group.next(), events: log.events))
     }
+
+    /// The graceful stop gqlmuxd does on SIGTERM (the service group's shutdown).
+    func stopDaemon() async { await running.stop() }
 
     /// Test clients run on their own loop, as separate processes would.
     let clientGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -93,7 +97,7 @@ final class DaemonRig: @unchecked Sendable {
     }
 
     func tearDown() async {
-        await daemon.shutdown()
+        await running.stop()
         await server.shutdown()
         try? await group.shutdownGracefully()
         try? await clientGroup.shutdownGracefully()

@@ -129,14 +129,13 @@ import Testing
         let configuration = try DaemonConfiguration.parse(config)
         let log = EventLog()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let daemon = try Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events)
         let started = ContinuousClock.now
-        try await daemon.start()
+        let running = try await RunningDaemon(Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events))
         // Counted, not slept: the 6th connection comes after waits of 0.05, 0.1, 0.2, 0.4 and
         // 0.8 s (1.55 s); with the backoff reset on every ack it came after 5 × 0.05 s.
         await eventually("6 connections", within: 20) { await server.currentStats.connections >= 6 }
         let elapsed = ContinuousClock.now - started
-        await daemon.shutdown()
+        await running.stop()
         await server.shutdown()
         try await group.shutdownGracefully()
         #expect(elapsed >= .milliseconds(1_400), "6 connections after \(elapsed)")

@@ -68,7 +68,7 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
         try await DaemonRig.with() { rig in
             let mode = try FileManager.default.attributesOfItem(atPath: rig.socketPath)[.posixPermissions] as? Int
             #expect(mode == 0o660)
-            await rig.daemon.shutdown()
+            await rig.stopDaemon()
             #expect(!FileManager.default.fileExists(atPath: rig.socketPath))
             // A stale socket file (bound, nobody listening) from a crashed run is replaced.
             let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)

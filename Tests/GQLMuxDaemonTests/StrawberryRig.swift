@@ -10,7 +10,8 @@ struct StrawberryRig {
     let directory: String
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let log = EventLog()
-    let daemon: Daemon
+    private let running: RunningDaemon
+    var daemon: Daemon { running.daemon }
     var socket: String { directory + "/gqlmux.sock" }
 
     /// Starts strawberry (`protocols`: "modern", "legacy" or "both"), then a daemon with
@@ -34,8 +35,7 @@ struct StrawberryRig {
             "[upstream]\nurl = \"\(strawberry.url)\"\nreconnect_interval = 0.2\nreconnect_max_interval = 1\n\(upstream)\n"
                 + "[socket]\npath = \"\(directory)/gqlmux.sock\"\n"
         )
-        daemon = try Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events)
-        try await daemon.start()
+        running = try await RunningDaemon(Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events))
     }
 
     func status(_ client: LineClient) async -> String {
@@ -46,7 +46,7 @@ struct StrawberryRig {
     }
 
     func tearDown() async {
-        await daemon.shutdown()
+        await running.stop()
         try? await group.shutdownGracefully()
         try? FileManager.default.removeItem(atPath: directory)
     }
