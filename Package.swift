@@ -13,7 +13,12 @@ let strict: [SwiftSetting] =
 /// delivery) cost about 17 % of gqlmuxd's fan-out time (`scripts/profile.sh`). Debug builds,
 /// where every test runs, keep the checks. GQLMuxClient's modules are not among these, so the
 /// library product carries no unsafe flag.
-let hotPath: [SwiftSetting] = strict + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+/// `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps the checks in release too, for the A/B that justifies
+/// this (`scripts/exclusivity-ab.sh`).
+let hotPath: [SwiftSetting] =
+    strict
+    + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1"
+        ? [] : [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))])
 
 let package = Package(
     name: "gqlmux",
