@@ -8,6 +8,7 @@
 # Usage: scripts/exclusivity-ab.sh [SUBSCRIBERS [BYTES [MESSAGES [ROUNDS]]]] (default 100 256 60000 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/perf-wrapper.sh
 n=${1:-100} bytes=${2:-256} messages=${3:-60000} rounds=${4:-3}
 out=$(mktemp -d /tmp/gqlmux-exclusivity.XXXXXX)
 bin=$(swift build -c release --show-bin-path)
@@ -29,21 +30,9 @@ done
 awk -v u="$best_unchecked" -v c="$best_checked" -v n="$n" -v b="$bytes" \
     'BEGIN { printf "fan-out %d x %d B, best of each: unchecked %.0f deliveries/s, checked %.0f/s: unchecked is %+.1f %%\n", n, b, u, c, 100 * (u / c - 1) }'
 command -v perf >/dev/null || { echo "(no perf: skipping the callers of swift_beginAccess)"; exit 0; }
-cat > "$out/gqlmuxd" <<WRAP
-#!/bin/sh
-"$out/checked" "\$@" &
-child=\$!
-echo \$child > "$out/pid"
-perf record -a -F 1999 -g -o "$out/perf.data" 2>"$out/perf.log" &
-recorder=\$!
-trap 'kill -TERM \$child' TERM INT
-wait \$child || wait \$child
-kill -INT \$recorder
-wait \$recorder
-WRAP
-chmod +x "$out/gqlmuxd"
+perf_wrapper "$out/checked" "$out"
 "$bin/gqlmux-bench" "$out/gqlmuxd" fanout "$n" "$bytes" 20000 >/dev/null
-for _ in $(seq 1 100); do grep -q "Captured" "$out/perf.log" 2>/dev/null && break; sleep 0.1; done
+perf_wait "$out"
 echo "share of gqlmuxd's samples in the exclusivity runtime (checked build):"
 perf report -i "$out/perf.data" --pid "$(cat "$out/pid")" --no-children --stdio --sort symbol -g none 2>/dev/null \
     | grep -E 'swift_(begin|end)Access' | sed 's/^ *//' | cut -c1-80
