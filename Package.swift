@@ -8,13 +8,14 @@ let strict: [SwiftSetting] =
     [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
     + (ProcessInfo.processInfo.environment["GQLMUX_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : [])
 
-/// The daemon's hot-path modules. In release builds Swift's dynamic exclusivity checks (a
-/// begin/end access pair, through thread-local storage, on every class property touched per
-/// delivery) cost about 17 % of gqlmuxd's fan-out time (`scripts/profile.sh`). Debug builds,
-/// where every test runs, keep the checks. GQLMuxClient's modules are not among these, so the
-/// library product carries no unsafe flag.
-/// `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps the checks in release too, for the A/B that justifies
-/// this (`scripts/exclusivity-ab.sh`).
+/// The serving module, GQLMuxDaemon, only (its configuration lives in GQLMuxConfiguration). In
+/// release builds Swift's dynamic exclusivity checks (a begin/end access pair, through
+/// thread-local storage, on every class property touched per delivery, in
+/// `ClientSession.writeNext` and `Fanout.deliver`) cost gqlmuxd 11-27 % of its fan-out rate;
+/// turning them off in the other hot-path modules too (the wire core, Upstream, Multiplexing)
+/// gained nothing measurable (`scripts/exclusivity-ab.sh` and its variants). Debug builds, where
+/// every test and fuzzer runs, keep the checks. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in
+/// release too, for that A/B.
 let hotPath: [SwiftSetting] =
     strict
     + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1"
@@ -60,14 +61,14 @@ let package = Package(
         .target(
             name: "GraphQLTransportWS",
             dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
-            swiftSettings: hotPath
+            swiftSettings: strict
         ),
         // Pure HTTP streaming core: multipart and SSE parsers (bytes in, events out) and the
         // stream lifecycle machine (clock injected).
         .target(
             name: "HTTPStreaming",
             dependencies: ["GraphQLTransportWS", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
-            swiftSettings: hotPath
+            swiftSettings: strict
         ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
         .target(
@@ -82,7 +83,7 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOTLS", package: "swift-nio"),
             ],
-            swiftSettings: hotPath
+            swiftSettings: strict
         ),
         // Local protocol v1: line framing and encoders, shared by the daemon and the client library.
         .target(
@@ -113,16 +114,27 @@ let package = Package(
         .target(
             name: "Multiplexing",
             dependencies: ["GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
-            swiftSettings: hotPath
+            swiftSettings: strict
         ),
-        // The daemon: configuration, Unix socket server, sessions, fan-out.
+        // gqlmuxd's configuration: the TOML file read and checked, and a reload prepared (its
+        // file I/O done) before the daemon applies it. Kept out of GQLMuxDaemon so the one
+        // module built without exclusivity checks holds only the serving code.
+        .target(
+            name: "GQLMuxConfiguration",
+            dependencies: [
+                "GraphQLTransportWS", "Upstream", "RequestValidation", "Multiplexing", "JSONEnvelope",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ],
+            swiftSettings: strict
+        ),
+        // The daemon: Unix socket server, sessions, fan-out.
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing", "CMallocTuning", "LocalEndpoint",
+                "GQLMuxConfiguration", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing", "CMallocTuning", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -143,7 +155,7 @@ let package = Package(
         .executableTarget(
             name: "gqlmuxd",
             dependencies: [
-                "GQLMuxDaemon", "SystemdSupport", "GQLMuxCtlCommand",
+                "GQLMuxDaemon", "GQLMuxConfiguration", "SystemdSupport", "GQLMuxCtlCommand",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

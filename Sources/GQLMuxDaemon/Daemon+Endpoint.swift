@@ -1,3 +1,4 @@
+import GQLMuxConfiguration
 import LocalEndpoint
 import NIOCore
 import NIOHTTP1

@@ -1,3 +1,4 @@
+import GQLMuxConfiguration
 import NIOCore
 import ServiceLifecycle
 

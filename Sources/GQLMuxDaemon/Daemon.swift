@@ -1,4 +1,5 @@
 import FoundationEssentials
+import GQLMuxConfiguration
 import GraphQLTransportWS
 import LocalProtocol
 import NIOCore

@@ -1,3 +1,4 @@
+import GQLMuxConfiguration
 import GraphQLTransportWS
 import LocalProtocol
 import Multiplexing

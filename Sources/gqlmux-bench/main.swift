@@ -220,6 +220,75 @@ func websocketClientRow(line: Double?) async throws {
     print("")
 }
 
+/// Added latency: upstream send → local receive, against a direct WebSocket client of the
+/// same upstream, per message (2,000 messages at 2k/s).
+func latencyReport() async throws {
+    let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
+    latencyClient.send(#"{"type":"subscribe","id":"lat","payload":{"query":"subscription { tick }"}}"# + "\n")
+    let directTimes = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
+    var directConfiguration = UpstreamConfiguration(url: try UpstreamURL(upstream.url))
+    directConfiguration.transport.pingInterval = .zero
+    let direct = try UpstreamTransport(configuration: directConfiguration, eventLoop: clientGroup.next())
+    direct.start()
+    try await direct.eventLoop.submit {
+        direct.updates = { _, update in
+            if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
+                let now = ContinuousClock.now
+                directTimes.withLockedValue { $0[n] = now }
+            }
+        }
+    }.get()
+    _ = try await direct.open(OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)).get()
+    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 2 }
+    var sendTimes: [Int: ContinuousClock.Instant] = [:]
+    let firstTick = await upstream.onLoop { upstream.tickCountOnLoop } + 1
+    let samples = 2000
+    for i in 0..<samples {
+        sendTimes[firstTick + i] = ContinuousClock.now
+        await upstream.tick()
+        try await Task.sleep(for: .microseconds(500))
+    }
+    _ = await waitUntil(.seconds(10)) { latencyClient.receiveTime(of: firstTick + samples - 1) != nil }
+    var viaDaemon: [Double] = []
+    var viaDirect: [Double] = []
+    var added: [Double] = []
+    for (tick, sent) in sendTimes {
+        let local = latencyClient.receiveTime(of: tick)
+        let d = directTimes.withLockedValue { $0[tick] }
+        if let local { viaDaemon.append(seconds(local - sent) * 1e6) }
+        if let d { viaDirect.append(seconds(d - sent) * 1e6) }
+        // Paired: the same upstream message, sent at the same moment on both connections.
+        if let local, let d { added.append(seconds(local - d) * 1e6) }
+    }
+    func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+    }
+    print("latency (upstream send → receive, µs, \(samples) messages at 2k/s)")
+    print(String(format: "  via gqlmuxd:        p50 %7.0f   p99 %7.0f", percentile(viaDaemon, 0.5), percentile(viaDaemon, 0.99)))
+    print(String(format: "  direct WebSocket:   p50 %7.0f   p99 %7.0f", percentile(viaDirect, 0.5), percentile(viaDirect, 0.99)))
+    print(
+        String(
+            format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (per message: via gqlmuxd − direct, %d pairs)",
+            percentile(added, 0.5),
+            percentile(added, 0.99),
+            added.count
+        )
+    )
+    try? await direct.shutdown().get()
+    latencyClient.channel.close(promise: nil)
+    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+    print("")
+}
+
+// `gqlmux-bench GQLMUXD latency`: the latency rows only (an A/B of two gqlmuxd builds with
+// one bench binary).
+if arguments.count > 2, arguments[2] == "latency" {
+    try await latencyReport()
+    bench.stop()
+    exit(0)
+}
+
 // `gqlmux-bench GQLMUXD transports`: the fan-out rows by upstream transport only.
 if arguments.count > 2, arguments[2] == "transports" {
     let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
@@ -337,62 +406,7 @@ try await transportRows(websocket: fanoutRows.first { $0.n == 100 && $0.payload 
 try await websocketClientRow(line: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
 
 // 4. Added latency: upstream send → local receive, against a direct WebSocket client.
-let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
-latencyClient.send(#"{"type":"subscribe","id":"lat","payload":{"query":"subscription { tick }"}}"# + "\n")
-let directTimes = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
-var directConfiguration = UpstreamConfiguration(url: try UpstreamURL(upstream.url))
-directConfiguration.transport.pingInterval = .zero
-let direct = try UpstreamTransport(configuration: directConfiguration, eventLoop: clientGroup.next())
-direct.start()
-try await direct.eventLoop.submit {
-    direct.updates = { _, update in
-        if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
-            let now = ContinuousClock.now
-            directTimes.withLockedValue { $0[n] = now }
-        }
-    }
-}.get()
-_ = try await direct.open(OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)).get()
-_ = await waitUntil { await upstream.currentStats.activeSubscriptions == 2 }
-var sendTimes: [Int: ContinuousClock.Instant] = [:]
-let firstTick = await upstream.onLoop { upstream.tickCountOnLoop } + 1
-let samples = 2000
-for i in 0..<samples {
-    sendTimes[firstTick + i] = ContinuousClock.now
-    await upstream.tick()
-    try await Task.sleep(for: .microseconds(500))
-}
-_ = await waitUntil(.seconds(10)) { latencyClient.receiveTime(of: firstTick + samples - 1) != nil }
-var viaDaemon: [Double] = []
-var viaDirect: [Double] = []
-var added: [Double] = []
-for (tick, sent) in sendTimes {
-    let local = latencyClient.receiveTime(of: tick)
-    let d = directTimes.withLockedValue { $0[tick] }
-    if let local { viaDaemon.append(seconds(local - sent) * 1e6) }
-    if let d { viaDirect.append(seconds(d - sent) * 1e6) }
-    // Paired: the same upstream message, sent at the same moment on both connections.
-    if let local, let d { added.append(seconds(local - d) * 1e6) }
-}
-func percentile(_ values: [Double], _ p: Double) -> Double {
-    let sorted = values.sorted()
-    return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-}
-print("latency (upstream send → receive, µs, \(samples) messages at 2k/s)")
-print(String(format: "  via gqlmuxd:        p50 %7.0f   p99 %7.0f", percentile(viaDaemon, 0.5), percentile(viaDaemon, 0.99)))
-print(String(format: "  direct WebSocket:   p50 %7.0f   p99 %7.0f", percentile(viaDirect, 0.5), percentile(viaDirect, 0.99)))
-print(
-    String(
-        format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (per message: via gqlmuxd − direct, %d pairs)",
-        percentile(added, 0.5),
-        percentile(added, 0.99),
-        added.count
-    )
-)
-try? await direct.shutdown().get()
-latencyClient.channel.close(promise: nil)
-_ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
-print("")
+try await latencyReport()
 
 await upstream.shutdown()
 try? await clientGroup.shutdownGracefully()

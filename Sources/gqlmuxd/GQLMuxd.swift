@@ -1,4 +1,5 @@
 import ArgumentParser
+import GQLMuxConfiguration
 import GQLMuxCtlCommand
 import GQLMuxDaemon
 import Logging

@@ -96,7 +96,7 @@ package struct GraphQLEndpointSettings: Sendable, Equatable {
     }
 
     /// Whether `host` is a loopback address: 127.0.0.0/8, `::1` or `localhost`.
-    static func isLoopback(_ host: String) -> Bool {
+    package static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host == "::1" || host == "0:0:0:0:0:0:0:1" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return false }
@@ -106,7 +106,7 @@ package struct GraphQLEndpointSettings: Sendable, Equatable {
 
 extension DaemonConfiguration {
     /// What the upstream offers the multiplexer core to place operations on.
-    var upstreamLayout: UpstreamLayout {
+    package var upstreamLayout: UpstreamLayout {
         UpstreamLayout(
             subscriptions: upstream.httpStreams.map { .streams(max: $0.maxStreams) } ?? .pool,
             singlesOverHTTP: upstream.httpOperations != nil,
