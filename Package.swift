@@ -11,11 +11,11 @@ let strict: [SwiftSetting] =
 /// The serving module, GQLMuxDaemon, only (its configuration lives in GQLMuxConfiguration). In
 /// release builds Swift's dynamic exclusivity checks (a begin/end access pair, through
 /// thread-local storage, on every class property touched per delivery, in
-/// `ClientSession.writeNext` and `Fanout.deliver`) cost gqlmuxd 11-27 % of its fan-out rate;
-/// turning them off in the other hot-path modules too (the wire core, Upstream, Multiplexing)
-/// gained nothing measurable (`scripts/exclusivity-ab.sh` and its variants). Debug builds, where
-/// every test and fuzzer runs, keep the checks. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in
-/// release too, for that A/B.
+/// `ClientSession.writeNext` and `Fanout.deliver`) cost gqlmuxd 11-36 % of its fan-out rate
+/// (best against best, median against median); turning them off in the other hot-path modules
+/// too (the wire core, Upstream, Multiplexing) gained nothing measurable
+/// (`scripts/exclusivity-ab.sh` and its variants). Debug builds, where every test and fuzzer
+/// runs, keep the checks. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in release too, for that A/B.
 let hotPath: [SwiftSetting] =
     strict
     + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1"
