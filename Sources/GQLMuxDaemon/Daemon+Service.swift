@@ -22,6 +22,14 @@ extension Daemon: Service {
 }
 
 extension Daemon {
+    /// The daemon and, with `[metrics] listen`, its metrics endpoint before it, as members of
+    /// a service group in start order. gqlmuxd puts its watchdog before them and its SIGHUP
+    /// reload after; the in-process test rigs run exactly these.
+    package var services: [ServiceGroupConfiguration.ServiceConfiguration] {
+        let metrics = MetricsEndpoint(daemon: self).map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, serviceName: "metrics") }
+        return (metrics.map { [$0] } ?? []) + [.init(service: self, serviceName: "gqlmuxd")]
+    }
+
     /// What the service manager hears about (sd_notify in gqlmuxd).
     package enum LifecycleChange: Sendable {
         /// Serving: after start-up, and again after each reload.
@@ -46,18 +54,18 @@ extension Daemon {
 /// listens (the daemon waits for that before it binds its own sockets, so `status` and the
 /// `started` event carry the address, and a port already in use fails the start), serves
 /// until the group shuts down gracefully, then closes.
-package struct MetricsEndpoint: Service {
+struct MetricsEndpoint: Service {
     let daemon: Daemon
     let listen: MetricsListenAddress
 
     /// The endpoint of `daemon`'s `[metrics] listen`, nil when it has none.
-    package init?(daemon: Daemon) {
+    init?(daemon: Daemon) {
         guard let listen = daemon.metricsListen else { return nil }
         self.daemon = daemon
         self.listen = listen
     }
 
-    package func run() async throws {
+    func run() async throws {
         let channel: any Channel
         do {
             channel = try await MetricsHTTPServer.bind(listen, on: daemon.eventLoop) { [daemon] in daemon.metricsText() }

@@ -21,10 +21,7 @@ enum DaemonServices {
         if let interval = notifier.watchdogInterval {
             services.append(.init(service: WatchdogService(eventLoop: daemon.eventLoop, interval: interval, notifier: notifier), serviceName: "watchdog"))
         }
-        if let metrics = MetricsEndpoint(daemon: daemon) {
-            services.append(.init(service: metrics, serviceName: "metrics"))
-        }
-        services.append(.init(service: daemon, serviceName: "gqlmuxd"))
+        services += daemon.services
         services.append(.init(service: ReloadOnHangup(daemon: daemon), serviceName: "reload"))
         var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = maximumGracefulShutdown

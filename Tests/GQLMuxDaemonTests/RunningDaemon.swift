@@ -19,10 +19,7 @@ final class RunningDaemon: Sendable {
         daemon.onLifecycle = { change in
             if case .ready = change { outcome.yield(.success(())) }
         }
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
-        if let metrics = MetricsEndpoint(daemon: daemon) { services.append(.init(service: metrics)) }
-        services.append(.init(service: daemon))
-        let group = ServiceGroup(configuration: .init(services: services, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let group = ServiceGroup(configuration: .init(services: daemon.services, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })))
         self.group = group
         task = Task {
             do {
