@@ -115,7 +115,8 @@ struct GQLMuxd: AsyncParsableCommand {
         do {
             try await DaemonServices.run(daemon, notifier: notifier, logger: lifecycleLogger)
         } catch {
-            // Nothing fails after READY=1 (a drain's errors are ignored): this is a start failure.
+            // Before READY=1 this is a start failure (a socket or port in use). After it nothing
+            // throws (a drain's errors are ignored), but if something did, it exits non-zero.
             if !ready.withLockedValue({ $0 }) {
                 throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
             }
