@@ -45,6 +45,7 @@ extension Daemon {
         let limits = configuration.limits
         let path = configuration.graphqlEndpoint.path
         return ServerBootstrap(group: eventLoop)
+            .acceptingLater()
             .serverChannelOption(.backlog, value: 1024)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in

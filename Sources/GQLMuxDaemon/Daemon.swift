@@ -102,8 +102,10 @@ package final class Daemon: @unchecked Sendable {
 
     /// Binds the socket (replacing a stale file) or adopts the one systemd passed, then starts
     /// the upstream. With `[metrics] listen` it first waits until the sibling
-    /// ``MetricsEndpoint`` listens, so its address is set before any client can ask `status`.
-    /// Its state is written on the loop (`onLoop`), like every other access to it.
+    /// ``MetricsEndpoint`` listens. The listeners accept nobody until the daemon's state (its
+    /// addresses, the started upstream) is set: a client already waiting on a socket systemd
+    /// passed is answered by the daemon `status` describes whole. Its state is written on the
+    /// loop (`onLoop`), like every other access to it.
     package func start() async throws {
         Fanout.keepFreedHeap()
         let configuration = try await onLoop { self.configuration }
@@ -153,7 +155,13 @@ package final class Daemon: @unchecked Sendable {
             )
             self.subscriptionUpstream.start()
             self.statusChanged()
+            for listener in [server] + endpoint { Self.startAccepting(listener) }
         }
+    }
+
+    /// Listeners are bound with `autoRead` off (``acceptingLater``); this lets `listener` accept.
+    private static func startAccepting(_ listener: any Channel) {
+        listener.setOption(.autoRead, value: true).whenFailure { _ in listener.close(promise: nil) }
     }
 
     /// Runs `body` on the daemon's loop and returns its result.
@@ -164,6 +172,7 @@ package final class Daemon: @unchecked Sendable {
     private func bindLocalSocket(_ configuration: DaemonConfiguration, listeningFD: CInt?) async throws -> any Channel {
         let limits = configuration.limits
         let bootstrap = ServerBootstrap(group: eventLoop)
+            .acceptingLater()
             .serverChannelOption(.backlog, value: 1024)
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in
@@ -494,4 +503,12 @@ package final class Daemon: @unchecked Sendable {
 package struct DaemonError: Error, CustomStringConvertible {
     package var description: String
     init(_ description: String) { self.description = description }
+}
+
+extension ServerBootstrap {
+    /// A listener that accepts nobody until `autoRead` is set (``Daemon/start()`` does so once
+    /// the daemon's state is whole); connections wait in the backlog meanwhile.
+    func acceptingLater() -> ServerBootstrap {
+        serverChannelOption(.autoRead, value: false)
+    }
 }

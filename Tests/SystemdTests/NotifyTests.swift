@@ -94,6 +94,8 @@ import Glibc
         url = "\(server.url)"
         [socket]
         path = "\(directory)/not-used.sock"
+        [metrics]
+        listen = "127.0.0.1:0"
         """.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         // systemd-socket-activate closes every inherited fd before exec, which confuses
         // Foundation's Process monitor: a shell in between keeps it. The shell tells the pid
@@ -109,6 +111,10 @@ import Glibc
         let reply = try await runCommand(Paths.binary("gqlmuxctl"), ["--socket", socketPath, "status", "--json"])
         #expect(reply.status == 0, "\(reply.output)")
         #expect(reply.output.contains(#""state":"#))
+        // The connection that started gqlmuxd was waiting before it listened: it is answered
+        // only once the daemon knows all its addresses.
+        #expect(reply.output.contains(#""graphqlEndpoint":"\#(directory)/graphql.sock""#), "\(reply.output)")
+        #expect(reply.output.contains(#""metrics":"127.0.0.1:"#), "\(reply.output)")
         #expect(launcher.stderr.contains("GQLMUX_SOCKET_ACTIVATED=yes"))
         #expect(launcher.stderr.contains("GQLMUX_SOCKET=\(socketPath)"))
         #expect(!FileManager.default.fileExists(atPath: directory + "/not-used.sock"))
