@@ -122,7 +122,7 @@ let package = Package(
         .target(
             name: "GQLMuxConfiguration",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "RequestValidation", "Multiplexing", "JSONEnvelope",
+                "GraphQLTransportWS", "Upstream", "RequestValidation", "Multiplexing", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

@@ -33,6 +33,10 @@ extension DaemonConfiguration {
     /// - `[limits]` max_clients, max_operations_per_client, max_line_bytes, client_buffer_bytes,
     ///   total_buffer_bytes, max_document_tokens, max_document_depth
     /// - `[security]` allowed_uids, allowed_gids, admin_uids, admin_gids
+    /// - `[graphql_endpoint]` (`DaemonConfiguration+Endpoint.swift`) socket, mode, listen, path,
+    ///   allowed_hosts, allowed_origins, token_file, allow_all_local_users,
+    ///   socket_max_connections, listen_max_connections
+    /// - `[metrics]` listen
     /// - `[log]` level, target
     package static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
         guard let file = fopen(path, "r") else {
@@ -100,35 +104,9 @@ extension DaemonConfiguration {
             configuration.security.adminGIDs = try security.ids("admin_gids") ?? []
         }
         if let endpoint = try reader.table("graphql_endpoint") {
-            try endpoint.allowOnly(["socket", "mode", "listen", "path"])
-            if let socket = try endpoint.string("socket") { configuration.graphqlEndpoint.socket = socket }
-            if let mode = try endpoint.string("mode") {
-                guard let value = UInt32(mode, radix: 8), value <= 0o777 else {
-                    throw ConfigurationError("[graphql_endpoint] mode: '\(mode)' is not an octal file mode like \"0660\"")
-                }
-                configuration.graphqlEndpoint.mode = value
-            }
-            if let listen = try endpoint.string("listen"), !listen.isEmpty {
-                let address: MetricsListenAddress
-                do {
-                    address = try MetricsListenAddress(listen)
-                } catch {
-                    throw ConfigurationError("[graphql_endpoint] listen: \(error)")
-                }
-                guard GraphQLEndpointSettings.isLoopback(address.host) else {
-                    throw ConfigurationError(
-                        "[graphql_endpoint] listen: '\(listen)' is not a loopback address (127.0.0.0/8, ::1, localhost); the endpoint has no authentication, so it never listens beyond this host"
-                    )
-                }
-                configuration.graphqlEndpoint.listen = address
-            }
-            if let path = try endpoint.string("path") {
-                guard path.hasPrefix("/"), !path.contains("?"), !path.contains(" ") else {
-                    throw ConfigurationError("[graphql_endpoint] path: '\(path)' must start with / and hold no query")
-                }
-                configuration.graphqlEndpoint.path = path
-            }
+            configuration.graphqlEndpoint = try GraphQLEndpointSettings.read(endpoint)
         }
+        try configuration.checkEndpointAccess()
         if let metrics = try reader.table("metrics") {
             try metrics.allowOnly(["listen"])
             if let listen = try metrics.string("listen"), !listen.isEmpty {
@@ -355,6 +333,17 @@ struct TableReader {
         throw ConfigurationError("\(name(key)): expected a number, found \(v.type)")
     }
 
+    func strings(_ key: String) throws(ConfigurationError) -> [String]? {
+        guard let v = table[key] else { return nil }
+        guard let array = v.array else { throw ConfigurationError("\(name(key)): expected an array of strings") }
+        var strings: [String] = []
+        for element in array {
+            guard let string = element.string else { throw ConfigurationError("\(name(key)): expected an array of strings") }
+            strings.append(string)
+        }
+        return strings
+    }
+
     func ids(_ key: String) throws(ConfigurationError) -> [UInt32]? {
         guard let v = table[key] else { return nil }
         guard let array = v.array else { throw ConfigurationError("\(name(key)): expected an array of numeric ids") }
@@ -429,6 +418,7 @@ enum ConfigurationRanges {
     static let maxConnections = 1...64
     static let maxStreams = 1...100_000
     static let maxClients = 1...65_536
+    static let endpointConnections = 1...65_536
     static let maxOperationsPerClient = 1...1_000_000
     static let maxLineBytes = 256...(64 << 20)
     static let clientBufferBytes = 4_096...(1 << 30)

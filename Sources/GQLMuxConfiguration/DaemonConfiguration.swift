@@ -1,4 +1,5 @@
 import GraphQLTransportWS
+import LocalEndpoint
 import Multiplexing
 import RequestValidation
 import Upstream
@@ -86,6 +87,19 @@ package struct GraphQLEndpointSettings: Sendable, Equatable {
     /// `HOST:PORT` on a loopback address; nil (the default) listens on no TCP port.
     package var listen: MetricsListenAddress?
     package var path = "/graphql"
+    /// `allowed_hosts` and `allowed_origins`: the browser checks of every request.
+    package var access = EndpointAccess()
+    /// `token_file`: where the TCP port's token is read from (at start and at each reload).
+    package var tokenFile: String?
+    /// The token read from `tokenFile`; TCP clients must present it.
+    package var token: EndpointToken?
+    /// `allow_all_local_users`: the operator accepts that `listen` serves every local user
+    /// although `[security] allowed_uids`/`allowed_gids` restrict the Unix sockets.
+    package var allowAllLocalUsers = false
+    /// `socket_max_connections`: connections to the Unix socket at once.
+    package var socketMaxConnections = 1024
+    /// `listen_max_connections`: connections to the TCP port at once.
+    package var listenMaxConnections = 256
     package init() {}
 
     /// The socket path to serve, given the line socket's; nil when off.

@@ -96,6 +96,8 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         if let tooLong = error as? LineFrameDecoder.LineTooLong {
             events.emit(.clientProtocolError, fields(), message: "line too long")
             fail(code: LocalErrorCode.badRequest, "line longer than max_line_bytes (\(tooLong.limit))")
+        } else if error is LineFrameDecoder.OverBudget {
+            fail(code: LocalErrorCode.limitExceeded, "the daemon's memory budget (total_buffer_bytes) cannot hold this request now; try again later")
         } else {
             context.close(promise: nil)
         }

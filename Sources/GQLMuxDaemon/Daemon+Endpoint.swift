@@ -47,22 +47,35 @@ extension Daemon {
         return ServerBootstrap(group: eventLoop)
             .acceptingLater()
             .serverChannelOption(.backlog, value: 1024)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(self.acceptBackoff(origin)) }
+            }
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let makeSession: @Sendable (any Channel) -> ClientSession = { channel in self.makeSession(channel, origin: origin) }
+                    let sync = channel.pipeline.syncOperations
+                    guard self.admitConnection(channel, origin: origin) else {
+                        return try sync.addHandler(RefuseConnection(self.refusal(for: origin)))
+                    }
+                    let reservation = InboundReservation(fanout: self.fanout)
+                    let makeSession: (any Channel) -> ClientSession = { channel in self.makeSession(channel, origin: origin) }
                     let http = EndpointHTTPHandler(
                         path: path,
                         maxBodyBytes: limits.maxLineBytes,
-                        documentLimits: limits.document,
+                        listener: origin,
+                        host: self,
+                        reservation: reservation,
                         makeSession: makeSession
                     )
-                    let boundHTTP = NIOLoopBound(http, eventLoop: channel.eventLoop)
+                    let activity = HTTPActivity(http: http)
+                    let bound = NIOLoopBound((http, activity, makeSession), eventLoop: channel.eventLoop)
                     let upgrader = NIOWebSocketServerUpgrader(
                         maxFrameSize: limits.maxLineBytes,
                         automaticErrorHandling: true,
                         shouldUpgrade: { channel, head in
-                            guard Self.target(head.uri) == path, let wire = Self.subprotocol(head) else {
+                            // A refused upgrade goes on as a plain request: the HTTP handler
+                            // answers it (403, 401) and logs why.
+                            guard Self.target(head.uri) == path, let wire = Self.subprotocol(head), self.mayUpgrade(head, origin: origin) else {
                                 return channel.eventLoop.makeSucceededFuture(nil)
                             }
                             var headers = HTTPHeaders()
@@ -71,10 +84,14 @@ extension Daemon {
                         },
                         upgradePipelineHandler: { channel, head in
                             let wire = Self.subprotocol(head) ?? .transportWS
+                            let http = bound.value.0
+                            let token = self.tokenAfterUpgrade(head, origin: origin)
                             let removed = channel.eventLoop.makePromise(of: Void.self)
-                            channel.pipeline.syncOperations.removeHandler(boundHTTP.value, promise: removed)
+                            channel.pipeline.syncOperations.removeHandler(http, promise: removed)
                             return removed.futureResult.flatMapThrowing {
                                 let sync = channel.pipeline.syncOperations
+                                let (_, activity, makeSession) = bound.value
+                                sync.removeHandler(activity, promise: nil)
                                 // Frames out are encoded by EndpointWebSocketHandler, a batch at a
                                 // time, and written below NIO's frame encoder.
                                 let writer = EncodedFrameWriter()
@@ -86,12 +103,21 @@ extension Daemon {
                                         maxAccumulatedFrameSize: limits.maxLineBytes
                                     )
                                 )
-                                try sync.addHandler(EndpointWebSocketHandler(wire: wire, writer: writer))
+                                try sync.addHandler(
+                                    EndpointWebSocketHandler(wire: wire, writer: writer, token: token) {
+                                        self.endpointRefused(
+                                            .unauthorized,
+                                            listener: origin,
+                                            fields: ["GQLMUX_REASON": "connection_init_token"],
+                                            message: "WebSocket client without a valid token closed (4403)"
+                                        )
+                                    }
+                                )
                                 try sync.addHandler(makeSession(channel))
                             }
                         }
                     )
-                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(activity)
                     try sync.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
                         withErrorHandling: true
@@ -99,6 +125,22 @@ extension Daemon {
                     try sync.addHandler(http)
                 }
             }
+    }
+
+    /// Whether an upgrade passes the browser checks and carries no wrong token (a missing one
+    /// may still come in `connection_init`).
+    private func mayUpgrade(_ head: HTTPRequestHead, origin: ClientSession.Origin) -> Bool {
+        eventLoop.assertInEventLoop()
+        guard case .allow = endpointAccess.check(EndpointHTTPHandler.accessHeaders(head)) else { return false }
+        guard origin == .endpointTCP, let token = endpointToken else { return true }
+        return token.check(authorization: head.headers["authorization"]) != .invalid
+    }
+
+    /// The token a WebSocket client must still present in `connection_init`: on the TCP port,
+    /// when one is configured and the upgrade did not carry it.
+    private func tokenAfterUpgrade(_ head: HTTPRequestHead, origin: ClientSession.Origin) -> EndpointToken? {
+        guard origin == .endpointTCP, let token = endpointToken else { return nil }
+        return token.check(authorization: head.headers["authorization"]) == .valid ? nil : token
     }
 
     private static func target(_ uri: String) -> String {

@@ -46,6 +46,7 @@ extension Daemon {
     private func apply(_ prepared: PreparedReload) {
         eventLoop.assertInEventLoop()
         configuration = prepared.configuration
+        descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
         fanout.apply(configuration)
         // `http_url`: new requests use the new settings; unset stops using HTTP (requests in
         // flight finish).

@@ -47,6 +47,13 @@ package final class Daemon: @unchecked Sendable {
     /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
     private var metricsAddress: String?
     private var stopping = false
+    /// Open connections of each listener (``admitConnection``).
+    var connectionCounts: [ClientSession.Origin: Int] = [:]
+    /// When a full listener's refusal, or an accept failure, was last logged (once a second).
+    var lastRefusalLogged: [ClientSession.Origin: NIODeadline] = [:]
+    var lastAcceptFailureLogged: [ClientSession.Origin: NIODeadline] = [:]
+    /// Each listener's connection limit within the open-file limit (made again at each reload).
+    var descriptorPlan: DescriptorPlan
     /// Whether this process created the socket file (an adopted one belongs to systemd).
     private var ownsSocketFile = true
     /// Called on the loop after each lifecycle change (sd_notify STATUS in production),
@@ -75,6 +82,7 @@ package final class Daemon: @unchecked Sendable {
         self.configPath = configPath
         self.listeners = listeners
         self.metricsListen = configuration.metricsListen
+        self.descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
         self.eventLoop = eventLoop
         self.events = events
         // Start-up reads the CA files here, before anything is served; a reload prepares
@@ -141,6 +149,7 @@ package final class Daemon: @unchecked Sendable {
             self.endpointAddresses = endpointAddresses
             var fields = [
                 "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes",
+                "GQLMUX_NOFILE": "\(self.descriptorPlan.openFiles)",
             ]
             if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
             if !endpointAddresses.isEmpty {
@@ -151,7 +160,11 @@ package final class Daemon: @unchecked Sendable {
                 .started,
                 fields,
                 message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)"
-                    + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "")
+                    + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "") + "; open-file limit \(self.descriptorPlan.openFiles)"
+            )
+            self.logListeners(
+                endpointSocket: endpointAddresses.contains { $0.hasPrefix("/") },
+                endpointTCP: endpointAddresses.contains { !$0.hasPrefix("/") }
             )
             self.subscriptionUpstream.start()
             self.statusChanged()
@@ -174,11 +187,20 @@ package final class Daemon: @unchecked Sendable {
         let bootstrap = ServerBootstrap(group: eventLoop)
             .acceptingLater()
             .serverChannelOption(.backlog, value: 1024)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(self.acceptBackoff(.lineSocket)) }
+            }
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLineBytes: limits.maxLineBytes)))
+                    guard self.admitConnection(channel, origin: .lineSocket) else {
+                        return try sync.addHandler(RefuseConnection(self.refusal(for: .lineSocket)))
+                    }
+                    let reservation = NIOLoopBound(InboundReservation(fanout: self.fanout), eventLoop: channel.eventLoop)
+                    channel.closeFuture.whenComplete { _ in reservation.value.release() }
+                    let decoder = LineFrameDecoder(maxLineBytes: limits.maxLineBytes, holding: { reservation.value.hold($0) })
+                    try sync.addHandler(ByteToMessageHandler(decoder))
                     try sync.addHandler(self.makeSession(channel, origin: .lineSocket))
                 }
             }
@@ -280,15 +302,11 @@ package final class Daemon: @unchecked Sendable {
             session.fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
             return
         }
-        // The endpoint's TCP port has no peer credentials: anyone on the host (documented).
+        // The endpoint's TCP port has no peer credentials: with allowed_uids set it needs a token
+        // or allow_all_local_users (checked when the configuration is read).
         guard session.origin == .endpointTCP || isAllowed(session.credentials) else {
             events.emit(.clientRefused, session.fields(), message: "peer not in allowed_uids/allowed_gids")
             session.fail(code: LocalErrorCode.forbidden, "this user may not use gqlmuxd (allowed_uids / allowed_gids)")
-            return
-        }
-        guard sessions.count < configuration.limits.maxClients else {
-            events.emit(.limitExceeded, session.fields(["GQLMUX_LIMIT": "max_clients"]), message: "max_clients reached; client refused")
-            session.fail(code: LocalErrorCode.limitExceeded, "max_clients (\(configuration.limits.maxClients)) reached")
             return
         }
         sessions[ObjectIdentifier(session)] = session

@@ -8,6 +8,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
     case clientRefused = "client_refused", clientProtocolError = "client_protocol_error"
     case slowConsumer = "slow_consumer", limitExceeded = "limit_exceeded"
     case quarantined, memoryBudget = "memory_budget"
+    case listening, requestRefused = "request_refused", unauthorized, acceptFailed = "accept_failed", requestTimeout = "request_timeout"
 
     /// The fixed journald `MESSAGE_ID` of this event; `systemd/gqlmuxd.catalog` explains each.
     package var messageID: String {
@@ -37,6 +38,11 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         case .limitExceeded: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a17"
         case .quarantined: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a18"
         case .memoryBudget: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a19"
+        case .listening: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1a"
+        case .requestRefused: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1b"
+        case .unauthorized: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1c"
+        case .acceptFailed: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1d"
+        case .requestTimeout: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1e"
         }
     }
 
@@ -44,10 +50,10 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
     package var severity: Severity {
         switch self {
         case .ping, .pong: .debug
-        case .connecting, .subscribed, .completed, .clientConnected, .clientDisconnected: .info
-        case .started, .connected, .reconnected, .paused, .resumed, .reloaded, .stopping: .notice
+        case .connecting, .subscribed, .completed, .clientConnected, .clientDisconnected, .requestTimeout: .info
+        case .listening, .started, .connected, .reconnected, .paused, .resumed, .reloaded, .stopping: .notice
         case .disconnected, .reconnecting, .reloadFailed, .operationError, .clientRefused, .clientProtocolError,
-            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget:
+            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget, .requestRefused, .unauthorized, .acceptFailed:
             .warning
         case .failed: .error
         }

@@ -21,41 +21,177 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let path: String
     private let maxBodyBytes: Int
-    private let documentLimits: SubscribeRequest.Limits
+    private let listener: ClientSession.Origin
+    /// The control plane; the daemon owns the listeners, so it outlives this handler.
+    private unowned let host: any EndpointHost
+    /// The body of the request in progress, counted in the memory budget.
+    private let reservation: InboundReservation
     private let makeSession: (any Channel) -> ClientSession
     private var session: ClientSession?
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
     private var tooLarge = false
+    /// The request in progress was answered at its head (refused); its other parts are ignored.
+    private var answered = false
+    /// The allowed browser origin of the request in progress, echoed for CORS.
+    private var corsOrigin: String?
     private var exchange: HTTPExchange?
     private var heartbeat: RepeatedTask?
     private var requests = 0
+    private var timeouts: HTTPConnectionTimeouts
+    private var timer: Scheduled<Void>?
 
-    init(path: String, maxBodyBytes: Int, documentLimits: SubscribeRequest.Limits, makeSession: @escaping (any Channel) -> ClientSession) {
+    init(
+        path: String,
+        maxBodyBytes: Int,
+        listener: ClientSession.Origin,
+        host: any EndpointHost,
+        reservation: InboundReservation,
+        makeSession: @escaping (any Channel) -> ClientSession
+    ) {
         self.path = path
         self.maxBodyBytes = maxBodyBytes
-        self.documentLimits = documentLimits
+        self.listener = listener
+        self.host = host
+        self.reservation = reservation
         self.makeSession = makeSession
+        self.timeouts = HTTPConnectionTimeouts(connectedAt: Self.now())
+    }
+
+    private static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+
+    /// This handler's own context while it is in the pipeline, for ``bytesArrived()``.
+    private var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        armTimer(context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        timer?.cancel()
+        timer = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            timeouts.headReceived(at: Self.now())
+            armTimer(context)
             self.head = head
             body = nil
             tooLarge = false
+            answered = false
+            corsOrigin = nil
+            admit(head, context: context)
         case .body(var part):
-            guard !tooLarge else { return }
-            if (body?.readableBytes ?? 0) + part.readableBytes > maxBodyBytes {
+            guard !answered, !tooLarge else { return }
+            let size = (body?.readableBytes ?? 0) + part.readableBytes
+            if size > maxBodyBytes {
                 tooLarge = true
                 body = nil
+                reservation.release()
                 return
+            }
+            guard reservation.hold(size) else {
+                body = nil
+                answered = true
+                return reject(503, "gqlmuxd's memory budget (total_buffer_bytes) cannot hold this request now; try again later", context: context, close: true)
             }
             if body == nil { body = part } else { body!.writeBuffer(&part) }
         case .end:
+            timeouts.requestEnded()
             guard let head else { return }
             self.head = nil
+            if answered { return }
             request(head, context: context)
+            body = nil
+            reservation.release()
+        }
+    }
+
+    /// Bytes arrived on the connection (``HTTPActivity`` sees them before the decoder).
+    func bytesArrived() {
+        guard let context else { return }
+        timeouts.bytesArrived(at: Self.now())
+        armTimer(context)
+    }
+
+    // MARK: - Access
+
+    /// The browser checks, then the token on the TCP port; a refused request is answered now.
+    private func admit(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        switch host.endpointAccess.check(Self.accessHeaders(head)) {
+        case .refuse(let status, let reason, let message):
+            answered = true
+            host.endpointRefused(
+                .requestRefused,
+                listener: listener,
+                fields: Self.requestFields(head, reason: reason.rawValue),
+                message: "request refused (\(reason.rawValue)): \(message)"
+            )
+            reject(status, message, context: context, close: true)
+        case .allow(let origin):
+            corsOrigin = origin
+            guard head.method != .OPTIONS, listener == .endpointTCP, let token = host.endpointToken else { return }
+            guard token.check(authorization: head.headers["authorization"]) == .valid else {
+                answered = true
+                host.endpointRefused(
+                    .unauthorized,
+                    listener: listener,
+                    fields: Self.requestFields(head, reason: head.headers["authorization"].isEmpty ? "missing_token" : "wrong_token"),
+                    message: "request without a valid token refused (401)"
+                )
+                reject(401, "this endpoint needs Authorization: Bearer <token> ([graphql_endpoint] token_file)", context: context, close: true)
+                return
+            }
+        }
+    }
+
+    /// The headers the browser checks read.
+    static func accessHeaders(_ head: HTTPRequestHead) -> EndpointAccess.Headers {
+        EndpointAccess.Headers(host: head.headers["host"], origin: head.headers["origin"], secFetchSite: head.headers["sec-fetch-site"])
+    }
+
+    /// Journal fields describing a refused request (printable, bounded: they are the peer's words).
+    static func requestFields(_ head: HTTPRequestHead, reason: String) -> [String: String] {
+        var fields = ["GQLMUX_REASON": reason, "GQLMUX_METHOD": EndpointAccess.printable(head.method.rawValue)]
+        if let host = head.headers.first(name: "host") { fields["GQLMUX_HOST"] = EndpointAccess.printable(host) }
+        if let origin = head.headers.first(name: "origin") { fields["GQLMUX_ORIGIN"] = EndpointAccess.printable(origin) }
+        if let site = head.headers.first(name: "sec-fetch-site") { fields["GQLMUX_FETCH_SITE"] = EndpointAccess.printable(site) }
+        return fields
+    }
+
+    // MARK: - Timeouts
+
+    /// Arms the timer for the current deadline unless one is armed (it re-arms itself when the
+    /// deadline moved on).
+    private func armTimer(_ context: ChannelHandlerContext) {
+        guard timer == nil, let deadline = timeouts.deadline else { return }
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+        let wait = max(deadline.at - Self.now(), .zero)
+        timer = context.eventLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
+            let (context, handler) = bound.value
+            handler.timer = nil
+            handler.timerFired(context)
+        }
+    }
+
+    private func timerFired(_ context: ChannelHandlerContext) {
+        guard let timeout = timeouts.expired(at: Self.now()) else { return armTimer(context) }
+        host.endpointRefused(
+            .requestTimeout,
+            listener: listener,
+            fields: ["GQLMUX_TIMEOUT": timeout.rawValue],
+            message: "HTTP connection closed: \(timeout.rawValue) timeout"
+        )
+        switch timeout {
+        case .header, .body:
+            answered = true
+            reject(408, "the request was not complete in time (\(timeout.rawValue) timeout)", context: context, close: true)
+        case .keepAlive:
+            context.close(promise: nil)
         }
     }
 
@@ -66,8 +202,9 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let target = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         guard target.first.map(String.init) == path else { return reject(404, "the GraphQL endpoint is \(path)", context: context) }
         guard !tooLarge else { return reject(413, "the request is larger than max_line_bytes (\(maxBodyBytes))", context: context, close: true) }
+        if head.method == .OPTIONS { return preflight(head, context: context) }
         requests += 1
-        let limits = documentLimits
+        let limits = host.documentLimits
         let start = HTTPExchange.start(
             method: head.method.rawValue,
             accept: head.headers["accept"].joined(separator: ","),
@@ -75,9 +212,13 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             body: body,
             queryItems: target.count > 1 ? HTTPExchange.queryItems(target[1]) : [],
             id: "http-\(requests)"
-        ) { request in
-            guard let parsed = try? SubscribeRequest.parse(request, limits: limits) else { return (false, false) }
-            return (parsed.kind == .mutation, parsed.kind == .subscription)
+        ) { request -> HTTPExchange.OperationKind? in
+            guard let parsed = try? SubscribeRequest.parse(request, limits: limits) else { return nil }
+            switch parsed.kind {
+            case .query: return .query
+            case .mutation: return .mutation
+            case .subscription: return .subscription
+            }
         }
         switch start {
         case .reject(let status, let message):
@@ -127,7 +268,47 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if exchange.ended, streaming {
             context.flush()
             context.close(promise: nil)
+        } else if exchange.ended {
+            timeouts.responseEnded(at: Self.now())
+            armTimer(context)
         }
+    }
+
+    /// `OPTIONS`: a CORS preflight from an allowed origin is answered with what it may send;
+    /// any other gets the methods (the browser checks already refused foreign origins).
+    private func preflight(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        if let origin = corsOrigin, let method = head.headers.first(name: "access-control-request-method") {
+            guard method == "GET" || method == "POST" else {
+                return reject(405, "use POST, or GET for queries", context: context)
+            }
+            headers.add(name: "Access-Control-Allow-Origin", value: origin)
+            headers.add(name: "Access-Control-Allow-Methods", value: "GET, POST")
+            let requested = head.headers["access-control-request-headers"].joined(separator: ",")
+            let allowed = requested.split(separator: ",").map { $0.trimmingSpaces.lowercased() }.filter { name in
+                !name.isEmpty && name.utf8.allSatisfy { $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }
+            }
+            if !allowed.isEmpty { headers.add(name: "Access-Control-Allow-Headers", value: allowed.joined(separator: ", ")) }
+            if head.headers.first(name: "access-control-request-private-network") == "true" {
+                headers.add(name: "Access-Control-Allow-Private-Network", value: "true")
+            }
+            headers.add(name: "Access-Control-Max-Age", value: "600")
+            headers.add(name: "Vary", value: "Origin")
+        } else {
+            headers.add(name: "Allow", value: "GET, POST, OPTIONS")
+        }
+        headers.add(name: "Content-Length", value: "0")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .noContent, headers: headers))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        timeouts.responseEnded(at: Self.now())
+        armTimer(context)
+    }
+
+    /// CORS headers of an answer to an allowed browser origin.
+    private func addCORS(_ headers: inout HTTPHeaders) {
+        guard let corsOrigin else { return }
+        headers.add(name: "Access-Control-Allow-Origin", value: corsOrigin)
+        headers.add(name: "Vary", value: "Origin")
     }
 
     private func write(_ outputs: [HTTPExchange.Output], context: ChannelHandlerContext) {
@@ -136,6 +317,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .head(let status, let contentType):
                 var headers = HTTPHeaders()
                 headers.add(name: "Content-Type", value: contentType)
+                addCORS(&headers)
                 // A whole answer at once (JSON): its length is known.
                 if index + 2 < outputs.count, case .body(let body) = outputs[index + 1], outputs[index + 2] == .end {
                     headers.add(name: "Content-Length", value: "\(body.readableBytes)")
@@ -166,6 +348,8 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
         headers.add(name: "Content-Length", value: "\(body.readableBytes)")
+        addCORS(&headers)
+        if status == 401 { headers.add(name: "WWW-Authenticate", value: #"Bearer realm="gqlmuxd""#) }
         if close { headers.add(name: "Connection", value: "close") }
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .init(statusCode: status), headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
@@ -173,12 +357,46 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if close {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
+        } else {
+            timeouts.responseEnded(at: Self.now())
+            armTimer(context)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         heartbeat?.cancel()
         heartbeat = nil
+        timer?.cancel()
+        timer = nil
+        reservation.release()
         context.fireChannelInactive()
+    }
+}
+
+/// First in an endpoint connection's pipeline while it speaks HTTP: tells the HTTP handler
+/// that bytes arrived, so the header timeout starts at a request's first byte.
+final class HTTPActivity: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let http: EndpointHTTPHandler
+
+    init(http: EndpointHTTPHandler) { self.http = http }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        http.bytesArrived()
+        context.fireChannelRead(data)
+    }
+}
+
+@available(*, unavailable)
+extension HTTPActivity: Sendable {}
+
+extension Substring {
+    fileprivate var trimmingSpaces: Substring {
+        var text = self
+        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
+        while text.last == " " || text.last == "\t" { text = text.dropLast() }
+        return text
     }
 }

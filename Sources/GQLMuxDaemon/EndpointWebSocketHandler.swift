@@ -31,10 +31,15 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
     private var keepAlive: RepeatedTask?
 
     private let writer: EncodedFrameWriter
+    /// Told once when the client is closed for a missing or wrong token.
+    private let onDeniedToken: () -> Void
 
-    init(wire: EndpointSubprotocol, writer: EncodedFrameWriter) {
-        session = WebSocketServerSession(wire: wire)
+    /// - Parameter token: the token the client must present in `connection_init` (a TCP client
+    ///   whose upgrade carried no valid `Authorization`); nil when it need not.
+    init(wire: EndpointSubprotocol, writer: EncodedFrameWriter, token: EndpointToken? = nil, onDeniedToken: @escaping () -> Void = {}) {
+        session = WebSocketServerSession(wire: wire, token: token)
         self.writer = writer
+        self.onDeniedToken = onDeniedToken
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -66,7 +71,9 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         switch frame.opcode {
         case .text:
             let acknowledged = session.acknowledged
+            let denied = session.deniedToken
             perform(session.received(frame.unmaskedData), context: context, promise: nil)
+            if !denied, session.deniedToken { onDeniedToken() }
             if !acknowledged, session.acknowledged, session.wire == .legacyWS { startKeepAlive(context) }
         case .binary:
             perform(session.receivedBinary(), context: context, promise: nil)

@@ -39,6 +39,29 @@ extension Fanout {
         scheduleTrim()
     }
 
+    /// Bytes of requests not yet whole (a line without its newline, an HTTP body, a WebSocket
+    /// message in pieces) grew or shrank by `delta`. Growth that would take inbound and
+    /// outbound bytes together past `total_buffer_bytes` is refused: the request is answered
+    /// with an error and its connection closed, so a flood of half-sent requests cannot grow
+    /// memory outside the budget.
+    /// - Returns: whether the growth fits (a shrink always does).
+    func inboundChanged(by delta: Int) -> Bool {
+        guard delta > 0 else {
+            pendingInbound = max(0, pendingInbound + delta)
+            return true
+        }
+        guard totalBuffered + pendingInbound + delta <= totalBufferBytes else {
+            events.emit(
+                .memoryBudget,
+                ["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_PENDING_BYTES": "\(pendingInbound)"],
+                message: "total_buffer_bytes (\(totalBufferBytes)) would be exceeded by an unfinished request; refused"
+            )
+            return false
+        }
+        pendingInbound += delta
+        return true
+    }
+
     /// Gives freed heap back to the system a moment after clients were cut (glibc keeps it otherwise).
     func scheduleTrim() {
         guard !trimScheduled else { return }

@@ -46,6 +46,8 @@ final class Fanout: @unchecked Sendable {
     private(set) var messagesOut = 0
     /// Unwritten bytes of all clients together, as last measured (see `MemoryBudget.swift`).
     var totalBuffered = 0
+    /// Bytes of unfinished requests of all clients together (see `inboundChanged`).
+    var pendingInbound = 0
     /// `[limits] total_buffer_bytes`.
     var totalBufferBytes: Int
     /// Every live session, for the memory budget's search of the client furthest behind.

@@ -153,7 +153,7 @@ extension FuzzTargets {
             body: ByteBuffer(bytes: bytes.dropFirst(head.utf8.count)),
             queryItems: target.count > 1 ? HTTPExchange.queryItems(target[1]) : [],
             id: "h1"
-        ) { _ in (false, false) }
+        ) { _ in .query }
         if case .subscribe(let line, var exchange) = start {
             precondition(line.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "a subscribe line that is not JSON")
             _ = exchange.opening()

@@ -45,10 +45,16 @@ package struct HTTPExchange: Sendable {
 
     package static let multipartContentType = #"multipart/mixed;boundary="graphql";subscriptionSpec=1.0"#
 
+    /// What a request's document is, once parsed.
+    package enum OperationKind: Sendable, Equatable {
+        case query, mutation, subscription
+    }
+
     /// Reads a request. `request` is the JSON object of a POST body, or nil for a GET, whose
     /// `query`, `variables`, `operationName` and `extensions` come from `queryItems`.
-    /// - Parameter isMutation: whether the document is a mutation (refused over GET);
-    ///   `isSubscription`: whether it is a subscription (needs a stream).
+    /// - Parameter kindOf: the operation's kind, nil when the document does not parse (or
+    ///   exceeds the limits). GET runs only a query that parses (fail closed: a GET can be
+    ///   sent by any page, an `<img>` tag); a subscription needs a stream.
     package static func start(
         method: String,
         accept: String,
@@ -56,12 +62,12 @@ package struct HTTPExchange: Sendable {
         body: ByteBuffer?,
         queryItems: [(String, String)],
         id: String,
-        kindOf: (ByteBuffer) -> (isMutation: Bool, isSubscription: Bool)
+        kindOf: (ByteBuffer) -> OperationKind?
     ) -> Start {
         let request: ByteBuffer
         switch method {
         case "POST":
-            guard let contentType, contentType.lowercased().hasPrefix("application/json") || contentType.lowercased().hasPrefix("application/graphql") else {
+            guard let contentType, MediaType(contentType).map({ $0.isJSON && $0.isUTF8 }) == true else {
                 return .reject(status: 415, message: "POST needs Content-Type: application/json")
             }
             guard let body, (try? body.withUnsafeReadableBytes { try JSONScanner.scanObject($0) }) != nil else {
@@ -77,14 +83,16 @@ package struct HTTPExchange: Sendable {
             return .reject(status: 405, message: "use POST, or GET for queries")
         }
         let kind = kindOf(request)
-        if method == "GET", kind.isMutation { return .reject(status: 405, message: "mutations need POST") }
-        let wanted = accept.lowercased()
+        if method == "GET", kind != .query {
+            return .reject(status: 405, message: kind == nil ? "GET runs only a query that parses" : "GET runs only queries; use POST")
+        }
+        let wanted = MediaType.list(accept).map(\.essence)
         let mode: Mode
         if wanted.contains("text/event-stream") {
             mode = .sse
         } else if wanted.contains("multipart/mixed") {
             mode = .multipart
-        } else if kind.isSubscription {
+        } else if kind == .subscription {
             return .reject(status: 406, message: "a subscription needs Accept: text/event-stream or multipart/mixed;subscriptionSpec=1.0")
         } else if wanted.contains("application/graphql-response+json") || !wanted.contains("application/json") {
             mode = .json(contentType: "application/graphql-response+json; charset=utf-8")

@@ -37,10 +37,18 @@ package struct WebSocketServerSession: Sendable {
 
     package let wire: EndpointSubprotocol
     package private(set) var acknowledged = false
+    /// The token the client must present in its `connection_init` payload before anything
+    /// else (a TCP client whose upgrade carried none); nil when it need not.
+    private let token: EndpointToken?
+    /// Set when the client was refused for a missing or wrong token (the journal says so).
+    package private(set) var deniedToken = false
     private var closed = false
     private var splitter = LineSplitter()
 
-    package init(wire: EndpointSubprotocol) { self.wire = wire }
+    package init(wire: EndpointSubprotocol, token: EndpointToken? = nil) {
+        self.wire = wire
+        self.token = token
+    }
 
     // MARK: - Client → daemon
 
@@ -53,6 +61,9 @@ package struct WebSocketServerSession: Sendable {
             if acknowledged {
                 return wire == .transportWS ? close(.tooManyInitRequests, "Too many initialisation requests") : []
             }
+            if let token, !token.accepts(initPayload: envelope.payloadKind == .object ? envelope.payload : nil) {
+                return denyToken()
+            }
             acknowledged = true
             var actions: [Action] = [.send(ByteBuffer(string: #"{"type":"connection_ack"}"#))]
             if wire == .legacyWS { actions.append(.send(Self.keepAlive)) }
@@ -62,7 +73,9 @@ package struct WebSocketServerSession: Sendable {
         case (.transportWS, "pong"):
             return []
         case (.transportWS, "subscribe"), (.legacyWS, "start"):
-            guard acknowledged || wire == .legacyWS else { return close(.unauthorized, "Unauthorized") }
+            guard acknowledged || (wire == .legacyWS && token == nil) else {
+                return token == nil || wire == .transportWS ? close(.unauthorized, "Unauthorized") : denyToken()
+            }
             guard let id = envelope.id, !id.isEmpty, let payload = envelope.payload, envelope.payloadKind == .object else {
                 return close(.badRequest, "Invalid message received")
             }
@@ -130,6 +143,17 @@ package struct WebSocketServerSession: Sendable {
         case .badRequest?: .badRequest
         default: .internalError
         }
+    }
+
+    /// A missing or wrong token: 4403 (graphql-ws's "Forbidden"); the legacy protocol is told
+    /// with `connection_error` first, as its clients expect.
+    private mutating func denyToken() -> [Action] {
+        deniedToken = true
+        var actions: [Action] = []
+        if wire == .legacyWS {
+            actions.append(.send(ByteBuffer(string: #"{"type":"connection_error","payload":{"message":"Forbidden: a valid token is required"}}"#)))
+        }
+        return actions + close(.forbidden, "Forbidden")
     }
 
     /// A legacy keep-alive.

@@ -10,10 +10,23 @@ package struct LineFrameDecoder: ByteToMessageDecoder {
         package var description: String { "line longer than \(limit) bytes" }
     }
 
+    /// The memory budget refused the bytes of an unfinished line.
+    package struct OverBudget: Error, CustomStringConvertible {
+        package var description: String { "the daemon's memory budget cannot hold this request" }
+    }
+
     private let maxLineBytes: Int
     private var scanned = 0
+    /// Told how many bytes of an unfinished line are held after each step; false refuses them.
+    private let holding: ((Int) -> Bool)?
 
-    package init(maxLineBytes: Int) { self.maxLineBytes = maxLineBytes }
+    /// - Parameter holding: told the bytes of the unfinished line held after each step (the
+    ///   daemon counts them in its memory budget); returning false fails the stream with
+    ///   ``OverBudget``.
+    package init(maxLineBytes: Int, holding: ((Int) -> Bool)? = nil) {
+        self.maxLineBytes = maxLineBytes
+        self.holding = holding
+    }
 
     package mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         let view = buffer.readableBytesView
@@ -27,11 +40,13 @@ package struct LineFrameDecoder: ByteToMessageDecoder {
             if line.readableBytes > 0, line.getInteger(at: line.writerIndex - 1, as: UInt8.self) == UInt8(ascii: "\r") {
                 line.moveWriterIndex(to: line.writerIndex - 1)
             }
+            if let holding, !holding(buffer.readableBytes) { throw OverBudget() }
             context.fireChannelRead(Self.wrapInboundOut(line))
             return .continue
         }
         scanned = view.count
         if scanned > maxLineBytes { throw LineTooLong(limit: maxLineBytes) }
+        if let holding, !holding(scanned) { throw OverBudget() }
         return .needMoreData
     }
 

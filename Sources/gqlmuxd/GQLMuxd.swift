@@ -26,8 +26,19 @@ enum Entry {
         // a stop requested during start-up still stops the process.
         signal(SIGHUP, SIG_IGN)
         signal(SIGPIPE, SIG_IGN)
+        raiseOpenFileLimit()
         await GQLMuxd.main()
     }
+}
+
+/// Raises the soft open-file limit to the hard one (systemd gives services 1,024 soft; the unit
+/// sets `LimitNOFILE=`). The figure in force is logged with the `started` event, and each
+/// listener's connection limit is planned within it.
+func raiseOpenFileLimit() {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 }
 
 struct GQLMuxd: AsyncParsableCommand {

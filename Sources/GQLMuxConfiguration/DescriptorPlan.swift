@@ -1,0 +1,55 @@
+import Upstream
+
+/// How the process's open-file limit is shared: each listener's connection limit, and a reserve
+/// for what gqlmuxd opens itself (upstream connections and streams, HTTP requests upstream,
+/// files, the journal, the loop's own descriptors). A flood of one listener can then never
+/// take descriptors from another listener or from the upstream. Pure.
+package struct DescriptorPlan: Sendable, Equatable {
+    /// Connections at once: the line socket (`[limits] max_clients`), the endpoint's Unix socket
+    /// and its TCP port (`[graphql_endpoint] socket_max_connections`, `listen_max_connections`).
+    package var lineSocket: Int
+    package var endpointSocket: Int
+    package var endpointTCP: Int
+    /// Descriptors kept for gqlmuxd's own use.
+    package var reserve: Int
+    /// The open-file limit the plan was made for.
+    package var openFiles: Int
+    /// Whether the configured limits had to be lowered to fit `openFiles`.
+    package var lowered: Bool
+
+    /// Descriptors gqlmuxd needs besides its clients' connections, before the upstream's.
+    package static let baseReserve = 64
+    /// HTTP requests upstream (`http_url`) that may be open at once, reserved.
+    package static let httpReserve = 64
+
+    /// - Parameters:
+    ///   - openFiles: the soft `RLIMIT_NOFILE` in force.
+    ///   - configuration: the listeners' limits and the upstream's size.
+    package init(openFiles: Int, configuration: DaemonConfiguration) {
+        let upstream = configuration.upstream
+        var reserve = Self.baseReserve + configuration.connections.maxConnections
+        if let streams = upstream.httpStreams { reserve += streams.maxStreams }
+        if upstream.httpOperations != nil { reserve += Self.httpReserve }
+        let endpoint = configuration.graphqlEndpoint
+        let wanted = [
+            configuration.limits.maxClients,
+            endpoint.socketPath(beside: configuration.socketPath) == nil ? 0 : endpoint.socketMaxConnections,
+            endpoint.listen == nil ? 0 : endpoint.listenMaxConnections,
+        ]
+        var available = max(0, openFiles - reserve)
+        // The line socket first (gqlmuxd's own clients), then the endpoint's Unix socket, then
+        // its TCP port; each keeps at least one connection.
+        var granted: [Int] = []
+        for limit in wanted {
+            let share = limit == 0 ? 0 : max(1, min(limit, available))
+            granted.append(share)
+            available = max(0, available - share)
+        }
+        lineSocket = granted[0]
+        endpointSocket = granted[1]
+        endpointTCP = granted[2]
+        self.reserve = reserve
+        self.openFiles = openFiles
+        lowered = granted != wanted
+    }
+}

@@ -1,0 +1,169 @@
+import GQLMuxConfiguration
+import LocalProtocol
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Each listener's own door: a connection limit of its own (so a flood of one never refuses
+/// another's clients, and together they leave descriptors for the upstream: ``DescriptorPlan``),
+/// a refusal its clients understand, and an accept that waits instead of spinning when the
+/// process is out of descriptors.
+extension Daemon {
+    /// The soft open-file limit in force (`gqlmuxd` raises it to the hard limit at start).
+    static func openFileLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(clamping: min(limit.rlim_cur, rlim_t(Int32.max)))
+    }
+
+    /// The most connections `origin` may hold at once, as planned.
+    func connectionLimit(_ origin: ClientSession.Origin) -> Int {
+        switch origin {
+        case .lineSocket: descriptorPlan.lineSocket
+        case .endpointSocket: descriptorPlan.endpointSocket
+        case .endpointTCP: descriptorPlan.endpointTCP
+        }
+    }
+
+    /// Counts a new connection of `origin` in, if its listener has room; it is counted out
+    /// when it closes. On the loop (a child channel initializer).
+    func admitConnection(_ channel: any Channel, origin: ClientSession.Origin) -> Bool {
+        eventLoop.assertInEventLoop()
+        let open = connectionCounts[origin, default: 0]
+        guard open < connectionLimit(origin) else {
+            let now = NIODeadline.now()
+            if now - (lastRefusalLogged[origin] ?? .distantPast) >= .seconds(1) {
+                lastRefusalLogged[origin] = now
+                let key = origin == .lineSocket ? "max_clients" : origin == .endpointSocket ? "socket_max_connections" : "listen_max_connections"
+                events.emit(
+                    .limitExceeded,
+                    ["GQLMUX_LIMIT": key, "GQLMUX_LISTENER": listenerName(origin)],
+                    message: "\(key) (\(connectionLimit(origin))) reached on \(listenerName(origin)); new connections refused (logged at most once a second)"
+                )
+            }
+            return false
+        }
+        connectionCounts[origin] = open + 1
+        channel.closeFuture.whenComplete { _ in
+            self.eventLoop.assertInEventLoop()
+            self.connectionCounts[origin, default: 1] -= 1
+        }
+        return true
+    }
+
+    /// What a refused connection is told before it is closed: the line protocol's error, or an
+    /// HTTP 503 (the endpoint's clients speak HTTP first, WebSocket clients included).
+    func refusal(for origin: ClientSession.Origin) -> ByteBuffer {
+        switch origin {
+        case .lineSocket:
+            return LocalEncode.error(id: nil, code: .limitExceeded, message: "max_clients (\(connectionLimit(origin))) reached")
+        case .endpointSocket, .endpointTCP:
+            let body = #"{"errors":[{"message":"too many connections to this listener; try again later"}]}"#
+            return ByteBuffer(
+                string: "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+                    + body
+            )
+        }
+    }
+
+    /// The listener's name in the journal: its path or address.
+    func listenerName(_ origin: ClientSession.Origin) -> String {
+        switch origin {
+        case .lineSocket: configuration.socketPath
+        case .endpointSocket: endpointAddresses.first { $0.hasPrefix("/") } ?? "graphql_endpoint socket"
+        case .endpointTCP: endpointAddresses.first { !$0.hasPrefix("/") } ?? "graphql_endpoint listen"
+        }
+    }
+
+    /// Who may use each listener, one `listening` event each (at start).
+    func logListeners(endpointSocket: Bool, endpointTCP: Bool) {
+        let security = configuration.security
+        let endpoint = configuration.graphqlEndpoint
+        let restricted = !security.allowedUIDs.isEmpty || !security.allowedGIDs.isEmpty
+        let peers =
+            restricted
+            ? "root, gqlmuxd's own user, allowed_uids \(security.allowedUIDs) and allowed_gids \(security.allowedGIDs) (checked with SO_PEERCRED)"
+            : "every user who can open the socket file (no allowed_uids/allowed_gids)"
+        var listeners: [(ClientSession.Origin, String, String)] = [
+            (.lineSocket, "line protocol, Unix socket mode \(String(configuration.socketMode, radix: 8))", peers)
+        ]
+        if endpointSocket {
+            listeners.append(
+                (.endpointSocket, "GraphQL endpoint, Unix socket mode \(String(endpoint.mode, radix: 8))", peers + "; browser checks on Host and Origin")
+            )
+        }
+        if endpointTCP {
+            let who =
+                endpoint.token != nil
+                ? "every local user holding the token of \(endpoint.tokenFile ?? "token_file")"
+                : "every local user, without a token" + (endpoint.allowAllLocalUsers ? " (allow_all_local_users)" : "")
+            listeners.append((.endpointTCP, "GraphQL endpoint, loopback TCP", who + "; browser checks on Host and Origin"))
+        }
+        for (origin, kind, access) in listeners {
+            events.emit(
+                .listening,
+                [
+                    "GQLMUX_LISTENER": listenerName(origin), "GQLMUX_KIND": kind, "GQLMUX_ACCESS": access,
+                    "GQLMUX_MAX_CONNECTIONS": "\(connectionLimit(origin))",
+                ],
+                message: "listening on \(listenerName(origin)) (\(kind)): \(access); at most \(connectionLimit(origin)) connections"
+            )
+        }
+        if descriptorPlan.lowered {
+            events.emit(
+                .limitExceeded,
+                ["GQLMUX_LIMIT": "RLIMIT_NOFILE", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)"],
+                message:
+                    "the open-file limit (\(descriptorPlan.openFiles)) cannot hold every listener's connection limit and \(descriptorPlan.reserve) descriptors for the upstream; lowered to \(descriptorPlan.lineSocket) (line socket), \(descriptorPlan.endpointSocket) (endpoint socket), \(descriptorPlan.endpointTCP) (endpoint TCP); raise LimitNOFILE="
+            )
+        }
+    }
+
+    /// The accept back-off: when accept fails (EMFILE, ENFILE, ENOBUFS) the listener waits
+    /// 100 ms before accepting again, instead of spinning on a socket that stays readable.
+    func acceptBackoff(_ origin: ClientSession.Origin) -> AcceptBackoffHandler {
+        AcceptBackoffHandler(shouldForwardIOErrorCaught: false) { [weak self] error in
+            self?.acceptFailed(origin, error)
+            return .milliseconds(100)
+        }
+    }
+
+    private func acceptFailed(_ origin: ClientSession.Origin, _ error: IOError) {
+        let now = NIODeadline.now()
+        guard now - (lastAcceptFailureLogged[origin] ?? .distantPast) >= .seconds(1) else { return }
+        lastAcceptFailureLogged[origin] = now
+        events.emit(
+            .acceptFailed,
+            ["GQLMUX_LISTENER": listenerName(origin), "GQLMUX_ERROR": "\(error)", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)"],
+            message: "accept failed on \(listenerName(origin)): \(error); retrying in 100 ms (logged at most once a second)"
+        )
+    }
+}
+
+/// Added instead of a session when a listener is full: writes the refusal and closes.
+final class RefuseConnection: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let answer: ByteBuffer
+
+    init(_ answer: ByteBuffer) { self.answer = answer }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { refuse(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) { refuse(context) }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    private func refuse(_ context: ChannelHandlerContext) {
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(answer)).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
+
+@available(*, unavailable)
+extension RefuseConnection: Sendable {}
