@@ -243,7 +243,7 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS", "RequestValidation",
-                "Multiplexing",
+                "Multiplexing", "LocalEndpoint", "GQLMuxConfiguration",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).
