@@ -161,9 +161,10 @@ class Daemon:
         self.process: Optional[subprocess.Popen] = None
         self.log_path = os.path.join(self.directory, "gqlmuxd.log")
 
-    def start(self) -> None:
+    def start(self, prefix: Optional[List[str]] = None) -> None:
+        """`prefix`: a command gqlmuxd runs under, e.g. `["prlimit", "--nofile=256:256"]`."""
         log = open(self.log_path, "w")
-        self.process = subprocess.Popen([os.path.join(BIN, "gqlmuxd"), "--config", self.config],
+        self.process = subprocess.Popen([*(prefix or []), os.path.join(BIN, "gqlmuxd"), "--config", self.config],
                                         stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + 20

@@ -10,7 +10,8 @@ GQLMUX_INTEROP_PROTOCOLS picks the protocols: "modern" (graphql-transport-ws, th
 WebSocket protocols plus multipart subscriptions and GraphQL over SSE on POST /graphql).
 
 With "http", a POST to /graphql must carry `Authorization: Bearer secret` (else 401), and
-`GET /control/streams` answers how many subscription generators run and how many POSTs arrived.
+`GET /control/streams` answers how many subscription generators run (and ever started), how many
+POSTs arrived, and how many times the `increment` mutation and the `hello` query ran.
 """
 import asyncio
 import json
@@ -33,6 +34,8 @@ except ImportError:  # run from inside interop/
     from outages import Outages
 
 counter = 0
+hellos = 0  # times the hello query ran (the browser and flood tests count what reached us)
+started = 0  # subscription generators ever started
 running = 0  # subscription generators alive (one per upstream stream or operation)
 posts = 0  # POST /graphql requests received
 peers = set()  # (client address, port) of each POST: one per TCP connection
@@ -55,6 +58,8 @@ class Flaky:
 class Query:
     @strawberry.field
     def hello(self) -> str:
+        global hellos
+        hellos += 1
         return "world"
 
     @strawberry.field
@@ -76,8 +81,9 @@ class Mutation:
 class Subscription:
     @strawberry.subscription
     async def tick(self, interval_ms: int = 50) -> AsyncGenerator[int, None]:
-        global running
+        global running, started
         running += 1
+        started += 1
         try:
             n = 0
             while True:
@@ -124,7 +130,8 @@ class HTTPGate:
         global posts
         if scope["type"] == "http" and scope["path"] == "/control/streams":
             body = json.dumps({"running": running, "posts": posts, "connections": len(peers),
-                               "versions": sorted(versions)}).encode()
+                               "versions": sorted(versions), "mutations": counter, "hellos": hellos,
+                               "started": started}).encode()
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})

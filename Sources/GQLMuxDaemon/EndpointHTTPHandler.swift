@@ -33,6 +33,8 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var tooLarge = false
     /// The request in progress was answered at its head (refused); its other parts are ignored.
     private var answered = false
+    /// An answer that ends the connection was sent; whatever else arrives is ignored.
+    private var closingConnection = false
     /// The allowed browser origin of the request in progress, echoed for CORS.
     private var corsOrigin: String?
     private var exchange: HTTPExchange?
@@ -62,19 +64,30 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// This handler's own context while it is in the pipeline, for ``bytesArrived()``.
     private var context: ChannelHandlerContext?
+    /// The handler in front of the HTTP decoder (set when both are added).
+    weak var activity: HTTPActivity?
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         armTimer(context)
+        reservation.onCut = { [unowned self] in
+            guard let context = self.context else { return }
+            self.body = nil
+            self.answered = true
+            self.reject(503, "gqlmuxd's memory budget (total_buffer_bytes) cannot hold this request now; try again later", context: context, close: true)
+        }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        reservation.release()
+        reservation.onCut = {}
         timer?.cancel()
         timer = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closingConnection else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
             timeouts.headReceived(at: Self.now())
@@ -113,7 +126,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Bytes arrived on the connection (``HTTPActivity`` sees them before the decoder).
     func bytesArrived() {
-        guard let context else { return }
+        guard let context, !closingConnection else { return }
         timeouts.bytesArrived(at: Self.now())
         armTimer(context)
     }
@@ -187,9 +200,17 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             message: "HTTP connection closed: \(timeout.rawValue) timeout"
         )
         switch timeout {
-        case .header, .body:
+        case .header:
+            // No head reached the HTTP layer: the answer goes out raw, in front of it.
+            closingConnection = true
+            let body = #"{"errors":[{"message":"the request headers were not complete in time (header timeout)"}]}"#
+            activity?.closeWithRawAnswer(
+                "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+                    + body
+            )
+        case .body:
             answered = true
-            reject(408, "the request was not complete in time (\(timeout.rawValue) timeout)", context: context, close: true)
+            reject(408, "the request body was not complete in time (body timeout)", context: context, close: true)
         case .keepAlive:
             context.close(promise: nil)
         }
@@ -355,8 +376,14 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
         if close {
+            // Half-close after the answer and keep reading (and ignoring) for a moment: closing
+            // with unread input resets the connection, and the peer would lose the answer.
+            closingConnection = true
+            timer?.cancel()
+            timer = nil
             let channel = context.channel
-            done.whenComplete { _ in channel.close(promise: nil) }
+            done.whenComplete { _ in channel.close(mode: .output, promise: nil) }
+            channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
         } else {
             timeouts.responseEnded(at: Self.now())
             armTimer(context)
@@ -380,12 +407,28 @@ final class HTTPActivity: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = ByteBuffer
 
     private let http: EndpointHTTPHandler
+    private var context: ChannelHandlerContext?
 
-    init(http: EndpointHTTPHandler) { self.http = http }
+    init(http: EndpointHTTPHandler) {
+        self.http = http
+        http.activity = self
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         http.bytesArrived()
         context.fireChannelRead(data)
+    }
+
+    /// Writes `answer` (a whole HTTP response) straight to the socket, half-closes, and closes
+    /// a moment later: for a peer whose request never reached the HTTP decoder's output.
+    func closeWithRawAnswer(_ answer: String) {
+        guard let context else { return }
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(ByteBuffer(string: answer))).whenComplete { _ in channel.close(mode: .output, promise: nil) }
+        channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
     }
 }
 

@@ -39,26 +39,41 @@ extension Fanout {
         scheduleTrim()
     }
 
-    /// Bytes of requests not yet whole (a line without its newline, an HTTP body, a WebSocket
-    /// message in pieces) grew or shrank by `delta`. Growth that would take inbound and
-    /// outbound bytes together past `total_buffer_bytes` is refused: the request is answered
-    /// with an error and its connection closed, so a flood of half-sent requests cannot grow
-    /// memory outside the budget.
+    /// Bytes of requests not yet whole (a line without its newline, an HTTP body) grew or
+    /// shrank by `delta`, `reservation` now holding `holding`. Growth that would take inbound
+    /// and outbound bytes together past `total_buffer_bytes` first cuts the connections that
+    /// hold more than `holding` (largest first: a flood of half-sent bodies is cut before a
+    /// small request is refused); if it still does not fit it is refused, and the caller
+    /// answers with an error and closes. So unfinished requests cannot grow memory outside the
+    /// budget, nor lock everyone else out.
     /// - Returns: whether the growth fits (a shrink always does).
-    func inboundChanged(by delta: Int) -> Bool {
+    func inboundChanged(by delta: Int, holding: Int, for reservation: InboundReservation) -> Bool {
+        let key = ObjectIdentifier(reservation)
         guard delta > 0 else {
             pendingInbound = max(0, pendingInbound + delta)
+            if holding == 0 { inboundHolders[key] = nil }
             return true
         }
-        guard totalBuffered + pendingInbound + delta <= totalBufferBytes else {
+        while totalBuffered + pendingInbound + delta > totalBufferBytes {
+            guard let largest = inboundHolders.values.filter({ $0 !== reservation }).max(by: { $0.held < $1.held }), largest.held > holding else {
+                events.emit(
+                    .memoryBudget,
+                    ["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_PENDING_BYTES": "\(pendingInbound)"],
+                    message: "total_buffer_bytes (\(totalBufferBytes)) would be exceeded by an unfinished request; refused"
+                )
+                return false
+            }
             events.emit(
                 .memoryBudget,
-                ["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_PENDING_BYTES": "\(pendingInbound)"],
-                message: "total_buffer_bytes (\(totalBufferBytes)) would be exceeded by an unfinished request; refused"
+                ["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_PENDING_BYTES": "\(pendingInbound)", "GQLMUX_BUFFERED_BYTES": "\(largest.held)"],
+                message: "total_buffer_bytes (\(totalBufferBytes)) reached by unfinished requests; cutting the largest (\(largest.held) bytes)"
             )
-            return false
+            pendingInbound = max(0, pendingInbound - largest.held)
+            inboundHolders[ObjectIdentifier(largest)] = nil
+            largest.cut()
         }
         pendingInbound += delta
+        inboundHolders[key] = reservation
         return true
     }
 

@@ -48,6 +48,8 @@ final class Fanout: @unchecked Sendable {
     var totalBuffered = 0
     /// Bytes of unfinished requests of all clients together (see `inboundChanged`).
     var pendingInbound = 0
+    /// The connections holding unfinished requests, for the budget's choice of whom to cut.
+    var inboundHolders: [ObjectIdentifier: InboundReservation] = [:]
     /// `[limits] total_buffer_bytes`.
     var totalBufferBytes: Int
     /// Every live session, for the memory budget's search of the client furthest behind.

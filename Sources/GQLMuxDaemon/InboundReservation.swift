@@ -1,12 +1,15 @@
 /// One connection's share of the memory budget for a request it has not finished sending:
 /// the connection's reader says how many such bytes it holds now, and the fan-out's budget
 /// (`Fanout.inboundChanged`) grants or refuses the difference. Released whole when the
-/// connection closes.
+/// connection closes. When the budget is full, the connection holding the most is cut first
+/// (``onCut``), so a flood of half-sent requests cannot lock out a small one.
 ///
 /// Not `Sendable`: used on the daemon's loop only, by the handlers of one channel.
 final class InboundReservation {
     private let fanout: Fanout
     private(set) var held = 0
+    /// Answers the connection's request with an error and closes it; set by its reader.
+    var onCut: () -> Void = {}
 
     init(fanout: Fanout) { self.fanout = fanout }
 
@@ -15,12 +18,18 @@ final class InboundReservation {
     func hold(_ bytes: Int) -> Bool {
         let delta = bytes - held
         guard delta != 0 else { return true }
-        guard fanout.inboundChanged(by: delta) else { return false }
+        guard fanout.inboundChanged(by: delta, holding: bytes, for: self) else { return false }
         held = bytes
         return true
     }
 
     func release() { _ = hold(0) }
+
+    /// The budget takes this connection's bytes back to make room for a smaller request.
+    func cut() {
+        held = 0
+        onCut()
+    }
 }
 
 @available(*, unavailable)
