@@ -8,8 +8,9 @@ need=(libsystemd-dev pkg-config)
 if [[ ${1:-build} == test ]]; then
     # systemd-container: the nspawn end-to-end test; socat, util-linux (setpriv, unshare): the
     # peer-credential and journald tests; openssl: TLS tests; python3-venv: interop servers
-    # and the Python client; prometheus: its promtool checks the metrics, its server scrapes them.
-    need+=(systemd-container socat util-linux openssl python3-venv prometheus)
+    # and the Python client; prometheus: its promtool checks the metrics, its server scrapes them;
+    # chromium: the browser that tries the local GraphQL endpoint as a hostile web page would.
+    need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium)
 fi
 missing=()
 for package in "${need[@]}"; do
