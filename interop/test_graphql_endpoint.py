@@ -274,7 +274,7 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
             "import socket,sys\n"
             "s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
             "b=b'{\"query\":\"{ hello }\"}'\n"
-            "s.sendall(b'POST /graphql HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(b) + b)\n"
+            "s.sendall(b'POST /graphql HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(b) + b)\n"
             "print(s.recv(65536).decode())\n"
         )
         refused = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", client, unix],
