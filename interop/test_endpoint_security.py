@@ -350,19 +350,24 @@ class FloodTests(EndpointCase):
 
 
 class OpenFileLimitTests(EndpointCase):
-    prefix = ["prlimit", "--nofile=200:200"]
+    """systemd's default soft limit without a raise (1,024), and the flood that once made every
+    listener time out and the upstream reconnect fail with "Too many open files"."""
 
-    async def test_a_low_open_file_limit_is_shared_so_a_flood_never_starves_the_upstream(self) -> None:
+    prefix = ["prlimit", "--nofile=1024:1024"]
+
+    async def test_1100_idle_tcp_connections_leave_the_upstream_and_the_other_listeners_alone(self) -> None:
         log = self.daemon.log()
-        self.assertIn("GQLMUX_NOFILE=200", log)
-        self.assertIn("lowered to", log)
+        self.assertIn("GQLMUX_NOFILE=1024", log)
+        self.assertIn("lowered in proportion", log)
         victim = await self.line_subscriber()
-        connections = []
-        for _ in range(300):  # more than the whole limit
-            try:
-                connections.append(await asyncio.wait_for(attack.open_connection(self.tcp), 2))
-            except (OSError, asyncio.TimeoutError):
-                break
+        connections, refused = [], 0
+        for _ in range(1100):
+            connections.append(await attack.open_connection(self.tcp))
+        await asyncio.sleep(0.5)
+        for reader, _ in connections:
+            if reader.at_eof() or reader._buffer:  # noqa: SLF001 (answered at once: 503)
+                refused += 1
+        self.assertGreater(refused, 900, "the TCP port's own limit refuses the rest at once")
         # The upstream reconnects through the flood: descriptors are reserved for it.
         await self.server.drop("close")
         since = time.monotonic()
@@ -372,6 +377,10 @@ class OpenFileLimitTests(EndpointCase):
         self.assertNotIn("Too many open files", self.daemon.log())
         for _, writer in connections:
             writer.close()
+        await asyncio.sleep(0.5)
+        response = await attack.post_json(self.tcp, "{ hello }", self.host)
+        self.assertEqual(response.status, 200, "the TCP port serves again once the flood is gone")
+        await victim.close()
 
     async def test_the_soft_limit_is_raised_to_the_hard_one(self) -> None:
         raised = Daemon(self.server.url, "", "")
@@ -383,6 +392,31 @@ class OpenFileLimitTests(EndpointCase):
             self.assertIn("GQLMUX_NOFILE=4096", raised.log())
         finally:
             raised.stop()
+
+    async def test_an_accept_without_descriptors_waits_and_is_logged_then_serves_again(self) -> None:
+        """Out of descriptors altogether (the limit lowered on the running process to what it
+        holds): accept fails with EMFILE; gqlmuxd logs it, waits, and serves the clients waiting
+        in the backlog once descriptors are free, without a new connection to wake it."""
+        pid = self.daemon.process.pid
+        held = LineClient("holder")
+        await held.connect(self.daemon.socket)
+        await asyncio.sleep(0.2)
+        count = len(os.listdir(f"/proc/{pid}/fd"))
+        subprocess.run(["prlimit", "--pid", str(pid), f"--nofile={count}:1024"], check=True)  # the soft limit only
+        waiting = [await attack.open_connection(self.tcp) for _ in range(3)]
+        for _, writer in waiting:
+            writer.write(attack.build("POST", "/graphql", self.host, {"Content-Type": "application/json"},
+                                      b'{"query":"{ hello }"}'))
+        deadline = time.monotonic() + 10
+        while "GQLMUX_EVENT=accept_failed" not in self.daemon.log() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.assertIn("Too many open files", self.daemon.log())
+        subprocess.run(["prlimit", "--pid", str(pid), f"--nofile={count + 32}:1024"], check=True)  # room again
+        answers = [await attack.read_response(reader, 10) for reader, _ in waiting]
+        self.assertEqual([a.status for a in answers], [200, 200, 200], answers)
+        for _, writer in waiting:
+            writer.close()
+        await held.close()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ package struct DescriptorPlan: Sendable, Equatable {
     package var reserve: Int
     /// The open-file limit the plan was made for.
     package var openFiles: Int
-    /// Whether the configured limits had to be lowered to fit `openFiles`.
+    /// Whether the configured limits had to be lowered (in proportion) to fit `openFiles`.
     package var lowered: Bool
 
     /// Descriptors gqlmuxd needs besides its clients' connections, before the upstream's.
@@ -36,15 +36,14 @@ package struct DescriptorPlan: Sendable, Equatable {
             endpoint.socketPath(beside: configuration.socketPath) == nil ? 0 : endpoint.socketMaxConnections,
             endpoint.listen == nil ? 0 : endpoint.listenMaxConnections,
         ]
-        var available = max(0, openFiles - reserve)
-        // The line socket first (gqlmuxd's own clients), then the endpoint's Unix socket, then
-        // its TCP port; each keeps at least one connection.
-        var granted: [Int] = []
-        for limit in wanted {
-            let share = limit == 0 ? 0 : max(1, min(limit, available))
-            granted.append(share)
-            available = max(0, available - share)
-        }
+        // What does not fit is taken from every listener in proportion to its limit (each keeps
+        // at least one), so each keeps room of its own and a flood of one never takes another's.
+        let available = max(0, openFiles - reserve)
+        let total = wanted.reduce(0, +)
+        let granted =
+            total <= available
+            ? wanted
+            : wanted.map { limit in limit == 0 ? 0 : max(1, Int((Double(limit) * Double(available) / Double(total)).rounded(.down))) }
         lineSocket = granted[0]
         endpointSocket = granted[1]
         endpointTCP = granted[2]

@@ -117,7 +117,7 @@ extension Daemon {
                 .limitExceeded,
                 ["GQLMUX_LIMIT": "RLIMIT_NOFILE", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)"],
                 message:
-                    "the open-file limit (\(descriptorPlan.openFiles)) cannot hold every listener's connection limit and \(descriptorPlan.reserve) descriptors for the upstream; lowered to \(descriptorPlan.lineSocket) (line socket), \(descriptorPlan.endpointSocket) (endpoint socket), \(descriptorPlan.endpointTCP) (endpoint TCP); raise LimitNOFILE="
+                    "the open-file limit (\(descriptorPlan.openFiles)) cannot hold every listener's connection limit and \(descriptorPlan.reserve) descriptors for the upstream; lowered in proportion to \(descriptorPlan.lineSocket) (line socket), \(descriptorPlan.endpointSocket) (endpoint socket), \(descriptorPlan.endpointTCP) (endpoint TCP); raise LimitNOFILE="
             )
         }
     }

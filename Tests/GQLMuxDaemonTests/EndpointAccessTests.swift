@@ -194,14 +194,15 @@ import Testing
         try DaemonConfiguration.parse("[upstream]\nurl = \"ws://127.0.0.1:1/\"\n[socket]\npath = \"/tmp/x/g.sock\"\n" + toml)
     }
 
-    @Test func listenersShareTheOpenFileLimitLineSocketFirst() throws {
+    @Test func listenersShareTheOpenFileLimitInProportion() throws {
         let c = try configuration("[graphql_endpoint]\nlisten = \"127.0.0.1:4000\"\n")
         let roomy = DescriptorPlan(openFiles: 16384, configuration: c)
         #expect(roomy.lineSocket == 1024 && roomy.endpointSocket == 1024 && roomy.endpointTCP == 256 && !roomy.lowered)
         let tight = DescriptorPlan(openFiles: 1024, configuration: c)
         #expect(tight.lowered)
         #expect(tight.lineSocket + tight.endpointSocket + tight.endpointTCP + tight.reserve <= 1024 + 2)
-        #expect(tight.lineSocket == 1024 - tight.reserve, "the line socket keeps what fits first")
+        #expect(tight.lineSocket == tight.endpointSocket && tight.endpointTCP * 4 <= tight.lineSocket + 4, "in proportion: \(tight)")
+        #expect(tight.lineSocket > 300 && tight.endpointTCP > 75, "each keeps room of its own: \(tight)")
         #expect(tight.reserve >= 64 + 4, "a reserve for the upstream pool and gqlmuxd's own files")
     }
 
