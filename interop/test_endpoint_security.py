@@ -116,6 +116,16 @@ class BrowserChecksTests(EndpointCase):
         log = self.daemon.log()
         self.assertIn("GQLMUX_REASON=foreign_origin", log)
         self.assertIn("GQLMUX_REASON=foreign_host", log)
+        metrics = ctl(self.daemon, "metrics").stdout
+
+        def refused(listener: str, reason: str) -> float:
+            name = f'gqlmux_refused_total{{listener="{listener}",reason="{reason}"}}'
+            return next(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(name))
+
+        self.assertGreaterEqual(refused("endpoint-tcp", "foreign_origin"), 7)
+        self.assertGreaterEqual(refused("endpoint-tcp", "foreign_host"), 2)
+        self.assertEqual(refused("endpoint", "foreign_host"), 1)
+        self.assertEqual(refused("endpoint", "foreign_origin"), 2)
         # The same requests without the browser's headers work: the counters can count.
         for address, host in [(self.tcp, self.host), (self.tcp, "localhost"), (self.unix, "localhost")]:
             response = await attack.post_json(address, MUTATION, host)
@@ -345,6 +355,33 @@ class FloodTests(EndpointCase):
         self.assertIn("total_buffer_bytes (1048576)", self.daemon.log())
         self.assertLess(self.daemon.rss_kib() - rss_before, 64 * 1024, "memory stays within the budget's reach")
         for _, writer in writers:
+            writer.close()
+        await victim.close()
+
+
+    async def test_half_sent_websocket_messages_count_in_the_memory_budget(self) -> None:
+        victim = await self.line_subscriber()
+        sockets = []
+        for i in range(20):
+            address, host = (self.tcp, self.host) if i % 2 else (self.unix, "localhost")
+            response, reader, writer = await attack.upgrade(address, host)
+            self.assertEqual(response.status, 101, response)
+            # A frame that announces 1,000,000 bytes and sends 100 kB of them.
+            writer.write(bytes([0x81, 0x80 | 127]) + (1_000_000).to_bytes(8, "big") + b"\0\0\0\0" + b"x" * 100_000)
+            await writer.drain()
+            sockets.append((reader, writer))
+        await asyncio.sleep(1)
+        await self.check_others_work(victim, "none")
+        closed = 0
+        for reader, _ in sockets:
+            try:
+                data = await asyncio.wait_for(reader.read(200), 0.5)
+            except (asyncio.TimeoutError, ConnectionError):
+                continue
+            closed += data == b"" or data[:1] == b"\x88"  # EOF or a close frame
+        self.assertGreaterEqual(closed, 10, "20 × 100 kB does not fit 1 MiB: connections were closed, not buffered")
+        self.assertIn("total_buffer_bytes (1048576)", self.daemon.log())
+        for _, writer in sockets:
             writer.close()
         await victim.close()
 

@@ -68,7 +68,7 @@ extension Daemon {
                         makeSession: makeSession
                     )
                     let activity = HTTPActivity(http: http)
-                    let bound = NIOLoopBound((http, activity, makeSession), eventLoop: channel.eventLoop)
+                    let bound = NIOLoopBound((http, activity, makeSession, reservation), eventLoop: channel.eventLoop)
                     let upgrader = NIOWebSocketServerUpgrader(
                         maxFrameSize: limits.maxLineBytes,
                         automaticErrorHandling: true,
@@ -90,12 +90,21 @@ extension Daemon {
                             channel.pipeline.syncOperations.removeHandler(http, promise: removed)
                             return removed.futureResult.flatMapThrowing {
                                 let sync = channel.pipeline.syncOperations
-                                let (_, activity, makeSession) = bound.value
+                                let (_, activity, makeSession, reservation) = bound.value
                                 sync.removeHandler(activity, promise: nil)
                                 // Frames out are encoded by EndpointWebSocketHandler, a batch at a
                                 // time, and written below NIO's frame encoder.
                                 let writer = EncodedFrameWriter()
                                 try sync.addHandler(writer, position: .first)
+                                let meter = WebSocketInboundMeter(reservation: reservation) {
+                                    var reason = ByteBuffer()
+                                    reason.writeInteger(UInt16(1008))
+                                    reason.writeString("gqlmuxd's memory budget (total_buffer_bytes) cannot hold this message")
+                                    writer.write(EndpointWebSocketHandler.frame(.connectionClose, reason), flush: true, promise: nil)
+                                    channel.close(promise: nil)
+                                }
+                                try sync.addHandler(WebSocketInboundMeter.RawBytes(meter), position: .first)
+                                try sync.addHandler(WebSocketInboundMeter.Frames(meter))
                                 try sync.addHandler(
                                     NIOWebSocketFrameAggregator(
                                         minNonFinalFragmentSize: 0,

@@ -34,6 +34,7 @@ extension Daemon {
         eventLoop.assertInEventLoop()
         let open = connectionCounts[origin, default: 0]
         guard open < connectionLimit(origin) else {
+            metrics.refused(listener: origin.rawValue, reason: "listener_full")
             let now = NIODeadline.now()
             if now - (lastRefusalLogged[origin] ?? .distantPast) >= .seconds(1) {
                 lastRefusalLogged[origin] = now

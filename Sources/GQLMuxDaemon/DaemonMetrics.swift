@@ -80,6 +80,28 @@ final class DaemonMetrics {
             ]
         )
         for label in Self.errorLabels { _ = errorCounter(label) }
+        for listener in Self.listenerLabels {
+            for reason in Self.refusalLabels where listener != "line" || reason == "listener_full" { _ = refusalCounter(listener, reason) }
+        }
+    }
+
+    /// The `listener` and `reason` labels of `gqlmux_refused_total`, pre-registered at 0.
+    static let listenerLabels = ["line", "endpoint", "endpoint-tcp"]
+    static let refusalLabels = ["foreign_origin", "foreign_host", "missing_host", "unauthorized", "timeout", "listener_full"]
+
+    private func refusalCounter(_ listener: String, _ reason: String) -> Counter {
+        registry.makeCounter(
+            descriptor: Self.describe(
+                "gqlmux_refused_total",
+                "Connections and requests refused at a listener's door, by listener and reason (browser checks, token, timeouts, connection limit)"
+            ),
+            labels: [("listener", listener), ("reason", reason)]
+        )
+    }
+
+    /// A request or connection was refused at `listener` for `reason` (one of ``refusalLabels``).
+    func refused(listener: String, reason: String) {
+        refusalCounter(listener, reason).increment()
     }
 
     private func errorCounter(_ code: String) -> Counter {

@@ -24,5 +24,12 @@ extension Daemon: EndpointHost {
         var fields = fields
         fields["GQLMUX_LISTENER"] = listenerName(listener)
         events.emit(event, fields, message: message)
+        let reason: String
+        switch event {
+        case .unauthorized: reason = "unauthorized"
+        case .requestTimeout: reason = "timeout"
+        default: reason = fields["GQLMUX_REASON"] ?? "foreign_origin"
+        }
+        metrics.refused(listener: listener.rawValue, reason: reason)
     }
 }
