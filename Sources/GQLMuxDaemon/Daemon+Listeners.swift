@@ -64,7 +64,8 @@ extension Daemon {
         case .endpointSocket, .endpointTCP:
             let body = #"{"errors":[{"message":"too many connections to this listener; try again later"}]}"#
             return ByteBuffer(
-                string: "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+                string:
+                    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
                     + body
             )
         }

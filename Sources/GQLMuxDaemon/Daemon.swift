@@ -200,7 +200,11 @@ package final class Daemon: @unchecked Sendable {
                     let reservation = NIOLoopBound(InboundReservation(fanout: self.fanout), eventLoop: channel.eventLoop)
                     channel.closeFuture.whenComplete { _ in reservation.value.release() }
                     reservation.value.onCut = {
-                        let error = LocalEncode.error(id: nil, code: .limitExceeded, message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped")
+                        let error = LocalEncode.error(
+                            id: nil,
+                            code: .limitExceeded,
+                            message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped"
+                        )
                         channel.writeAndFlush(error).whenComplete { _ in channel.close(promise: nil) }
                     }
                     let decoder = LineFrameDecoder(maxLineBytes: limits.maxLineBytes, holding: { reservation.value.hold($0) })

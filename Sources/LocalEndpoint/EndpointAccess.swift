@@ -59,7 +59,8 @@ package struct EndpointAccess: Sendable, Equatable {
             return .refuse(
                 status: 403,
                 reason: .foreignHost,
-                message: "Host '\(Self.printable(headers.host[0]))' is not this machine's loopback address; add it to [graphql_endpoint] allowed_hosts to serve it"
+                message:
+                    "Host '\(Self.printable(headers.host[0]))' is not this machine's loopback address; add it to [graphql_endpoint] allowed_hosts to serve it"
             )
         }
         let site = headers.secFetchSite.map { $0.lowercased().trimmedWhitespace }

@@ -105,7 +105,11 @@ import Testing
     @Test func aWebSocketClientWithoutTheTokenIsClosed4403() {
         let token = EndpointToken(fileContents: "0123456789abcdef-token")!
         var modern = WebSocketServerSession(wire: .transportWS, token: token)
-        #expect(modern.received(ByteBuffer(string: #"{"type":"connection_init","payload":{"token":"nope-nope-nope-nope"}}"#)) == [.close(code: .forbidden, reason: "Forbidden")])
+        #expect(
+            modern.received(ByteBuffer(string: #"{"type":"connection_init","payload":{"token":"nope-nope-nope-nope"}}"#)) == [
+                .close(code: .forbidden, reason: "Forbidden")
+            ]
+        )
         #expect(modern.deniedToken)
         var legacy = WebSocketServerSession(wire: .legacyWS, token: token)
         let actions = legacy.received(ByteBuffer(string: #"{"type":"start","id":"1","payload":{"query":"mutation { x }"}}"#))
