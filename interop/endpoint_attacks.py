@@ -34,15 +34,19 @@ async def open_connection(address: Address):
     return await asyncio.open_connection(*address)
 
 
-async def read_response(reader: asyncio.StreamReader, timeout: float = 10) -> Response:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+def parse_head(head: bytes) -> Tuple[int, Dict[str, List[str]]]:
+    """The status and headers (names lower-cased) of a response head."""
     lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
     headers: Dict[str, List[str]] = {}
     for line in lines[1:]:
         if ":" in line:
             name, value = line.split(":", 1)
             headers.setdefault(name.strip().lower(), []).append(value.strip())
+    return int(lines[0].split(" ")[1]), headers
+
+
+async def read_response(reader: asyncio.StreamReader, timeout: float = 10) -> Response:
+    status, headers = parse_head(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout))
     length = headers.get("content-length")
     if status in (204, 304):
         body = b""
@@ -94,15 +98,8 @@ async def upgrade(address: Address, host: Optional[str] = "127.0.0.1", headers: 
         "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
         "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": protocol, **(headers or {})}))
     await writer.drain()
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    parsed: Dict[str, List[str]] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            parsed.setdefault(name.strip().lower(), []).append(value.strip())
-    return Response(status, parsed, b""), reader, writer
+    status, headers = parse_head(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10))
+    return Response(status, headers, b""), reader, writer
 
 
 def frame(text: str) -> bytes:

@@ -196,6 +196,17 @@ class Daemon:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def endpoint_daemon(server: Server, extra: str = "") -> Daemon:
+    """gqlmuxd in front of strawberry's "http" app (WebSocket upstream with its token, queries
+    over `http_url` with its Authorization header), serving the endpoint on a free loopback
+    port; `extra` is TOML appended after that `[graphql_endpoint] listen` line."""
+    return Daemon(server.url,
+                  'connecting_payload = { token = "secret" }\nreconnect_interval = 0.05\n'
+                  'reconnect_max_interval = 0.5\nhttp_url = "%s"\n'
+                  '[upstream.headers]\nAuthorization = "Bearer secret"\n' % server.http_url,
+                  '[graphql_endpoint]\nlisten = "127.0.0.1:0"\n' + extra)
+
+
 class LineClient:
     """A raw local-protocol client that records every line it reads, with its arrival time."""
 

@@ -18,7 +18,7 @@ import unittest
 import websockets
 
 from interop import endpoint_attacks as attack
-from interop.harness import BIN, Daemon, LineClient, Server
+from interop.harness import BIN, Daemon, LineClient, Server, endpoint_daemon
 
 ALLOWED = "http://127.0.0.3:8000"
 MUTATION = "mutation { increment }"
@@ -42,11 +42,12 @@ class EndpointCase(unittest.IsolatedAsyncioTestCase):
         asyncio.get_running_loop().slow_callback_duration = 5
         self.server = Server("interop.strawberry_app:app", protocols="http")
         self.server.start()
-        self.daemon = Daemon(self.server.url,
-                             'connecting_payload = { token = "secret" }\nreconnect_interval = 0.05\n'
-                             'reconnect_max_interval = 0.5\nhttp_url = "%s"\n'
-                             '[upstream.headers]\nAuthorization = "Bearer secret"\n' % self.server.http_url,
-                             self.extra + '[graphql_endpoint]\nlisten = "127.0.0.1:0"\n' + self.endpoint)
+        # The extra sections go first: endpoint_daemon ends inside [graphql_endpoint].
+        self.daemon = endpoint_daemon(self.server, self.endpoint)
+        with open(self.daemon.config) as f:
+            text = f.read()
+        with open(self.daemon.config, "w") as f:
+            f.write(text.replace("[graphql_endpoint]\n", self.extra + "[graphql_endpoint]\n", 1))
         self.daemon.start(self.prefix)
         addresses = json.loads(ctl(self.daemon, "status", "--json").stdout)["graphqlEndpoint"].split()
         self.unix = next(a for a in addresses if a.startswith("/"))

@@ -21,7 +21,7 @@ from gql.transport.aiohttp import AIOHTTPTransport
 from gql.transport.exceptions import TransportQueryError
 from gql.transport.websockets import WebsocketsTransport
 
-from interop.harness import BIN, Daemon, Server, outage
+from interop.harness import BIN, Daemon, Server, endpoint_daemon, outage
 
 TICK = gql("subscription Tick($ms: Int!) { tick(intervalMs: $ms) }")
 
@@ -36,11 +36,7 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
         asyncio.get_running_loop().slow_callback_duration = 5
         self.server = Server("interop.strawberry_app:app", protocols="http")
         self.server.start()
-        self.daemon = Daemon(self.server.url,
-                             'connecting_payload = { token = "secret" }\nreconnect_interval = 0.05\n'
-                             "reconnect_max_interval = 0.5\nhttp_url = \"%s\"\n"
-                             '[upstream.headers]\nAuthorization = "Bearer secret"\n' % self.server.http_url,
-                             '[graphql_endpoint]\nlisten = "127.0.0.1:0"\n')
+        self.daemon = endpoint_daemon(self.server)
         self.daemon.start()
         addresses = json.loads(ctl(self.daemon, "status", "--json"))["graphqlEndpoint"].split()
         self.unix = next(a for a in addresses if a.startswith("/"))
