@@ -270,8 +270,13 @@ class TokenTests(EndpointCase):
 
 class TimeoutTests(EndpointCase):
     async def test_stalled_and_trickling_requests_are_closed_after_the_header_timeout(self) -> None:
-        async def stall(partial: bytes) -> tuple:
+        async def stall(partial: bytes, after_a_request: bool = False) -> tuple:
             reader, writer = await attack.open_connection(self.tcp)
+            if after_a_request:  # a kept-alive connection: its next request gets the same 10 s
+                writer.write(attack.build("POST", "/graphql", "127.0.0.1", {"Content-Type": "application/json"},
+                                          b'{"query":"{ hello }"}'))
+                self.assertEqual((await attack.read_response(reader)).status, 200)
+                await asyncio.sleep(1)
             started = time.monotonic()
             writer.write(partial)
             await writer.drain()
@@ -289,7 +294,8 @@ class TimeoutTests(EndpointCase):
             writer.close()
             return elapsed, answer
 
-        results = await asyncio.gather(stall(b""), stall(b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "))
+        head = b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+        results = await asyncio.gather(stall(b""), stall(head), stall(head, after_a_request=True))
         for elapsed, answer in results:
             self.assertTrue(9 <= elapsed <= 16, elapsed)
             self.assertTrue(answer.startswith(b"HTTP/1.1 408"), answer[:100])

@@ -42,6 +42,8 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var requests = 0
     private var timeouts: HTTPConnectionTimeouts
     private var timer: Scheduled<Void>?
+    /// When the armed `timer` fires.
+    private var timerDeadline: Instant?
 
     init(
         path: String,
@@ -178,15 +180,19 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: - Timeouts
 
-    /// Arms the timer for the current deadline unless one is armed (it re-arms itself when the
-    /// deadline moved on).
+    /// Arms the timer for the current deadline, unless one is armed for that time or earlier
+    /// (a timer that fires early finds nothing expired and re-arms itself for the new deadline).
     private func armTimer(_ context: ChannelHandlerContext) {
-        guard timer == nil, let deadline = timeouts.deadline else { return }
+        guard let deadline = timeouts.deadline else { return }
+        if let armed = timerDeadline, armed <= deadline.at, timer != nil { return }
+        timer?.cancel()
+        timerDeadline = deadline.at
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
         let wait = max(deadline.at - Self.now(), .zero)
         timer = context.eventLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
             let (context, handler) = bound.value
             handler.timer = nil
+            handler.timerDeadline = nil
             handler.timerFired(context)
         }
     }
