@@ -372,6 +372,9 @@ class FloodTests(EndpointCase):
             refused += answer.startswith(b"HTTP/1.1 503")
         self.assertGreaterEqual(refused, 1)
         self.assertIn("total_buffer_bytes (1048576)", self.daemon.log())
+        for _, writer in writers:
+            writer.close()
+        await self.budget_returns_to_zero()
         self.assertLess(self.daemon.rss_kib() - rss_before, 64 * 1024, "memory stays within the budget's reach")
         for _, writer in writers:
             writer.close()
@@ -403,7 +406,18 @@ class FloodTests(EndpointCase):
         self.assertIn("total_buffer_bytes (1048576)", self.daemon.log())
         for _, writer in sockets:
             writer.close()
+        await self.budget_returns_to_zero()
         await victim.close()
+
+    async def budget_returns_to_zero(self) -> None:
+        """Every closed connection gave its share of the budget back."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            buffers = json.loads(ctl(self.daemon, "status", "--json").stdout)["buffers"]
+            if buffers["inbound"] == 0:
+                return
+            await asyncio.sleep(0.1)
+        self.fail(f"unfinished-request bytes still counted after every such connection closed: {buffers}")
 
 
 # gqlmuxd's limit in the flood test: systemd's default soft limit (1,024), or less where this

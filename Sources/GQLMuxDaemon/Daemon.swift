@@ -401,6 +401,12 @@ package final class Daemon: @unchecked Sendable {
             messages.field("in", fanout.messagesIn)
             messages.field("out", fanout.messagesOut)
         }
+        // The memory budget: bytes waiting for clients, and of requests not yet whole.
+        status.field("buffers") { buffers in
+            buffers.field("outbound", fanout.totalBuffered)
+            buffers.field("inbound", fanout.pendingInbound)
+            buffers.field("limit", fanout.totalBufferBytes)
+        }
         return status.finish()
     }
 

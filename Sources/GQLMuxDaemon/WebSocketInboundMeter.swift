@@ -11,7 +11,7 @@ import NIOWebSocket
 ///
 /// Not `Sendable`: both handlers run on the channel's loop.
 final class WebSocketInboundMeter {
-    private let reservation: InboundReservation
+    fileprivate let reservation: InboundReservation
     private var read = 0
     private var completed = 0
     private var fragments = 0
@@ -55,6 +55,12 @@ final class WebSocketInboundMeter {
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             meter.bytesRead(unwrapInboundIn(data).readableBytes)
             context.fireChannelRead(data)
+        }
+
+        /// The connection's share of the budget goes back when it closes.
+        func channelInactive(context: ChannelHandlerContext) {
+            meter.reservation.release()
+            context.fireChannelInactive()
         }
     }
 
