@@ -258,14 +258,16 @@ class TokenTests(EndpointCase):
         finally:
             bare.stop()
         with open(self.daemon.config) as f:
-            text = f.read()
-        with open(self.daemon.config, "w") as f:
-            f.write(text.replace(f'token_file = "{self.token_file}"', ""))
-        reload = ctl(self.daemon, "reload", check=False)
-        self.assertNotEqual(reload.returncode, 0, reload)
-        self.assertIn("allow_all_local_users", reload.stderr + reload.stdout)
-        response = await attack.post_json(self.tcp, "{ hello }", self.host)
-        self.assertEqual(response.status, 401, "the running configuration, with its token, is kept")
+            text = f.read().replace(f'token_file = "{self.token_file}"', "")
+        # Dropping the token, and also `listen` (a start-only key: the TCP port stays open).
+        for edited in [text, text.replace('listen = "127.0.0.1:0"', "")]:
+            with open(self.daemon.config, "w") as f:
+                f.write(edited)
+            reload = ctl(self.daemon, "reload", check=False)
+            self.assertNotEqual(reload.returncode, 0, reload)
+            self.assertIn("allow_all_local_users", reload.stderr + reload.stdout)
+            response = await attack.post_json(self.tcp, "{ hello }", self.host)
+            self.assertEqual(response.status, 401, "the running configuration, with its token, is kept")
 
 
 class TimeoutTests(EndpointCase):

@@ -4,7 +4,8 @@ import Upstream
 package struct PreparedReload: Sendable {
     /// The whole configuration to run with. Keys that take effect only at start (the socket,
     /// `[metrics]`, `[log]`, `max_line_bytes` and `client_buffer_bytes`, which size live
-    /// sockets) keep their running values.
+    /// sockets, and the endpoint's `socket`, `mode`, `listen` and `path`) keep their running
+    /// values.
     package var configuration: DaemonConfiguration
     package var upstream: PreparedUpstream
 
@@ -20,6 +21,13 @@ package struct PreparedReload: Sendable {
         next.logTarget = running.logTarget
         next.limits.maxLineBytes = running.limits.maxLineBytes
         next.limits.clientBufferBytes = running.limits.clientBufferBytes
+        // The endpoint's listeners stay as bound: the access rules are checked against them, so
+        // a reload that drops `listen` from the file cannot drop the token a running TCP port needs.
+        next.graphqlEndpoint.socket = running.graphqlEndpoint.socket
+        next.graphqlEndpoint.mode = running.graphqlEndpoint.mode
+        next.graphqlEndpoint.listen = running.graphqlEndpoint.listen
+        next.graphqlEndpoint.path = running.graphqlEndpoint.path
+        try next.checkEndpointAccess()
         guard next.upstream.carrier == running.upstream.carrier else {
             throw ConfigurationError(
                 "[upstream] transport: changing it from \"\(running.upstream.carrier.rawValue)\" to \"\(next.upstream.carrier.rawValue)\" needs a restart"
