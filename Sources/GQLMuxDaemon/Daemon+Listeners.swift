@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import LocalEndpoint
 import LocalProtocol
 import NIOCore
 import NIOPosix
@@ -62,11 +63,11 @@ extension Daemon {
         case .lineSocket:
             return LocalEncode.error(id: nil, code: .limitExceeded, message: "max_clients (\(connectionLimit(origin))) reached")
         case .endpointSocket, .endpointTCP:
-            let body = #"{"errors":[{"message":"too many connections to this listener; try again later"}]}"#
-            return ByteBuffer(
-                string:
-                    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
-                    + body
+            return HTTPErrorResponse.raw(
+                status: 503,
+                reason: "Service Unavailable",
+                message: "too many connections to this listener; try again later",
+                headers: [("Retry-After", "1")]
             )
         }
     }

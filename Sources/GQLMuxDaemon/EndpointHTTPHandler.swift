@@ -1,5 +1,4 @@
 import GraphQLTransportWS
-import JSONEnvelope
 import LocalEndpoint
 import NIOCore
 import NIOHTTP1
@@ -209,10 +208,8 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .header:
             // No head reached the HTTP layer: the answer goes out raw, in front of it.
             closingConnection = true
-            let body = #"{"errors":[{"message":"the request headers were not complete in time (header timeout)"}]}"#
             activity?.closeWithRawAnswer(
-                "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
-                    + body
+                HTTPErrorResponse.raw(status: 408, reason: "Request Timeout", message: "the request headers were not complete in time (header timeout)")
             )
         case .body:
             answered = true
@@ -312,7 +309,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headers.add(name: "Access-Control-Allow-Origin", value: origin)
             headers.add(name: "Access-Control-Allow-Methods", value: "GET, POST")
             let requested = head.headers["access-control-request-headers"].joined(separator: ",")
-            let allowed = requested.split(separator: ",").map { $0.trimmingSpaces.lowercased() }.filter { name in
+            let allowed = requested.split(separator: ",").map { $0.trimming().lowercased() }.filter { name in
                 !name.isEmpty && name.utf8.allSatisfy { $0 == UInt8(ascii: "-") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) }
             }
             if !allowed.isEmpty { headers.add(name: "Access-Control-Allow-Headers", value: allowed.joined(separator: ", ")) }
@@ -366,12 +363,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func reject(_ status: Int, _ message: String, context: ChannelHandlerContext, close: Bool = false) {
-        var writer = JSONObjectWriter()
-        writer.field("message", message)
-        var body = ByteBuffer(string: #"{"errors":["#)
-        var error = writer.finish()
-        body.writeBuffer(&error)
-        body.writeString("]}")
+        let body = HTTPErrorResponse.body(message)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
         headers.add(name: "Content-Length", value: "\(body.readableBytes)")
@@ -430,22 +422,13 @@ final class HTTPActivity: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Writes `answer` (a whole HTTP response) straight to the socket, half-closes, and closes
     /// a moment later: for a peer whose request never reached the HTTP decoder's output.
-    func closeWithRawAnswer(_ answer: String) {
+    func closeWithRawAnswer(_ answer: ByteBuffer) {
         guard let context else { return }
         let channel = context.channel
-        context.writeAndFlush(NIOAny(ByteBuffer(string: answer))).whenComplete { _ in channel.close(mode: .output, promise: nil) }
+        context.writeAndFlush(NIOAny(answer)).whenComplete { _ in channel.close(mode: .output, promise: nil) }
         channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
     }
 }
 
 @available(*, unavailable)
 extension HTTPActivity: Sendable {}
-
-extension Substring {
-    fileprivate var trimmingSpaces: Substring {
-        var text = self
-        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
-        while text.last == " " || text.last == "\t" { text = text.dropLast() }
-        return text
-    }
-}

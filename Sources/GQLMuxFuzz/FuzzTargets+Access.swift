@@ -28,34 +28,25 @@ extension FuzzTargets {
             )
             if origin.isEmpty {
                 precondition(cors == nil, "CORS granted without an Origin")
-                let fetchSite = site.first?.lowercased().trimmingCharacters(in: " \t") ?? ""
+                let fetchSite = site.first?.lowercased().trimming() ?? ""
                 precondition(fetchSite != "cross-site" && fetchSite != "same-site", "served a page of another site")
             } else {
-                precondition(origin.count == 1 && cors == origin[0].trimmingCharacters(in: " \t"), "CORS for an origin other than the request's")
+                precondition(origin.count == 1 && cors == origin[0].trimming(), "CORS for an origin other than the request's")
                 precondition(cors!.lowercased() != "null", "served Origin null")
                 precondition(access.allowedOrigins.contains(EndpointAccess.normalizeOrigin(cors!) ?? ""), "served a foreign Origin")
             }
         }
         if token.check(authorization: [lines[3]]) == .valid {
-            let words = lines[3].trimmingCharacters(in: " \t\r\n").split(separator: " ", omittingEmptySubsequences: true)
+            let words = lines[3].trimming(" \t\r\n").split(separator: " ", omittingEmptySubsequences: true)
             precondition(words.count == 2 && words[0].lowercased() == "bearer" && words[1] == "0123456789abcdef-token", "a wrong token passed")
         }
         if let type = MediaType(lines[4]), type.isJSON {
             let essence = lines[4].split(separator: ";", maxSplits: 1).first.map(String.init) ?? ""
-            precondition(essence.lowercased().trimmingCharacters(in: " \t") == "application/json", "a media type taken for JSON")
+            precondition(essence.lowercased().trimming() == "application/json", "a media type taken for JSON")
         }
         _ = MediaType.list(lines[5])
         // A payload may spell the token with JSON escapes: only exercised here (the unit tests
         // check which payloads pass).
         _ = token.accepts(initPayload: ByteBuffer(string: lines[6]))
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var text = Substring(self)
-        while let first = text.first, set.contains(first) { text = text.dropFirst() }
-        while let last = text.last, set.contains(last) { text = text.dropLast() }
-        return String(text)
     }
 }

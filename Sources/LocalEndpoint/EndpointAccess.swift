@@ -63,7 +63,7 @@ package struct EndpointAccess: Sendable, Equatable {
                     "Host '\(Self.printable(headers.host[0]))' is not this machine's loopback address; add it to [graphql_endpoint] allowed_hosts to serve it"
             )
         }
-        let site = headers.secFetchSite.map { $0.lowercased().trimmedWhitespace }
+        let site = headers.secFetchSite.map { $0.lowercased().trimming() }
         let fromPage = site.contains("cross-site") || site.contains("same-site")
         guard !headers.origin.isEmpty else {
             if fromPage {
@@ -74,7 +74,7 @@ package struct EndpointAccess: Sendable, Equatable {
         guard headers.origin.count == 1 else {
             return .refuse(status: 403, reason: .foreignOrigin, message: "the request carries more than one Origin")
         }
-        let origin = headers.origin[0].trimmedWhitespace
+        let origin = headers.origin[0].trimming()
         guard origin.lowercased() != "null", let normalized = Self.normalizeOrigin(origin), allowedOrigins.contains(normalized) else {
             return .refuse(
                 status: 403,
@@ -95,7 +95,7 @@ package struct EndpointAccess: Sendable, Equatable {
 
     /// `name[:port]` or `[v6][:port]`, lower-cased; nil when malformed.
     package static func parseHost(_ value: String) -> (name: String, port: String?)? {
-        let text = value.trimmedWhitespace.lowercased()
+        let text = value.trimming().lowercased()
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
         var name: Substring
         var port: Substring?
@@ -177,14 +177,5 @@ package struct EndpointAccess: Sendable, Equatable {
     /// At most 100 printable ASCII characters of a header, for messages and the journal.
     package static func printable(_ text: String) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.prefix(100).map { $0.value >= 0x20 && $0.value < 0x7F ? $0 : "?" }))
-    }
-}
-
-extension String {
-    var trimmedWhitespace: String {
-        var text = Substring(self)
-        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
-        while text.last == " " || text.last == "\t" { text = text.dropLast() }
-        return String(text)
     }
 }

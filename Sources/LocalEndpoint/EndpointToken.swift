@@ -16,7 +16,7 @@ package struct EndpointToken: Sendable, Equatable {
 
     /// - Parameter fileContents: the token file; surrounding whitespace (a final newline) is ignored.
     package init?(fileContents: String) {
-        let token = fileContents.trimmingASCIIWhitespace
+        let token = fileContents.trimming(" \t\r\n")
         guard token.utf8.count >= Self.minimumLength, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return nil }
         secret = Array(token.utf8)
     }
@@ -60,17 +60,8 @@ package struct EndpointToken: Sendable, Equatable {
 
     /// The token of `Bearer TOKEN` (the scheme in any case).
     static func bearer(_ header: String) -> Substring? {
-        let text = Substring(header.trimmingASCIIWhitespace)
+        let text = Substring(header.trimming(" \t\r\n"))
         guard text.count > 7, text.prefix(7).lowercased() == "bearer " else { return nil }
         return text.dropFirst(7).drop { $0 == " " }
-    }
-}
-
-extension String {
-    fileprivate var trimmingASCIIWhitespace: String {
-        let bytes = Array(utf8)
-        let isSpace = { (byte: UInt8) in byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
-        guard let first = bytes.firstIndex(where: { !isSpace($0) }), let last = bytes.lastIndex(where: { !isSpace($0) }) else { return "" }
-        return String(decoding: bytes[first...last], as: UTF8.self)
     }
 }

@@ -8,7 +8,7 @@ package struct MediaType: Sendable, Equatable {
 
     /// nil when `text` is not `token/token` followed by `;`-separated parameters.
     package init?(_ text: String) {
-        let parts = text.split(separator: ";", omittingEmptySubsequences: false).map { String($0).trimmedWhitespace }
+        let parts = text.split(separator: ";", omittingEmptySubsequences: false).map { String($0).trimming() }
         let essence = parts[0].lowercased()
         let halves = essence.split(separator: "/", omittingEmptySubsequences: false)
         guard halves.count == 2, halves.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy(Self.isTokenByte) }) else { return nil }
@@ -16,9 +16,9 @@ package struct MediaType: Sendable, Equatable {
         for parameter in parts.dropFirst() where !parameter.isEmpty {
             let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard pair.count == 2 else { return nil }
-            var value = String(pair[1]).trimmedWhitespace
+            var value = String(pair[1]).trimming()
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
-            parameters[String(pair[0]).trimmedWhitespace.lowercased()] = value
+            parameters[String(pair[0]).trimming().lowercased()] = value
         }
         self.essence = essence
         self.parameters = parameters

@@ -12,7 +12,7 @@ package enum EndpointSubprotocol: String, Sendable, CaseIterable {
 
     /// The subprotocol for a client's offer, in the client's order of preference.
     package static func select(offered: [String]) -> EndpointSubprotocol? {
-        offered.lazy.compactMap { EndpointSubprotocol(rawValue: $0.trimmingCharacters()) }.first
+        offered.lazy.compactMap { EndpointSubprotocol(rawValue: $0.trimming()) }.first
     }
 }
 
@@ -170,14 +170,5 @@ package struct WebSocketServerSession: Sendable {
         if let id { writer.field("id", id) }
         if let payload { writer.field("payload", json: payload) }
         return writer.finish()
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters() -> String {
-        var text = Substring(self)
-        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
-        while text.last == " " || text.last == "\t" { text = text.dropLast() }
-        return String(text)
     }
 }

@@ -158,6 +158,15 @@ import Testing
         if case .subscribe = start("POST", contentType: "application/json; charset=utf-8", kind: .query) {} else { Issue.record("charset refused") }
     }
 
+    @Test func rawErrorAnswersAreWholeResponses() {
+        let raw = String(buffer: HTTPErrorResponse.raw(status: 503, reason: "Service Unavailable", message: "full \"now\"", headers: [("Retry-After", "1")]))
+        let parts = raw.components(separatedBy: "\r\n\r\n")
+        #expect(parts.count == 2 && parts[0].hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
+        #expect(parts[0].contains("Retry-After: 1") && parts[0].contains("Connection: close"))
+        #expect(parts[0].contains("Content-Length: \(parts[1].utf8.count)"))
+        #expect(parts[1] == #"{"errors":[{"message":"full \"now\""}]}"#)
+    }
+
     // MARK: - HTTP deadlines on a manual clock
 
     func at(_ seconds: Double) -> Instant { Instant(nanoseconds: Int64(seconds * 1e9)) }
