@@ -56,17 +56,12 @@ extension Fanout {
         }
         while totalBuffered + pendingInbound + delta > totalBufferBytes {
             guard let largest = inboundHolders.values.filter({ $0 !== reservation }).max(by: { $0.held < $1.held }), largest.held > holding else {
-                events.emit(
-                    .memoryBudget,
-                    ["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_PENDING_BYTES": "\(pendingInbound)"],
-                    message: "total_buffer_bytes (\(totalBufferBytes)) would be exceeded by an unfinished request; refused"
-                )
+                logInboundBudget(["GQLMUX_PENDING_BYTES": "\(pendingInbound)"], "would be exceeded by an unfinished request; refused")
                 return false
             }
-            events.emit(
-                .memoryBudget,
-                ["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_PENDING_BYTES": "\(pendingInbound)", "GQLMUX_BUFFERED_BYTES": "\(largest.held)"],
-                message: "total_buffer_bytes (\(totalBufferBytes)) reached by unfinished requests; cutting the largest (\(largest.held) bytes)"
+            logInboundBudget(
+                ["GQLMUX_PENDING_BYTES": "\(pendingInbound)", "GQLMUX_BUFFERED_BYTES": "\(largest.held)"],
+                "reached by unfinished requests; cutting the largest (\(largest.held) bytes)"
             )
             pendingInbound = max(0, pendingInbound - largest.held)
             inboundHolders[ObjectIdentifier(largest)] = nil
@@ -75,6 +70,26 @@ extension Fanout {
         pendingInbound += delta
         inboundHolders[key] = reservation
         return true
+    }
+
+    /// A flood of half-sent requests would write an entry per refusal: at most one a second,
+    /// with how many were not logged.
+    private func logInboundBudget(_ fields: [String: String], _ what: String) {
+        let now = NIODeadline.now()
+        guard now - lastInboundBudgetLog >= .seconds(1) else {
+            inboundBudgetUnlogged += 1
+            return
+        }
+        var fields = fields
+        fields["GQLMUX_LIMIT_BYTES"] = "\(totalBufferBytes)"
+        fields["GQLMUX_UNLOGGED"] = "\(inboundBudgetUnlogged)"
+        events.emit(
+            .memoryBudget,
+            fields,
+            message: "total_buffer_bytes (\(totalBufferBytes)) \(what) (\(inboundBudgetUnlogged) more such since the last entry; logged at most once a second)"
+        )
+        lastInboundBudgetLog = now
+        inboundBudgetUnlogged = 0
     }
 
     /// Gives freed heap back to the system a moment after clients were cut (glibc keeps it otherwise).

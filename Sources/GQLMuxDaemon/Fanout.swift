@@ -50,6 +50,9 @@ final class Fanout: @unchecked Sendable {
     var pendingInbound = 0
     /// The connections holding unfinished requests, for the budget's choice of whom to cut.
     var inboundHolders: [ObjectIdentifier: InboundReservation] = [:]
+    /// When the budget last logged a refused or cut unfinished request, and how many since.
+    var lastInboundBudgetLog = NIODeadline.distantPast
+    var inboundBudgetUnlogged = 0
     /// `[limits] total_buffer_bytes`.
     var totalBufferBytes: Int
     /// Every live session, for the memory budget's search of the client furthest behind.
