@@ -146,6 +146,17 @@ class BrowserChecksTests(EndpointCase):
         counts = await self.counts()
         self.assertEqual((counts["mutations"], counts["hellos"]), (3, 1), counts)
 
+    async def test_a_page_retrying_in_a_loop_is_counted_not_logged_each_time(self) -> None:
+        for _ in range(200):
+            response = await attack.post_json(self.tcp, MUTATION, self.host, {"Origin": "https://loop.example"})
+            self.assertEqual(response.status, 403)
+        entries = self.daemon.log().count("GQLMUX_ORIGIN=https://loop.example")
+        self.assertTrue(1 <= entries <= 20, f"{entries} journal entries for 200 refusals")
+        metrics = ctl(self.daemon, "metrics").stdout
+        line = next(line for line in metrics.splitlines() if line.startswith('gqlmux_refused_total{listener="endpoint-tcp",reason="foreign_origin"}'))
+        self.assertEqual(float(line.split()[-1]), 200)
+        self.assertEqual((await self.counts())["mutations"], 0)
+
     async def test_an_allowed_origin_gets_cors_and_never_a_wildcard(self) -> None:
         preflight = await attack.request(self.tcp, "OPTIONS", host=self.host, headers={
             "Origin": ALLOWED, "Access-Control-Request-Method": "POST",

@@ -52,6 +52,8 @@ package final class Daemon: @unchecked Sendable {
     /// When a full listener's refusal, or an accept failure, was last logged (once a second).
     var lastRefusalLogged: [ClientSession.Origin: NIODeadline] = [:]
     var lastAcceptFailureLogged: [ClientSession.Origin: NIODeadline] = [:]
+    /// When each kind of endpoint refusal from each sender was last logged, and how many since.
+    var refusalLog: [String: (at: NIODeadline, unlogged: Int)] = [:]
     /// Each listener's connection limit within the open-file limit (made again at each reload).
     var descriptorPlan: DescriptorPlan
     /// Whether this process created the socket file (an adopted one belongs to systemd).

@@ -19,11 +19,24 @@ extension Daemon: EndpointHost {
     var endpointAccess: EndpointAccess { configuration.graphqlEndpoint.access }
     var endpointToken: EndpointToken? { configuration.graphqlEndpoint.token }
 
+    /// Every refusal is counted in `gqlmux_refused_total`; the journal gets at most one entry a
+    /// second for each kind of refusal from each sender (listener, reason, Host and Origin), so
+    /// a page that retries in a loop cannot flood it. `GQLMUX_UNLOGGED` counts the ones left out.
     func endpointRefused(_ event: DaemonEvent, listener: ClientSession.Origin, fields: [String: String], message: String) {
         eventLoop.assertInEventLoop()
-        var fields = fields
-        fields["GQLMUX_LISTENER"] = listenerName(listener)
-        events.emit(event, fields, message: message)
+        let key = [event.rawValue, listener.rawValue, fields["GQLMUX_REASON"] ?? "", fields["GQLMUX_HOST"] ?? "", fields["GQLMUX_ORIGIN"] ?? ""]
+            .joined(separator: "\u{1F}")
+        let now = NIODeadline.now()
+        if let last = refusalLog[key], now - last.at < .seconds(1) {
+            refusalLog[key] = (last.at, last.unlogged + 1)
+        } else {
+            if refusalLog.count >= 1024 { refusalLog = [:] }
+            var fields = fields
+            fields["GQLMUX_LISTENER"] = listenerName(listener)
+            fields["GQLMUX_UNLOGGED"] = "\(refusalLog[key]?.unlogged ?? 0)"
+            events.emit(event, fields, message: message)
+            refusalLog[key] = (now, 0)
+        }
         let reason: String
         switch event {
         case .unauthorized: reason = "unauthorized"
