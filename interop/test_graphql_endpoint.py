@@ -284,9 +284,9 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
 
     async def test_http_sse_and_multipart_subscriptions_and_a_get_query(self) -> None:
         async with aiohttp.ClientSession() as http:
-            async with http.get(self.http, params={"query": "{ hello }"}) as response:
+            async with http.get(self.http, params={"query": "{ hello }"}) as response:  # Accept: */*
                 self.assertEqual(response.status, 200)
-                self.assertEqual(response.headers["Content-Type"], "application/graphql-response+json; charset=utf-8")
+                self.assertEqual(response.headers["Content-Type"], "application/json; charset=utf-8")
                 self.assertEqual(await response.json(content_type=None), {"data": {"hello": "world"}})
             body = {"query": "subscription { tick(intervalMs: 20) }"}
             async with http.post(self.http, json=body, headers={"Accept": "text/event-stream"}) as response:

@@ -110,6 +110,8 @@ class HTTPTransportTests:
         await outage(self.server, "kill")
         resumed = await subscribers.wait_all_resumed(killed, 20)
         self.assertEqual(subscribers.errors(), [])
+        # One outage, counted once (as a WebSocket counts it), not once per stream retried.
+        self.assertEqual(status(self.daemon)["upstream"]["reconnects"], 1)
         print(f"\n{self.transport}: 100 distinct subscriptions streaming after {streaming:.2f}s; "
               f"all resumed {resumed - killed:.2f}s after a SIGKILL and restart of the server", flush=True)
 

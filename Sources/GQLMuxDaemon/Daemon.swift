@@ -522,6 +522,12 @@ package final class Daemon: @unchecked Sendable {
             events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "ping received" : "ping sent")
         case .pong(let received):
             events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
+        case .protocolFallback(let refused, let next):
+            events.emit(
+                .protocolFallback,
+                ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": next.rawValue, "GQLMUX_REFUSED_PROTOCOL": refused.rawValue],
+                message: "\(url) accepted \(refused.rawValue), then closed 1002 before acknowledging it: offering \(next.rawValue) from now on"
+            )
         case .quarantined(let id, let code):
             let closeCode = code.description
             events.emit(

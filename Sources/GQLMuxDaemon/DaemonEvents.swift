@@ -9,6 +9,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
     case slowConsumer = "slow_consumer", limitExceeded = "limit_exceeded"
     case quarantined, memoryBudget = "memory_budget"
     case listening, requestRefused = "request_refused", unauthorized, acceptFailed = "accept_failed", requestTimeout = "request_timeout"
+    case protocolFallback = "protocol_fallback"
 
     /// The fixed journald `MESSAGE_ID` of this event; `systemd/gqlmuxd.catalog` explains each.
     package var messageID: String {
@@ -43,6 +44,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         case .unauthorized: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1c"
         case .acceptFailed: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1d"
         case .requestTimeout: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1e"
+        case .protocolFallback: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1f"
         }
     }
 
@@ -53,7 +55,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         case .connecting, .subscribed, .completed, .clientConnected, .clientDisconnected, .requestTimeout: .info
         case .listening, .started, .connected, .reconnected, .paused, .resumed, .reloaded, .stopping: .notice
         case .disconnected, .reconnecting, .reloadFailed, .operationError, .clientRefused, .clientProtocolError,
-            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget, .requestRefused, .unauthorized, .acceptFailed:
+            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget, .requestRefused, .unauthorized, .acceptFailed, .protocolFallback:
             .warning
         case .failed: .error
         }

@@ -63,7 +63,8 @@ package struct TransportStateMachine {
     var operations: [OperationID: Operation] = [:]
     /// Inbound frames name an operation by its wire id.
     var byWireID: [String: OperationID] = [:]
-    var generation = 0
+    /// The number of the current (or last) connection.
+    package internal(set) var generation = 0
     private var nextSequence = 0
     /// Failures since the last ack; the next retry's number.
     private var failures = 0

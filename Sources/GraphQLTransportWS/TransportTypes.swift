@@ -136,6 +136,9 @@ package enum TransportEvent: Sendable, Equatable {
     /// Operation `id` was singled out by a client-blaming close (4400, 1007, 1009, 4409) and is
     /// never sent again.
     case quarantined(id: OperationID, closeCode: CloseCode)
+    /// The server closed 1002 before its ack on `refused` (see ``ProtocolOffer``): later
+    /// upgrades offer `next` alone.
+    case protocolFallback(refused: WireProtocol, next: WireProtocol)
 }
 
 /// What the I/O layer must do after an event.

@@ -303,7 +303,7 @@ package struct StreamMachine: Sendable {
                     return .reconnecting(attempt: stream.attempt, delay: stream.delay, cause: cause)
                 }
             case .requesting:
-                connecting = max(connecting ?? 0, stream.attempt)
+                connecting = max(connecting ?? 1, stream.attempt)  // the first connect counts as 1, as on a WebSocket
             default:
                 continue
             }
@@ -323,7 +323,11 @@ package struct StreamMachine: Sendable {
 
     private mutating func lost(_ id: OperationID, cause: DisconnectCause, now: Instant, into actions: inout [Action]) {
         guard var stream = streams[id] else { return }
-        if case .streaming(_, let since, _) = stream.phase, now - since >= options.healthyAfter { stream.attempt = 0 }
+        var wasStreaming = false
+        if case .streaming(_, let since, _) = stream.phase {
+            wasStreaming = true
+            if now - since >= options.healthyAfter { stream.attempt = 0 }
+        }
         stream.attempt += 1
         stream.cause = cause
         guard let delay = options.backoff.delay(attempt: stream.attempt, random: random()) else {
@@ -336,7 +340,11 @@ package struct StreamMachine: Sendable {
         stream.phase = .waiting(until: now + delay)
         stream.delay = delay
         streams[id] = stream
-        actions.append(.event(.disconnected(closeCode: nil, reason: cause.description)))
+        // As a WebSocket tells it: one `disconnected` when the upstream that was up is lost, not
+        // one per stream, and none for a request that never got through.
+        if wasStreaming && reported == .connected {
+            actions.append(.event(.disconnected(closeCode: nil, reason: cause.description)))
+        }
         if stream.state != .pending { setState(id, .reconnecting, into: &actions) }
     }
 

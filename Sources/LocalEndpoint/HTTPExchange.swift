@@ -94,10 +94,14 @@ package struct HTTPExchange: Sendable {
             mode = .multipart
         } else if kind == .subscription {
             return .reject(status: 406, message: "a subscription needs Accept: text/event-stream or multipart/mixed;subscriptionSpec=1.0")
-        } else if wanted.contains("application/graphql-response+json") || !wanted.contains("application/json") {
+        } else if wanted.contains("application/graphql-response+json") {
             mode = .json(contentType: "application/graphql-response+json; charset=utf-8")
-        } else {
+        } else if wanted.isEmpty || wanted.contains("application/json") || wanted.contains("*/*") || wanted.contains("application/*") {
+            // GraphQL over HTTP: a client that names no type, or accepts anything, SHOULD get
+            // `application/json`, the type every existing client reads.
             mode = .json(contentType: "application/json; charset=utf-8")
+        } else {
+            mode = .json(contentType: "application/graphql-response+json; charset=utf-8")
         }
         var line = JSONObjectWriter()
         line.field("type", LocalMessageType.subscribe.rawValue)
@@ -200,16 +204,18 @@ package struct HTTPExchange: Sendable {
         }
     }
 
-    /// The HTTP status of an error answer (GraphQL over HTTP: request errors are 400 with
-    /// `application/graphql-response+json`, 200 with `application/json`).
+    /// The HTTP status of an error answer (GraphQL over HTTP: a document that fails, whether
+    /// the server or gqlmuxd rejects it, is 400 with `application/graphql-response+json` and 200
+    /// with `application/json`; a request that is not well-formed is 400 with either).
     static func status(for code: String?, mode: Mode) -> Int {
+        let plainJSON = if case .json("application/json; charset=utf-8") = mode { true } else { false }
         switch code.flatMap(LocalErrorCode.init(rawValue:)) {
-        case nil: if case .json("application/json; charset=utf-8") = mode { 200 } else { 400 }
-        case .invalidDocument?, .badRequest?, .duplicateID?: 400
-        case .forbidden?: 403
-        case .limitExceeded?: 429
-        case .connectionLost?, .upstreamClosed?: 502
-        case .shuttingDown?, .slowConsumer?: 503
+        case nil, .invalidDocument?: return plainJSON ? 200 : 400
+        case .badRequest?, .duplicateID?: return 400
+        case .forbidden?: return 403
+        case .limitExceeded?: return 429
+        case .connectionLost?, .upstreamClosed?: return 502
+        case .shuttingDown?, .slowConsumer?: return 503
         }
     }
 

@@ -105,7 +105,7 @@ package final class HTTPOperations: @unchecked Sendable {
             case .success(let response):
                 for update in Self.updates(for: response, url: url) { self.updates(id, update) }
             case .failure(let error):
-                let message = "\(url): \(describe(error)); the operation was not retried"
+                let message = "\(describe(connectTo: url.description, error)); the operation was not retried"
                 self.updates(id, .finished(.error(.transport(.connectionLost(reason: message)))))
             }
         }

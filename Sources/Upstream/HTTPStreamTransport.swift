@@ -84,7 +84,8 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     private var timer = DeadlineTimer()
     private let observer: UpstreamEventObserver
     private var started = false
-    /// Streams lost and requested again, over the transport's life.
+    /// Outages ended: times the streams were connected again after a loss (a WebSocket
+    /// transport counts the same way), over the transport's life.
     private var reconnectCount = 0
 
     package init(configuration: Configuration, sslContext: NIOSSLContext?, eventLoop: any EventLoop, observer: @escaping UpstreamEventObserver = { _ in }) {
@@ -179,7 +180,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
                 if case .finished = update, let request = live.removeValue(forKey: id) { request.channel?.close(promise: nil) }
                 updates(id, update)
             case .event(let event):
-                if case .disconnected = event { reconnectCount += 1 }
+                if case .reconnected = event { reconnectCount += 1 }  // as a WebSocket counts: outages ended
                 observer(event)
             }
         }
@@ -213,7 +214,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
                 self.live[id]?.channel = channel
                 Self.write(payload, configuration: configuration, to: channel)
             case .failure(let error):
-                self.responseEvent(.failed(.network("\(url.hostHeader): \(describe(error))")), id: id, generation: generation)
+                self.responseEvent(.failed(.network(describe(connectTo: url.hostHeader, error))), id: id, generation: generation)
             }
         }
     }

@@ -22,6 +22,8 @@ package final class UpstreamTransport: @unchecked Sendable {
     private var sslContext: NIOSSLContext?
     private let payloads: ConnectingPayloadSource
     private var machine: TransportStateMachine
+    /// The subprotocols the next upgrade offers (`auto` drops one a server refused).
+    private var offer: ProtocolOffer
     private var channels: [Int: any Channel] = [:]
     /// Connections we closed, waiting for the peer's close frame (see ``CloseHandshake``).
     private var closingChannels: [Int: any Channel] = [:]
@@ -56,6 +58,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         self.observer = observer
         self.sslContext = sslContext
         self.payloads = payloads
+        self.offer = ProtocolOffer(configuration.protocols)
         self.machine = TransportStateMachine(
             options: configuration.transport,
             random: { Double.random(in: 0..<1) },
@@ -120,6 +123,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         self.sslContext = sslContext
         self.configuration = configuration
+        offer.configure(configuration.protocols)
         machine.apply(configuration.transport)
         if configuration.reconnectIfConnected { perform(machine.reconnectNow(now: Self.now)) }
     }
@@ -216,6 +220,11 @@ package final class UpstreamTransport: @unchecked Sendable {
         channels[generation] = nil
         closingChannels[generation] = nil
         closeHandshake.socketClosed(generation: generation)
+        if case .awaitingAck = machine.connectionState, generation == machine.generation,
+            let next = offer.closedBeforeAck(wire: machine.wire, code: code)
+        {
+            observer(.protocolFallback(refused: machine.wire, next: next))
+        }
         perform(machine.connectionClosed(generation: generation, code: code, reason: reason, now: Self.now))
     }
 
@@ -286,6 +295,8 @@ package final class UpstreamTransport: @unchecked Sendable {
     }
 
     private func open(generation: Int, payload: ByteBuffer?) {
+        var configuration = configuration
+        configuration.protocols = offer.current
         WebSocketConnector.connect(
             configuration: configuration,
             sslContext: sslContext,
@@ -305,7 +316,9 @@ package final class UpstreamTransport: @unchecked Sendable {
                 )
             case .failure(let error):
                 guard wanted else { return }
-                self.perform(self.machine.connectionFailed(generation: generation, cause: describe(error), now: Self.now))
+                self.perform(
+                    self.machine.connectionFailed(generation: generation, cause: describe(connectTo: self.configuration.url.hostHeader, error), now: Self.now)
+                )
             }
         }
     }
@@ -321,6 +334,14 @@ package final class UpstreamTransport: @unchecked Sendable {
             self.perform(self.machine.tick(now: now))
         }
     }
+}
+
+/// Why a connect to `address` failed, naming the address once: a refused TCP connect already
+/// names each address tried ("127.0.0.1:4000: Connection refused"); any other failure (TLS, the
+/// upgrade, a timeout) gets `address` in front.
+func describe(connectTo address: String, _ error: any Error) -> String {
+    if error is NIOConnectionError { return describe(error) }
+    return "\(address): \(describe(error))"
 }
 
 /// A short, operator-readable cause for a failed connect ("127.0.0.1:4000: Connection refused").

@@ -158,6 +158,37 @@ import Testing
         if case .subscribe = start("POST", contentType: "application/json; charset=utf-8", kind: .query) {} else { Issue.record("charset refused") }
     }
 
+    /// GraphQL over HTTP's SHOULDs: `application/json` for a client that names no type or accepts
+    /// anything; a document gqlmuxd rejects answered as one the server rejects.
+    @Test(arguments: [
+        ("", "application/json"), ("*/*", "application/json"), ("application/*", "application/json"),
+        ("application/json", "application/json"), ("application/graphql-response+json", "application/graphql-response+json"),
+        ("application/graphql-response+json, application/json;q=0.9", "application/graphql-response+json"),
+        ("text/html", "application/graphql-response+json"),
+    ])
+    func theAnswersTypeAndTheStatusOfARejectedDocument(accept: String, type: String) {
+        let started = HTTPExchange.start(
+            method: "POST",
+            accept: accept,
+            contentType: "application/json",
+            body: ByteBuffer(string: #"{"query":"{"}"#),
+            queryItems: [],
+            id: "h",
+            kindOf: { _ in nil }
+        )
+        guard case .subscribe(_, var exchange) = started else {
+            Issue.record("refused")
+            return
+        }
+        let rejected = #"{"type":"error","id":"h","payload":[{"message":"Syntax Error","extensions":{"code":"INVALID_DOCUMENT"}}]}"#
+        guard case .head(let status, let contentType)? = exchange.fromSession(ByteBuffer(string: rejected + "\n")).first else {
+            Issue.record("no answer")
+            return
+        }
+        #expect(contentType == type + "; charset=utf-8")
+        #expect(status == (type == "application/json" ? 200 : 400))
+    }
+
     @Test func rawErrorAnswersAreWholeResponses() {
         let raw = String(buffer: HTTPErrorResponse.raw(status: 503, reason: "Service Unavailable", message: "full \"now\"", headers: [("Retry-After", "1")]))
         let parts = raw.components(separatedBy: "\r\n\r\n")

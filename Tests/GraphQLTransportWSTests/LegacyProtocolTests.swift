@@ -235,3 +235,23 @@ extension OperationFinish {
         #expect(table.earliest == start + .seconds(5))
     }
 }
+
+/// `auto`'s offer after a server refuses the modern protocol with 1002 before its ack.
+@Suite struct ProtocolOfferTests {
+    @Test func aRefusalBeforeTheAckDropsThatProtocolUntilTheConfigurationChanges() {
+        var offer = ProtocolOffer([.transportWS, .legacyWS])
+        #expect(offer.closedBeforeAck(wire: .transportWS, code: .other(1011)) == nil)
+        #expect(offer.closedBeforeAck(wire: .transportWS, code: nil) == nil)
+        #expect(offer.current == [.transportWS, .legacyWS])
+        #expect(offer.closedBeforeAck(wire: .transportWS, code: .protocolError) == .legacyWS)
+        #expect(offer.current == [.legacyWS])
+        // The last protocol left is never dropped: a 1002 on it is an ordinary failure.
+        #expect(offer.closedBeforeAck(wire: .legacyWS, code: .protocolError) == nil)
+        #expect(offer.current == [.legacyWS])
+        offer.configure([.transportWS, .legacyWS])
+        #expect(offer.current == [.legacyWS])
+        offer.configure([.transportWS])
+        #expect(offer.current == [.transportWS])
+        #expect(offer.closedBeforeAck(wire: .transportWS, code: .protocolError) == nil)
+    }
+}

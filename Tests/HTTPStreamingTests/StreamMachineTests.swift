@@ -104,6 +104,30 @@ import Testing
         #expect(told == [.connected, .reconnected])
     }
 
+    @Test func anOutageIsToldOnceWhateverTheNumberOfStreamsAndARefusedRequestIsNoDisconnect() {
+        var h = Harness()
+        let ids = (0..<3).map { _ in h.open() }
+        for id in ids { h.head(id) }
+        #expect(h.machine.connectionState == .connected)
+        for id in ids { h.lose(id) }
+        func told(_ h: Harness) -> [TransportEvent] {
+            h.log.compactMap { action -> TransportEvent? in
+                guard case .event(let event) = action else { return nil }
+                switch event {
+                case .disconnected, .connected, .reconnected: return event
+                default: return nil
+                }
+            }
+        }
+        #expect(told(h) == [.connected, .disconnected(closeCode: nil, reason: "EOF")])
+        h.advance(ms: 1_001)  // every stream requested again; the server still refuses them
+        for id in ids { h.head(id, .answer(status: 503, reason: "Service Unavailable", body: ByteBuffer())) }
+        #expect(told(h).count == 2)
+        h.advance(ms: 2_001)
+        for id in ids { h.head(id) }
+        #expect(told(h) == [.connected, .disconnected(closeCode: nil, reason: "EOF"), .reconnected])
+    }
+
     @Test func aSilentStreamIsDeadAfterTheHeartbeatTimeout() {
         var h = Harness(heartbeat: .seconds(5))
         let id = h.open()
