@@ -300,6 +300,7 @@ let package = Package(
             dependencies: [
                 "Upstream", "TestUpstream", "GraphQLTransportWS", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict

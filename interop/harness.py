@@ -161,11 +161,12 @@ class Daemon:
         self.process: Optional[subprocess.Popen] = None
         self.log_path = os.path.join(self.directory, "gqlmuxd.log")
 
-    def start(self, prefix: Optional[List[str]] = None) -> None:
-        """`prefix`: a command gqlmuxd runs under, e.g. `["prlimit", "--nofile=256:256"]`."""
+    def start(self, prefix: Optional[List[str]] = None, env: Optional[dict] = None) -> None:
+        """`prefix`: a command gqlmuxd runs under, e.g. `["prlimit", "--nofile=256:256"]`;
+        `env`: its whole environment (default: ours)."""
         log = open(self.log_path, "w")
         self.process = subprocess.Popen([*(prefix or []), os.path.join(BIN, "gqlmuxd"), "--config", self.config],
-                                        stdout=log, stderr=subprocess.STDOUT)
+                                        stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

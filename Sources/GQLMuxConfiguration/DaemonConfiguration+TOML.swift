@@ -49,7 +49,13 @@ extension DaemonConfiguration {
         return try parse(text, source: path)
     }
 
-    package static func parse(_ text: String, source: String = "config") throws(ConfigurationError) -> DaemonConfiguration {
+    /// - Parameter environment: where `https_proxy`, `http_proxy` and `no_proxy` are read when
+    ///   `[upstream] proxy` is not set.
+    package static func parse(
+        _ text: String,
+        source: String = "config",
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> DaemonConfiguration {
         let root: TOMLTable
         do {
             root = try TOMLTable(string: text)
@@ -63,7 +69,7 @@ extension DaemonConfiguration {
         guard let upstreamTable = try reader.table("upstream") else {
             throw ConfigurationError("[upstream] url: required")
         }
-        var configuration = DaemonConfiguration(upstream: try readUpstream(upstreamTable))
+        var configuration = DaemonConfiguration(upstream: try readUpstream(upstreamTable, environment: environment))
         typealias R = ConfigurationRanges
         if let v = try upstreamTable.int("max_operations_per_connection", in: R.maxOperationsPerConnection) {
             configuration.connections.maxOperationsPerConnection = v
@@ -136,14 +142,14 @@ extension DaemonConfiguration {
         return configuration
     }
 
-    private static func readUpstream(_ t: TableReader) throws(ConfigurationError) -> UpstreamConfiguration {
+    private static func readUpstream(_ t: TableReader, environment: [String: String]) throws(ConfigurationError) -> UpstreamConfiguration {
         try t.allowOnly([
             "url", "headers", "connecting_payload", "connecting_payload_file", "client_name", "client_version",
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
             "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections", "operation_timeout",
-            "transport", "multipart_accept", "heartbeat_timeout", "max_streams",
+            "transport", "multipart_accept", "heartbeat_timeout", "max_streams", "proxy",
         ])
         var carrier = UpstreamCarrierKind.websocket
         if let name = try t.string("transport") {
@@ -247,6 +253,16 @@ extension DaemonConfiguration {
         if let v = try t.bool("reconnect_if_connected") { c.reconnectIfConnected = v }
         if let v = try t.seconds("heartbeat_timeout", in: R.timeout) { c.heartbeatTimeout = v }
         if let v = try t.int("max_streams", in: R.maxStreams) { c.maxStreams = v }
+        let proxyText = try t.string("proxy")
+        do throws(HTTPProxy.ParseError) {
+            if let proxyText {
+                c.proxy = proxyText.isEmpty ? .direct : .always(try HTTPProxy(parsing: proxyText))
+            } else {
+                c.proxy = try ProxyChoice.fromEnvironment(environment)
+            }
+        } catch {
+            throw ConfigurationError("[upstream] proxy: \(error.description)")
+        }
         if let v = try t.seconds("http_timeout", in: R.timeout) { c.httpTimeout = v }
         if let tls = try t.table("tls") {
             try tls.allowOnly(["ca_file", "insecure_skip_verify"])

@@ -20,14 +20,18 @@ package final class HTTPOperations: @unchecked Sendable {
         package var tls: UpstreamConfiguration.TLS
         package var timeout: Duration
         package var maxResponseBytes: Int
+        /// The proxy that tunnels connections to `url`, if any.
+        package var proxy: HTTPProxy?
 
         package init(
             url: HTTPURL,
             headers: [(name: String, value: String)] = [],
             tls: UpstreamConfiguration.TLS = .init(),
             timeout: Duration = .seconds(30),
-            maxResponseBytes: Int = 16 << 20
+            maxResponseBytes: Int = 16 << 20,
+            proxy: HTTPProxy? = nil
         ) {
+            self.proxy = proxy
             self.url = url
             self.headers = headers
             self.tls = tls
@@ -130,7 +134,13 @@ package final class HTTPOperations: @unchecked Sendable {
         let done = request.promise
         let sslContext = self.sslContext
         let limit = configuration.maxResponseBytes
-        StreamChannels.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: .nanoseconds(configuration.timeout.nanoseconds), on: eventLoop) {
+        StreamChannels.connectHTTP1(
+            url: url,
+            proxy: configuration.proxy,
+            sslContext: sslContext,
+            connectTimeout: .nanoseconds(configuration.timeout.nanoseconds),
+            on: eventLoop
+        ) {
             ResponseCollector(promise: done, limit: limit)
         }
         .whenComplete { result in

@@ -38,6 +38,8 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         package var maxMessageBytes: Int
         package var maxStreams: Int
         package var reconnectIfConnected: Bool
+        /// The proxy that tunnels connections to `url`, if any.
+        package var proxy: HTTPProxy?
 
         package init(
             url: HTTPURL,
@@ -46,8 +48,10 @@ package final class HTTPStreamTransport: @unchecked Sendable {
             options: StreamMachine.Options = .init(),
             maxMessageBytes: Int = 16 << 20,
             maxStreams: Int = 256,
-            reconnectIfConnected: Bool = true
+            reconnectIfConnected: Bool = true,
+            proxy: HTTPProxy? = nil
         ) {
+            self.proxy = proxy
             self.url = url
             self.headers = headers
             self.flavor = flavor
@@ -195,6 +199,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
         let maxBody = configuration.maxMessageBytes
         channels.open(
             url: url,
+            proxy: configuration.proxy,
             sslContext: sslContext,
             connectTimeout: .nanoseconds(configuration.options.connectTimeout.nanoseconds)
         ) {

@@ -47,15 +47,16 @@ final class StreamChannels: @unchecked Sendable {
     /// A channel for one request, with `handler` reading its response.
     func open(
         url: HTTPURL,
+        proxy: HTTPProxy?,
         sslContext: NIOSSLContext?,
         connectTimeout: TimeAmount,
         handler: @escaping @Sendable () -> any ChannelHandler
     ) -> EventLoopFuture<any Channel> {
         eventLoop.preconditionInEventLoop()
         guard url.secure, let sslContext, mode != .http1 else {
-            return Self.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: connectTimeout, on: eventLoop, handler: handler)
+            return Self.connectHTTP1(url: url, proxy: proxy, sslContext: sslContext, connectTimeout: connectTimeout, on: eventLoop, handler: handler)
         }
-        let multiplexer = shared ?? connectShared(url: url, sslContext: sslContext, connectTimeout: connectTimeout)
+        let multiplexer = shared ?? connectShared(url: url, proxy: proxy, sslContext: sslContext, connectTimeout: connectTimeout)
         return multiplexer.flatMap { multiplexer in
             multiplexer.createStreamChannel { stream in
                 stream.eventLoop.makeCompletedFuture {
@@ -67,64 +68,65 @@ final class StreamChannels: @unchecked Sendable {
         }.flatMapError { error in
             guard error is NotHTTP2 else { return self.eventLoop.makeFailedFuture(error) }
             // The server chose HTTP/1.1: this and every later stream takes a connection.
-            return Self.connectHTTP1(url: url, sslContext: sslContext, connectTimeout: connectTimeout, on: self.eventLoop, handler: handler)
+            return Self.connectHTTP1(url: url, proxy: proxy, sslContext: sslContext, connectTimeout: connectTimeout, on: self.eventLoop, handler: handler)
         }
     }
 
-    private func connectShared(url: HTTPURL, sslContext: NIOSSLContext, connectTimeout: TimeAmount) -> EventLoopFuture<NIOHTTP2Handler.StreamMultiplexer> {
+    private func connectShared(url: HTTPURL, proxy: HTTPProxy?, sslContext: NIOSSLContext, connectTimeout: TimeAmount) -> EventLoopFuture<
+        NIOHTTP2Handler.StreamMultiplexer
+    > {
         let negotiated = eventLoop.makePromise(of: NIOHTTP2Handler.StreamMultiplexer.self)
         let future = negotiated.futureResult
         shared = future
-        ClientBootstrap(group: eventLoop)
+        let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(Self.tls(url, sslContext))
-                    try sync.addHandler(
-                        ApplicationProtocolNegotiationHandler { result, channel in
-                            guard case .negotiated("h2") = result else {
-                                negotiated.fail(NotHTTP2())
-                                return channel.close()
-                            }
-                            do {
-                                let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                                    mode: .client,
-                                    connectionConfiguration: .init(),
-                                    streamConfiguration: .init()
-                                ) { inbound in inbound.close() }  // servers do not open streams to us
-                                negotiated.succeed(multiplexer)
-                                return channel.eventLoop.makeSucceededVoidFuture()
-                            } catch {
-                                negotiated.fail(error)
-                                return channel.close()
-                            }
+        UpstreamDialer.connect(bootstrap, on: eventLoop, host: url.host, port: url.port, proxy: proxy) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let sync = channel.pipeline.syncOperations
+                try sync.addHandler(Self.tls(url, sslContext))
+                try sync.addHandler(
+                    ApplicationProtocolNegotiationHandler { result, channel in
+                        guard case .negotiated("h2") = result else {
+                            negotiated.fail(NotHTTP2())
+                            return channel.close()
                         }
-                    )
-                }
-            }
-            .connect(host: url.host, port: url.port)
-            .whenComplete { result in
-                switch result {
-                case .success(let channel):
-                    guard self.shared === future else {  // reset meanwhile
-                        channel.close(promise: nil)
-                        return
-                    }
-                    self.sharedChannel = channel
-                    channel.closeFuture.whenComplete { _ in
-                        negotiated.fail(ChannelError.ioOnClosedChannel)  // closed before ALPN finished
-                        if self.shared === future {
-                            self.shared = nil
-                            self.sharedChannel = nil
+                        do {
+                            let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                                mode: .client,
+                                connectionConfiguration: .init(),
+                                streamConfiguration: .init()
+                            ) { inbound in inbound.close() }  // servers do not open streams to us
+                            negotiated.succeed(multiplexer)
+                            return channel.eventLoop.makeSucceededVoidFuture()
+                        } catch {
+                            negotiated.fail(error)
+                            return channel.close()
                         }
                     }
-                case .failure(let error):
-                    negotiated.fail(error)
-                    if self.shared === future { self.shared = nil }
-                }
+                )
             }
+        }
+        .whenComplete { result in
+            switch result {
+            case .success(let channel):
+                guard self.shared === future else {  // reset meanwhile
+                    channel.close(promise: nil)
+                    return
+                }
+                self.sharedChannel = channel
+                channel.closeFuture.whenComplete { _ in
+                    negotiated.fail(ChannelError.ioOnClosedChannel)  // closed before ALPN finished
+                    if self.shared === future {
+                        self.shared = nil
+                        self.sharedChannel = nil
+                    }
+                }
+            case .failure(let error):
+                negotiated.fail(error)
+                if self.shared === future { self.shared = nil }
+            }
+        }
         future.whenComplete { result in
             switch result {
             case .success: self.mode = .http2
@@ -138,23 +140,23 @@ final class StreamChannels: @unchecked Sendable {
     /// and for an `http_url` query or mutation (``HTTPOperations``).
     static func connectHTTP1(
         url: HTTPURL,
+        proxy: HTTPProxy?,
         sslContext: NIOSSLContext?,
         connectTimeout: TimeAmount,
         on eventLoop: any EventLoop,
         handler: @escaping @Sendable () -> any ChannelHandler
     ) -> EventLoopFuture<any Channel> {
-        ClientBootstrap(group: eventLoop)
+        let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    if url.secure, let sslContext { try sync.addHandler(tls(url, sslContext)) }
-                    try sync.addHTTPClientHandlers()
-                    try sync.addHandler(handler())
-                }
+        return UpstreamDialer.connect(bootstrap, on: eventLoop, host: url.host, port: url.port, proxy: proxy) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let sync = channel.pipeline.syncOperations
+                if url.secure, let sslContext { try sync.addHandler(tls(url, sslContext)) }
+                try sync.addHTTPClientHandlers()
+                try sync.addHandler(handler())
             }
-            .connect(host: url.host, port: url.port)
+        }
     }
 
     /// TLS for `url`, with SNI unless the host is an IP address.

@@ -64,6 +64,12 @@ package struct UpstreamConfiguration: Sendable {
     package var heartbeatTimeout: Duration = .seconds(15)
     /// `[upstream] max_streams`: streams open at once.
     package var maxStreams = 256
+    /// `[upstream] proxy`, or the `https_proxy`/`http_proxy`/`no_proxy` environment: the HTTP
+    /// proxy every connection (WebSocket, HTTP operations, HTTP streams) is tunnelled through.
+    package var proxy: ProxyChoice = .direct
+
+    /// The proxy of the WebSocket connections to `url`.
+    var websocketProxy: HTTPProxy? { proxy.proxy(host: url.host, port: url.port, secure: url.secure) }
 
     /// The HTTP streaming side's settings when `transport` is `multipart` or `sse`; nil for
     /// `websocket`. Headers (client awareness included), backoff and timings as the WebSocket's.
@@ -87,14 +93,22 @@ package struct UpstreamConfiguration: Sendable {
             options: options,
             maxMessageBytes: maxMessageBytes,
             maxStreams: maxStreams,
-            reconnectIfConnected: reconnectIfConnected
+            reconnectIfConnected: reconnectIfConnected,
+            proxy: proxy.proxy(host: httpURL.host, port: httpURL.port, secure: httpURL.secure)
         )
     }
 
     /// The HTTP side's settings: the same headers (client awareness included), TLS and size limit.
     package var httpOperations: HTTPOperations.Configuration? {
         httpURL.map {
-            HTTPOperations.Configuration(url: $0, headers: upgradeHeaders, tls: tls, timeout: httpTimeout, maxResponseBytes: maxMessageBytes)
+            HTTPOperations.Configuration(
+                url: $0,
+                headers: upgradeHeaders,
+                tls: tls,
+                timeout: httpTimeout,
+                maxResponseBytes: maxMessageBytes,
+                proxy: proxy.proxy(host: $0.host, port: $0.port, secure: $0.secure)
+            )
         }
     }
 

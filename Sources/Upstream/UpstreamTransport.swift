@@ -340,7 +340,7 @@ package final class UpstreamTransport: @unchecked Sendable {
 /// names each address tried ("127.0.0.1:4000: Connection refused"); any other failure (TLS, the
 /// upgrade, a timeout) gets `address` in front.
 func describe(connectTo address: String, _ error: any Error) -> String {
-    if error is NIOConnectionError { return describe(error) }
+    if error is NIOConnectionError || error is ProxyTunnelError { return describe(error) }
     return "\(address): \(describe(error))"
 }
 

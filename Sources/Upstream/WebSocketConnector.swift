@@ -44,57 +44,57 @@ enum WebSocketConnector {
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.transport.connectTimeout.nanoseconds))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                do {
-                    let sync = channel.pipeline.syncOperations
-                    if url.secure, let sslContext {
-                        let sniHost = isIPAddress(url.host) ? nil : url.host
-                        try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+        UpstreamDialer.connect(bootstrap, on: eventLoop, host: url.host, port: url.port, proxy: configuration.websocketProxy) { channel in
+            do {
+                let sync = channel.pipeline.syncOperations
+                if url.secure, let sslContext {
+                    let sniHost = isIPAddress(url.host) ? nil : url.host
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
+                }
+                let requestHandler = UpgradeRequestHandler(configuration: configuration, promise: upgraded)
+                let upgrader = NIOWebSocketClientUpgrader(
+                    maxFrameSize: maxBytes,
+                    automaticErrorHandling: false,
+                    upgradePipelineHandler: { channel, response in
+                        let header = response.headers["Sec-WebSocket-Protocol"].first
+                        guard let wire = selected(header, offered: offered) else {
+                            let failure = UpgradeFailure(
+                                description: "server did not select a subprotocol we offered (\(offer(offered)))"
+                                    + (header.map { "; it chose '\($0)'" } ?? "")
+                            )
+                            upgraded.fail(failure)
+                            return channel.close()
+                        }
+                        return channel.eventLoop.makeCompletedFuture {
+                            let sync = channel.pipeline.syncOperations
+                            try sync.addHandler(
+                                NIOWebSocketFrameAggregator(
+                                    minNonFinalFragmentSize: 0,
+                                    maxAccumulatedFrameCount: 1 << 16,
+                                    maxAccumulatedFrameSize: maxBytes
+                                )
+                            )
+                            try sync.addHandler(frameHandler())
+                            upgraded.succeed(Opened(channel: channel, wire: wire))
+                        }
                     }
-                    let requestHandler = UpgradeRequestHandler(configuration: configuration, promise: upgraded)
-                    let upgrader = NIOWebSocketClientUpgrader(
-                        maxFrameSize: maxBytes,
-                        automaticErrorHandling: false,
-                        upgradePipelineHandler: { channel, response in
-                            let header = response.headers["Sec-WebSocket-Protocol"].first
-                            guard let wire = selected(header, offered: offered) else {
-                                let failure = UpgradeFailure(
-                                    description: "server did not select a subprotocol we offered (\(offer(offered)))"
-                                        + (header.map { "; it chose '\($0)'" } ?? "")
-                                )
-                                upgraded.fail(failure)
-                                return channel.close()
-                            }
-                            return channel.eventLoop.makeCompletedFuture {
-                                let sync = channel.pipeline.syncOperations
-                                try sync.addHandler(
-                                    NIOWebSocketFrameAggregator(
-                                        minNonFinalFragmentSize: 0,
-                                        maxAccumulatedFrameCount: 1 << 16,
-                                        maxAccumulatedFrameSize: maxBytes
-                                    )
-                                )
-                                try sync.addHandler(frameHandler())
-                                upgraded.succeed(Opened(channel: channel, wire: wire))
-                            }
+                )
+                try sync.addHTTPClientHandlers(
+                    leftOverBytesStrategy: .forwardBytes,
+                    withClientUpgrade: (
+                        upgraders: [upgrader],
+                        completionHandler: { context in
+                            context.channel.pipeline.removeHandler(requestHandler, promise: nil)
                         }
                     )
-                    try sync.addHTTPClientHandlers(
-                        leftOverBytesStrategy: .forwardBytes,
-                        withClientUpgrade: (
-                            upgraders: [upgrader],
-                            completionHandler: { context in
-                                context.channel.pipeline.removeHandler(requestHandler, promise: nil)
-                            }
-                        )
-                    )
-                    try sync.addHandler(requestHandler)
-                    return channel.eventLoop.makeSucceededVoidFuture()
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
+                )
+                try sync.addHandler(requestHandler)
+                return channel.eventLoop.makeSucceededVoidFuture()
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
             }
-        bootstrap.connect(host: url.host, port: url.port).whenComplete { result in
+        }
+        .whenComplete { result in
             switch result {
             case .success(let channel):
                 channel.closeFuture.whenComplete { _ in

@@ -118,6 +118,27 @@ import Upstream
         }
     }
 
+    @Test func proxyKeyAndEnvironment() throws {
+        let base = "[upstream]\nurl = \"wss://api.example/g\"\n"
+        let environment = ["https_proxy": "http://env:3128", "no_proxy": "localhost"]
+        let fromKey = try DaemonConfiguration.parse(base + "proxy = \"http://u:p%40w@corp:8080\"\n", environment: environment)
+        #expect(fromKey.upstream.proxy == .always(try HTTPProxy(parsing: "http://u:p%40w@corp:8080")))
+        let fromEnvironment = try DaemonConfiguration.parse(base, environment: environment)
+        #expect(fromEnvironment.upstream.proxy.proxy(host: "api.example", port: 443, secure: true)?.host == "env")
+        #expect(try DaemonConfiguration.parse(base + "proxy = \"\"\n", environment: environment).upstream.proxy == .direct)
+        #expect(try DaemonConfiguration.parse(base, environment: [:]).upstream.proxy == .direct)
+        for (bad, environment, expected) in [
+            ("proxy = \"socks5://u:secret@p:1\"\n", [:], "[upstream] proxy: 'socks5://***@p:1' is not an http:// proxy"),
+            ("", ["https_proxy": "https://p:1"], "[upstream] proxy: https_proxy: 'https://p:1' is not an http:// proxy"),
+        ] {
+            #expect {
+                try DaemonConfiguration.parse(base + bad, environment: environment)
+            } throws: { error in
+                (error as? ConfigurationError)?.description.hasPrefix(expected) == true
+            }
+        }
+    }
+
     @Test func protocolHTTPURLAndPoolKeys() throws {
         let base = "[upstream]\nurl = \"ws://h/g\"\n"
         let defaults = try DaemonConfiguration.parse(base)
