@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from interop.harness import Daemon, Server, Subscribers, outage
+from interop.harness import BIN, Daemon, Server, Subscribers, outage
 
 
 def make_test_ca(directory: str) -> tuple[str, str, str]:
@@ -70,6 +70,17 @@ class HTTP2Tests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(s.errors(), [])
         print(f"\nHTTP/2 {transport}: 50 streams on 1 TCP connection after {streaming:.2f}s; "
               f"all resumed on a new connection {resumed - killed:.2f}s after a SIGKILL and restart", flush=True)
+        # Queries and mutations ride the same HTTP/2 connection as the streams.
+        ctl = lambda *args: subprocess.run([os.path.join(BIN, "gqlmuxctl"), *args, "--socket", self.daemon.socket],
+                                           capture_output=True, text=True, timeout=20)
+        for _ in range(10):
+            self.assertEqual(ctl("query", "{ hello }").stdout.strip(), '{"data":{"hello":"world"}}')
+        mutation = ctl("query", "mutation { increment }")
+        self.assertEqual(mutation.stdout.strip(), '{"data":{"increment":1}}', mutation.stderr)
+        seen = await self.server.streams()
+        self.assertEqual((seen["connections"], seen["mutations"]), (1, 1), f"11 requests on the streams' connection: {seen}")
+        print(f"HTTP/2 {transport}: 10 queries and 1 mutation on that same connection ({seen['posts']} POSTs, "
+              f"{seen['connections']} connection)", flush=True)
 
     async def test_multipart_streams_share_one_http2_connection(self) -> None:
         await self.fifty_streams_on_one_connection("multipart")

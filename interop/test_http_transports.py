@@ -142,6 +142,24 @@ class HTTPTransportTests:
         errors += [e for m in of(client, "bad", "error") for e in m["payload"]]
         self.assertIn("nosuchfield", json.dumps(errors))
 
+    async def test_queries_and_mutations_reuse_kept_alive_connections(self) -> None:
+        self.start_daemon()
+        client = await self.client("c")
+        before = await self.server.streams()
+        for n in range(30):  # one after another: each could reuse the last one's connection
+            subscribe(client, f"q{n}", "{ hello }")
+            await self.wait(lambda: of(client, f"q{n}", "complete"), 10, f"query {n} answered")
+        for n in range(5):
+            subscribe(client, f"m{n}", "mutation { increment }")
+            await self.wait(lambda: of(client, f"m{n}", "complete"), 10, f"mutation {n} answered")
+        after = await self.server.streams()
+        print(f"\n{self.transport}: 35 POSTs to http_url came on {after['connections'] - before['connections']} "
+              f"new connection(s) (server-side distinct client ports)", flush=True)
+        self.assertEqual(after["posts"] - before["posts"], 35)
+        self.assertLessEqual(after["connections"] - before["connections"], 1, "one kept-alive connection for all")
+        self.assertEqual(after["mutations"] - before["mutations"], 5, "each mutation ran exactly once")
+        self.assertEqual([of(client, f"m{n}", "next")[0]["payload"]["data"]["increment"] for n in range(5)], [1, 2, 3, 4, 5])
+
     async def test_pause_resume_reload_and_metrics(self) -> None:
         """`pause` drops the streams (subscribers hear `paused`), `resume` requests them again
         (`reconnecting`, `active`, results); a reload with a new token re-requests every stream

@@ -54,7 +54,12 @@ extension Daemon {
             if let http = fanout.http {
                 http.applyOnLoop(settings, sslContext: prepared.upstream.httpTLS)
             } else {
-                fanout.http = HTTPOperations(configuration: settings, sslContext: prepared.upstream.httpTLS, eventLoop: eventLoop)
+                fanout.http = HTTPOperations(
+                    configuration: settings,
+                    sslContext: prepared.upstream.httpTLS,
+                    eventLoop: eventLoop,
+                    sharingWith: fanout.streams
+                )
             }
         } else {
             fanout.http = nil

@@ -93,13 +93,14 @@ package final class Daemon: @unchecked Sendable {
         self.pool = ConnectionPool(upstream: upstream, eventLoop: eventLoop)
         self.fanout = Fanout(pool: pool, events: events, metrics: metrics, configuration: configuration)
         pool.observer = { [weak self] connection, event in self?.transportEvent(event, connection: connection) }
-        if let http = configuration.upstream.httpOperations {
-            fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop)
-        }
         if let streams = configuration.upstream.httpStreams {
             fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.streamTLS, eventLoop: eventLoop) { [weak self] event in
                 self?.transportEvent(event, connection: 0)
             }
+        }
+        if let http = configuration.upstream.httpOperations {
+            // With HTTP streams (same `http_url`), requests ride their HTTP/2 connection.
+            fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop, sharingWith: fanout.streams)
         }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }

@@ -6,8 +6,12 @@ import NIOSSL
 
 /// Queries and mutations over HTTP POST (`[upstream] http_url`, GraphQL over HTTP), as Apollo's
 /// `SplitNetworkTransport` sends them: they work while the WebSocket is reconnecting, paused or
-/// failed. Each request is sent once on a connection of its own and never retried, so a
-/// mutation runs exactly once or fails with `CONNECTION_LOST`.
+/// failed. Connections are reused: over `https` whose server offers `h2`, every request is a
+/// stream of one HTTP/2 connection (the HTTP streams' own, when subscriptions travel as
+/// multipart or SSE); otherwise HTTP/1.1 connections are kept alive between requests
+/// (``KeepAliveConnections``). A mutation is sent once and never again, so it runs exactly once
+/// or fails with `CONNECTION_LOST`; a query whose kept-alive connection turns out closed before
+/// any answer is sent once more on a new connection.
 ///
 /// A hand-written HTTP/1.1 client on NIOHTTP1 (already built for the WebSocket upgrade) rather
 /// than async-http-client, which would add 2.5–4.5 minutes to a cold 2-core build for one POST.
@@ -47,6 +51,7 @@ package final class HTTPOperations: @unchecked Sendable {
     private struct Request {
         var promise: EventLoopPromise<HTTPResponse>
         var payload: ByteBuffer
+        var kind: OperationKind
         var configuration: Configuration
         var started = false
         var channel: (any Channel)?
@@ -62,15 +67,30 @@ package final class HTTPOperations: @unchecked Sendable {
     package var updates: OperationSink = { _, _ in }
 
     /// - Parameter sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.
-    package init(configuration: Configuration, sslContext: NIOSSLContext?, eventLoop: any EventLoop) {
+    /// HTTP/2 connections (`https` with `h2`); the HTTP streams' when shared.
+    private let channels: StreamChannels
+    private let keepAlive: KeepAliveConnections
+
+    /// - Parameters:
+    ///   - sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.
+    ///   - streams: the HTTP streams to the same `url`, whose HTTP/2 connection requests share.
+    package init(configuration: Configuration, sslContext: NIOSSLContext?, eventLoop: any EventLoop, sharingWith streams: HTTPStreamTransport? = nil) {
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.sslContext = sslContext
+        self.channels = streams?.channels ?? StreamChannels(eventLoop: eventLoop)
+        self.keepAlive = KeepAliveConnections(eventLoop: eventLoop)
+    }
+
+    /// HTTP/1.1 connections opened so far (each then reused while kept alive).
+    package var connectionsOpenedOnLoop: Int {
+        eventLoop.preconditionInEventLoop()
+        return keepAlive.opened
     }
 
     /// Builds the TLS context here (blocking: call it off the event loop).
     package convenience init(configuration: Configuration, eventLoop: any EventLoop) throws {
-        let sslContext = try configuration.tls.clientContext(secure: configuration.url.secure)
+        let sslContext = try configuration.tls.clientContext(secure: configuration.url.secure, alpn: ["h2", "http/1.1"])
         self.init(configuration: configuration, sslContext: sslContext, eventLoop: eventLoop)
     }
 
@@ -80,6 +100,7 @@ package final class HTTPOperations: @unchecked Sendable {
         eventLoop.preconditionInEventLoop()
         self.sslContext = sslContext
         self.configuration = configuration
+        keepAlive.closeAll()  // new requests connect with the new settings
     }
 
     /// At most this many requests are on the wire at once; the others wait their turn in order
@@ -88,12 +109,12 @@ package final class HTTPOperations: @unchecked Sendable {
 
     /// POSTs `payload` (the request object: query, variables, operationName, extensions) for
     /// operation `id` and tells ``updates`` the result (`next`, then `completed`) or the failure.
-    package func sendOnLoop(_ id: OperationID, payload: ByteBuffer) {
+    package func sendOnLoop(_ id: OperationID, kind: OperationKind = .query, payload: ByteBuffer) {
         eventLoop.preconditionInEventLoop()
         let configuration = self.configuration
         let url = configuration.url
         let done = eventLoop.makePromise(of: HTTPResponse.self)
-        pending[id] = Request(promise: done, payload: payload, configuration: configuration)
+        pending[id] = Request(promise: done, payload: payload, kind: kind, configuration: configuration)
         let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeout.nanoseconds)) {
             done.fail(HTTPFailure("no answer from \(url) within \(configuration.timeout.seconds)s"))
         }
@@ -128,34 +149,76 @@ package final class HTTPOperations: @unchecked Sendable {
         }
     }
 
-    private func start(_ id: OperationID, _ request: Request) {
+    /// - Parameter reuse: false to open a new HTTP/1.1 connection whatever is idle.
+    private func start(_ id: OperationID, _ request: Request, reuse: Bool = true) {
         let configuration = request.configuration
         let url = configuration.url
         let done = request.promise
-        let sslContext = self.sslContext
         let limit = configuration.maxResponseBytes
-        StreamChannels.connectHTTP1(
-            url: url,
-            proxy: configuration.proxy,
-            sslContext: sslContext,
-            connectTimeout: .nanoseconds(configuration.timeout.nanoseconds),
-            on: eventLoop
-        ) {
-            ResponseCollector(promise: done, limit: limit)
+        let connectTimeout = TimeAmount.nanoseconds(configuration.timeout.nanoseconds)
+        if url.secure, let sslContext, !channels.isHTTP1 {
+            // A stream of the shared HTTP/2 connection (or, the first time a server chooses
+            // HTTP/1.1, a connection of its own, closed after the answer).
+            channels.open(url: url, proxy: configuration.proxy, sslContext: sslContext, connectTimeout: connectTimeout) {
+                ResponseCollector(promise: done, limit: limit)
+            }
+            .whenComplete { result in
+                switch result {
+                case .success(let channel):
+                    guard self.pending[id] != nil else {  // answered (timeout) or cancelled meanwhile
+                        channel.close(promise: nil)
+                        return
+                    }
+                    self.pending[id]?.channel = channel
+                    Self.write(request.payload, configuration: configuration, to: channel)
+                case .failure(let error):
+                    done.fail(error)
+                }
+            }
+            return
         }
-        .whenComplete { result in
+        if reuse, let connection = keepAlive.take() {
+            send(id, request, on: connection, reused: true)
+            return
+        }
+        keepAlive.open(url: url, proxy: configuration.proxy, sslContext: sslContext, connectTimeout: connectTimeout).whenComplete { result in
             switch result {
-            case .success(let channel):
-                guard self.pending[id] != nil else {  // answered (timeout) or cancelled meanwhile
-                    channel.close(promise: nil)
+            case .success(let connection):
+                guard self.pending[id] != nil else {
+                    connection.channel.close(promise: nil)
                     return
                 }
-                self.pending[id]?.channel = channel
-                Self.write(request.payload, configuration: configuration, to: channel)
+                self.send(id, request, on: connection, reused: false)
             case .failure(let error):
                 done.fail(error)
             }
         }
+    }
+
+    /// Sends `request` on a kept-alive HTTP/1.1 connection; a whole, reusable answer puts the
+    /// connection back in the idle list.
+    private func send(_ id: OperationID, _ request: Request, on connection: KeepAliveConnections.Connection, reused: Bool) {
+        pending[id]?.channel = connection.channel
+        let done = request.promise
+        connection.reader.expect(limit: request.configuration.maxResponseBytes) { outcome in
+            switch outcome {
+            case .response(let response, let reusable):
+                self.pending[id]?.channel = nil  // no longer this request's to close
+                if reusable { self.keepAlive.release(connection) }
+                done.succeed(response)
+            case .failed(let error, let sawResponse):
+                connection.channel.close(promise: nil)
+                // A kept-alive connection the server had closed meanwhile: no answer came. A
+                // query is sent again on a new connection; a mutation never is (it may have run).
+                if reused, !sawResponse, request.kind != .mutation, self.pending[id] != nil {
+                    self.pending[id]?.channel = nil
+                    self.start(id, request, reuse: false)
+                } else {
+                    done.fail(error)
+                }
+            }
+        }
+        Self.write(request.payload, configuration: request.configuration, to: connection.channel)
     }
 
     /// The client no longer wants `id`: its connection is closed (a mutation already sent may
@@ -171,6 +234,7 @@ package final class HTTPOperations: @unchecked Sendable {
     package func shutdownOnLoop() {
         eventLoop.preconditionInEventLoop()
         for id in Array(pending.keys) { cancelOnLoop(id) }
+        keepAlive.closeAll()
     }
 
     private static func write(_ payload: ByteBuffer, configuration: Configuration, to channel: any Channel) {
@@ -179,7 +243,7 @@ package final class HTTPOperations: @unchecked Sendable {
             to: configuration.url,
             accept: "application/graphql-response+json, application/json",
             headers: configuration.headers,
-            close: true,
+            close: false,
             on: channel
         )
     }

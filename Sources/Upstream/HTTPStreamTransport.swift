@@ -84,7 +84,8 @@ package final class HTTPStreamTransport: @unchecked Sendable {
     /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
     private var live: [OperationID: Live] = [:]
-    private lazy var channels = StreamChannels(eventLoop: eventLoop)
+    /// Its HTTP/2 connection, shared with ``HTTPOperations`` to the same URL.
+    private(set) lazy var channels = StreamChannels(eventLoop: eventLoop)
     private var timer = DeadlineTimer()
     private let observer: UpstreamEventObserver
     private var started = false

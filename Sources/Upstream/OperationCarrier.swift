@@ -22,7 +22,7 @@ extension UpstreamTransport: OperationCarrier {
 
 extension HTTPOperations: OperationCarrier {
     package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer) {
-        sendOnLoop(id, payload: payload)
+        sendOnLoop(id, kind: kind, payload: payload)
     }
 
     package var carrierName: String { "http" }

@@ -31,7 +31,7 @@ package struct PreparedUpstream: Sendable {
         self.configuration = configuration
         do {
             websocketTLS = try configuration.tls.clientContext(secure: configuration.url.secure)
-            httpTLS = try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure) }
+            httpTLS = try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure, alpn: ["h2", "http/1.1"]) }
             streamTLS =
                 configuration.carrier == .websocket
                 ? nil : try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure, alpn: ["h2", "http/1.1"]) }

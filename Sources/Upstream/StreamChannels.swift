@@ -30,6 +30,9 @@ final class StreamChannels: @unchecked Sendable {
         self.eventLoop = eventLoop
     }
 
+    /// Whether the server chose HTTP/1.1 (each request then needs a connection of its own).
+    var isHTTP1: Bool { mode == .http1 }
+
     /// Whether streams now share one HTTP/2 connection.
     var isHTTP2: Bool { mode == .http2 && sharedChannel != nil }
 
