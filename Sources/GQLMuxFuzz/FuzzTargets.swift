@@ -102,6 +102,24 @@ extension FuzzTargets {
         let splitSSE = try? sse(chunk)
         if let wholeSSE, let splitSSE { precondition(wholeSSE == splitSSE, "SSE events depend on how the bytes are split") }
         for event in wholeSSE ?? [] { checkResult(try? StreamMessage.sse(event)) }
+
+        // The same bytes as a proxy's answer to CONNECT: split or whole, the same outcome, and
+        // the bytes after an accepting head are handed on untouched.
+        let proxy = { (cuts: Int) -> ProxyAnswer.Outcome in
+            var answer = ProxyAnswer()
+            for start in stride(from: 0, to: max(bytes.count, 1), by: cuts) {
+                let outcome = answer.feed(ByteBuffer(bytes: bytes[start..<min(start + cuts, bytes.count)]))
+                guard outcome == .incomplete else {
+                    guard case .open(var rest) = outcome else { return outcome }
+                    rest.writeBytes(bytes[min(start + cuts, bytes.count)...])
+                    return .open(rest: rest)
+                }
+            }
+            return .incomplete
+        }
+        let wholeProxy = proxy(bytes.count + 1)
+        precondition(wholeProxy == proxy(chunk), "a proxy's answer depends on how the bytes are split")
+        if case .open(let rest) = wholeProxy { precondition(bytes.suffix(rest.readableBytes).elementsEqual(rest.readableBytesView)) }
     }
 
     private static func checkResult(_ message: StreamMessage?) {

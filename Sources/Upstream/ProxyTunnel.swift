@@ -1,3 +1,4 @@
+import HTTPStreaming
 import NIOCore
 import NIOPosix
 
@@ -59,13 +60,10 @@ final class ProxyTunnelHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// A proxy's answer head longer than this is not an HTTP proxy.
-    static let maxHeadBytes = 16 * 1024
-
     let established: EventLoopPromise<Void>
     private let proxy: HTTPProxy
     private let target: String
-    private var head = ByteBuffer()
+    private var answer = ProxyAnswer()
     private var open = false
     private var held: [(NIOAny, EventLoopPromise<Void>?)] = []
     private var flushHeld = false
@@ -88,34 +86,21 @@ final class ProxyTunnelHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelRead(data)
             return
         }
-        var bytes = unwrapInboundIn(data)
-        head.writeBuffer(&bytes)
-        guard let end = head.readableBytesView.firstRange(of: Array("\r\n\r\n".utf8)) else {
-            if head.readableBytes > Self.maxHeadBytes { fail(context: context, "its answer to CONNECT has no end (not an HTTP proxy?)") }
+        switch answer.feed(unwrapInboundIn(data)) {
+        case .incomplete:
             return
+        case .refused(let reason):
+            fail(context: context, reason)
+        case .open(let rest):
+            open = true
+            context.fireChannelActive()
+            for (data, promise) in held { context.write(data, promise: promise) }
+            held = []
+            if flushHeld { context.flush() }
+            if rest.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(rest)) }
+            established.succeed(())
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
         }
-        let headLength = end.upperBound - head.readerIndex
-        let text = head.readString(length: headLength) ?? ""
-        let statusLine = text.utf8.split(separator: UInt8(ascii: "\r"), maxSplits: 1).first.map { Substring($0) } ?? ""
-        let parts = statusLine.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
-            fail(context: context, "its answer to CONNECT is not HTTP: '\(statusLine.prefix(80))'")
-            return
-        }
-        guard (200..<300).contains(status) else {
-            fail(context: context, "CONNECT refused: HTTP \(parts.dropFirst().joined(separator: " "))")
-            return
-        }
-        open = true
-        let rest = head.readableBytes > 0 ? head : nil
-        head = ByteBuffer()
-        context.fireChannelActive()
-        for (data, promise) in held { context.write(data, promise: promise) }
-        held = []
-        if flushHeld { context.flush() }
-        if let rest { context.fireChannelRead(wrapInboundOut(rest)) }
-        established.succeed(())
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

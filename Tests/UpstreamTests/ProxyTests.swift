@@ -1,3 +1,4 @@
+import HTTPStreaming
 import NIOCore
 import NIOEmbedded
 import Testing
@@ -93,7 +94,7 @@ import Testing
     @Test func anAnswerThatIsNotHTTPOrNeverEndsIsRefused() throws {
         let (channel, handler) = try tunnel()
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 3128)).wait()
-        try channel.writeInbound(ByteBuffer(repeating: UInt8(ascii: "x"), count: ProxyTunnelHandler.maxHeadBytes + 1))
+        try channel.writeInbound(ByteBuffer(repeating: UInt8(ascii: "x"), count: ProxyAnswer.maxHeadBytes + 1))
         let error = #expect(throws: ProxyTunnelError.self) { try handler.established.futureResult.wait() }
         #expect(error?.reason.contains("no end") == true)
         let (other, otherHandler) = try tunnel()
