@@ -1,4 +1,5 @@
 import GraphQLTransportWS
+import LocalEndpoint
 import LocalProtocol
 import NIOCore
 import RequestValidation
@@ -45,6 +46,15 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     let origin: Origin
     private var opened = false
+
+    /// How results reach this client: set by the endpoint's WebSocket handler for its session,
+    /// before any subscribe; the line protocol otherwise (an HTTP request's results are
+    /// translated by its handler).
+    var framing = NextFraming.line {
+        didSet { framed = framing != .line }
+    }
+    /// `framing != .line`, read on the hot path. The batch then holds framed results only.
+    private var framed = false
 
     init(host: any SessionHost, fanout: Fanout, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
         self.host = host
@@ -198,9 +208,16 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         send(LocalEncode.error(id: id, code: code, message: message), flush: flush)
     }
 
-    /// Writes one line; flushes unless the caller batches.
+    /// Writes one line; flushes unless the caller batches. A client whose results are framed
+    /// gets it after them, for its handler to translate, and at once.
     func send(_ line: ByteBuffer, flush: Bool = true) {
         guard !closing else { return }
+        if framed {
+            let written = writeAll(then: line) + unreported
+            unreported = 0
+            fanout.bufferedChanged(by: written)
+            return
+        }
         batch.writeImmutableBuffer(line)
         if flush { fanout.bufferedChanged(by: self.flush()) }
     }
@@ -212,7 +229,9 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) -> Bool {
         guard !closing else { return false }
         if batch.capacity == 0 { reserveBatch() }
-        if body.count >= Self.sharedPayloadBytes {
+        if framed {
+            writeFramedNext(prefix: prefix, body: body, payload: payload)
+        } else if body.count >= Self.sharedPayloadBytes {
             batch.writeBytes(prefix)
             queued.append(batch)
             queued.append(copy payload)
@@ -229,6 +248,34 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
             unreported += writeAll()
         }
         return true
+    }
+
+    /// A result in the client's own framing (``NextFraming``): header, prefix, payload, suffix.
+    private func writeFramedNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) {
+        let framing = self.framing
+        framing.suffix.withUTF8Buffer { tail in
+            let length = prefix.count + body.count + tail.count
+            if body.count >= Self.sharedPayloadBytes {
+                batch.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes + prefix.count) { out in
+                    let header = framing.writeHeader(length: length, to: out.baseAddress!)
+                    if let source = prefix.baseAddress { (out.baseAddress! + header).copyMemory(from: source, byteCount: prefix.count) }
+                    return header + prefix.count
+                }
+                queued.append(batch)
+                queued.append(copy payload)
+                startBatch()
+                batch.writeBytes(tail)
+                return
+            }
+            batch.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes + length) { out in
+                let start = out.baseAddress!
+                let header = framing.writeHeader(length: length, to: start)
+                if let source = prefix.baseAddress { (start + header).copyMemory(from: source, byteCount: prefix.count) }
+                if let source = body.baseAddress { (start + header + prefix.count).copyMemory(from: source, byteCount: body.count) }
+                (start + header + prefix.count + body.count).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
+                return header + length
+            }
+        }
     }
 
     /// Bytes written by `writeNext` early, not yet reported to the memory budget (`flush` does).
@@ -290,23 +337,37 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         return writeAll() + unreported
     }
 
-    /// Hands everything batched to NIO and flushes: the bytes written.
-    private func writeAll() -> Int {
+    /// Hands everything batched to NIO, then `line` if given, and flushes: the bytes written.
+    private func writeAll(then line: ByteBuffer? = nil) -> Int {
         var written = 0
         for part in queued where part.readableBytes > 0 {
             written += part.readableBytes
-            channel.write(part, promise: nil)
+            write(part, framed: framed)
         }
         queued.removeAll(keepingCapacity: true)
         if batch.readableBytes > 0 {
             written += batch.readableBytes
-            channel.write(batch, promise: nil)
+            write(batch, framed: framed)
+        }
+        if let line {
+            written += line.readableBytes
+            write(line, framed: false)
         }
         channel.flush()
         lastBatchBytes = written
         startBatch()
         buffered += written
         return written
+    }
+
+    /// A line-socket client gets bytes; an endpoint client's handler gets them typed: results
+    /// already framed, or lines to translate.
+    private func write(_ bytes: ByteBuffer, framed: Bool, promise: EventLoopPromise<Void>? = nil) {
+        if origin == .lineSocket {
+            channel.write(bytes, promise: promise)
+        } else {
+            channel.write(framed ? SessionOutput.framed(bytes) : SessionOutput.lines(bytes), promise: promise)
+        }
     }
 
     /// Measures how many bytes NIO holds unwritten for this client; returns the change.
@@ -336,7 +397,10 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
         // Half-close after the error line and keep draining input for a moment: closing a Unix
         // socket with unread input makes the peer's read fail with ECONNRESET before it sees
         // the error line.
-        channel.writeAndFlush(line).whenComplete { _ in
+        let written = channel.eventLoop.makePromise(of: Void.self)
+        write(line, framed: false, promise: written)
+        channel.flush()
+        written.futureResult.whenComplete { _ in
             channel.close(mode: .output, promise: nil)
         }
         // A WebSocket client cut for falling behind reads its close frame (1008, with the reason)

@@ -122,7 +122,9 @@ extension Daemon {
                                         )
                                     }
                                 )
-                                try sync.addHandler(makeSession(channel))
+                                let session = makeSession(channel)
+                                session.framing = .webSocket(wire)  // results framed once, by the fan-out
+                                try sync.addHandler(session)
                             }
                         }
                     )

@@ -15,7 +15,7 @@ import RequestValidation
 final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = ByteBuffer
-    typealias OutboundIn = ByteBuffer
+    typealias OutboundIn = SessionOutput
     typealias OutboundOut = HTTPServerResponsePart
 
     private let path: String
@@ -280,7 +280,11 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             promise?.succeed()
             return
         }
-        let outputs = exchange.fromSession(unwrapOutboundIn(data))
+        // An HTTP request's session keeps the line framing: its results come as lines too.
+        let outputs: [HTTPExchange.Output]
+        switch unwrapOutboundIn(data) {
+        case .lines(let lines), .framed(let lines): outputs = exchange.fromSession(lines)
+        }
         self.exchange = exchange.ended ? nil : exchange
         if exchange.ended {
             heartbeat?.cancel()

@@ -18,7 +18,7 @@ import NIOWebSocket
 final class EndpointWebSocketHandler: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = ByteBuffer
-    typealias OutboundIn = ByteBuffer
+    typealias OutboundIn = SessionOutput
     typealias OutboundOut = WebSocketFrame
 
     /// graphql-ws's default wait for `connection_init`.
@@ -94,9 +94,18 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         }
     }
 
-    /// The session's lines, translated.
+    /// The session's results, already framed, as they are; its other lines, translated.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        perform(session.fromSession(unwrapOutboundIn(data)), context: context, promise: promise, flush: false)
+        switch unwrapOutboundIn(data) {
+        case .framed(let frames):
+            guard !closeSent else {
+                promise?.succeed()
+                return
+            }
+            writer.write(frames, flush: false, promise: promise)
+        case .lines(let lines):
+            perform(session.fromSession(lines), context: context, promise: promise, flush: false)
+        }
     }
 
     /// - Parameter flush: whether to flush what is sent (the session's own writes are flushed

@@ -1,5 +1,6 @@
 import GQLMuxConfiguration
 import GraphQLTransportWS
+import LocalEndpoint
 import LocalProtocol
 import Multiplexing
 import NIOCore
@@ -95,7 +96,7 @@ final class Fanout: @unchecked Sendable {
     /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
     func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) {
         pool.eventLoop.assertInEventLoop()
-        let delivery = Delivery(session: session, prefix: LocalEncode.nextPrefix(id: localID))
+        let delivery = Delivery(session: session, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? request.dedupKey : nil
         serially {
             let actions = core.subscribe(

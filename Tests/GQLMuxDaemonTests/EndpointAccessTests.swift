@@ -3,7 +3,10 @@ import GQLMuxConfiguration
 import GraphQLTransportWS
 import LocalEndpoint
 import NIOCore
+import NIOWebSocket
 import Testing
+
+@testable import GQLMuxDaemon
 
 /// The endpoint's doors as pure decisions: the browser checks, the token, media types, the
 /// HTTP deadlines on a manual clock, the descriptor plan, and the configuration that sets them.
@@ -187,6 +190,28 @@ import Testing
         }
         #expect(contentType == type + "; charset=utf-8")
         #expect(status == (type == "application/json" ? 200 : 400))
+    }
+
+    /// A result framed once for a WebSocket client is the frame NIO's own encoder would make of
+    /// the message the translating path sent.
+    @Test(arguments: [10, 200, 70_000])
+    func framedResultsAreWholeWebSocketFrames(payloadBytes: Int) {
+        let payload = ByteBuffer(string: #"{"data":""# + String(repeating: "x", count: payloadBytes) + #""}"#)
+        for wire in EndpointSubprotocol.allCases {
+            let framing = NextFraming.webSocket(wire)
+            var message = framing.prefix(id: "a\"b")
+            message.writeImmutableBuffer(payload)
+            message.writeStaticString(framing.suffix)
+            var header = [UInt8](repeating: 0, count: NextFraming.maxHeaderBytes)
+            let count = header.withUnsafeMutableBytes { framing.writeHeader(length: message.readableBytes, to: $0.baseAddress!) }
+            var framed = ByteBuffer(bytes: header.prefix(count))
+            framed.writeImmutableBuffer(message)
+            #expect(framed == EndpointWebSocketHandler.frame(.text, message))
+            let type = wire == .transportWS ? "next" : "data"
+            #expect(String(buffer: message).hasPrefix(#"{"type":"\#(type)","id":"a\"b","payload":{"data""#))
+        }
+        var header = [UInt8](repeating: 0, count: NextFraming.maxHeaderBytes)
+        #expect(header.withUnsafeMutableBytes { NextFraming.line.writeHeader(length: 5, to: $0.baseAddress!) } == 0)
     }
 
     @Test func rawErrorAnswersAreWholeResponses() {

@@ -1,0 +1,67 @@
+import LocalProtocol
+import NIOCore
+
+/// What a client session writes to the handler in front of it, for a client of the local
+/// GraphQL endpoint: results already framed in that client's protocol, or the local protocol's
+/// other lines (acks, errors, completes), which the handler translates.
+package enum SessionOutput {
+    /// Local-protocol lines, whole, for the handler to translate.
+    case lines(ByteBuffer)
+    /// Results framed for the client's wire by ``NextFraming``: written as they are.
+    case framed(ByteBuffer)
+}
+
+/// How one kind of client receives a result: the fan-out writes `header + prefix + payload +
+/// suffix + trailer` for it once, the payload's bytes copied as they came from upstream, and
+/// nothing parses or re-frames them after.
+///
+/// | kind | prefix | suffix | header, trailer |
+/// |---|---|---|---|
+/// | line protocol | `{"type":"next","id":ID,"payload":` | `}\n` | none |
+/// | graphql-transport-ws | `{"type":"next","id":ID,"payload":` | `}` | a WebSocket text frame header |
+/// | graphql-ws | `{"type":"data","id":ID,"payload":` | `}` | a WebSocket text frame header |
+package enum NextFraming: Sendable, Equatable {
+    case line
+    case webSocket(EndpointSubprotocol)
+
+    /// The bytes before the payload of a result for local operation `id`.
+    package func prefix(id: String) -> ByteBuffer {
+        var prefix = LocalEncode.nextPrefix(id: id)
+        if case .webSocket(.legacyWS) = self {
+            prefix.setString("data", at: prefix.readerIndex + 9)  // {"type":"next" → {"type":"data"
+        }
+        return prefix
+    }
+
+    /// The bytes after the payload.
+    package var suffix: StaticString {
+        switch self {
+        case .line: LocalEncode.nextSuffix
+        case .webSocket: "}"
+        }
+    }
+
+    /// The longest header ``writeHeader(length:to:)`` writes.
+    package static let maxHeaderBytes = 10
+
+    /// Writes the header of a message of `length` bytes (prefix, payload and suffix) at `out`,
+    /// which has room for ``maxHeaderBytes``: an unmasked WebSocket text frame's (RFC 6455
+    /// 5.2), or nothing for the line protocol. Returns the bytes written.
+    @inlinable
+    package func writeHeader(length: Int, to out: UnsafeMutableRawPointer) -> Int {
+        guard case .webSocket = self else { return 0 }
+        out.storeBytes(of: 0x81, as: UInt8.self)  // FIN, text
+        if length < 126 {
+            out.storeBytes(of: UInt8(length), toByteOffset: 1, as: UInt8.self)
+            return 2
+        }
+        if length <= Int(UInt16.max) {
+            out.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
+            out.storeBytes(of: UInt16(length).bigEndian, toByteOffset: 2, as: UInt16.self)
+            return 4
+        }
+        out.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
+        out.storeBytes(of: UInt64(length).bigEndian, toByteOffset: 2, as: UInt64.self)
+        return 10
+    }
+}
