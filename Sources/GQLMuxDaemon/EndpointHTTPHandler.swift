@@ -270,6 +270,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     return
                 }
             }
+            session?.framing = exchange.framing  // before the subscribe: its results come framed
             context.fireChannelRead(wrapInboundOut(line))
         }
     }
@@ -280,10 +281,14 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
             promise?.succeed()
             return
         }
-        // An HTTP request's session keeps the line framing: its results come as lines too.
         let outputs: [HTTPExchange.Output]
         switch unwrapOutboundIn(data) {
-        case .lines(let lines), .framed(let lines): outputs = exchange.fromSession(lines)
+        case .framed(let events):
+            // A stream's results, framed by the session as SSE events or multipart parts: one
+            // body part (one HTTP chunk) for all of them.
+            outputs = exchange.ended ? [] : [.body(events)]
+        case .lines(let lines):
+            outputs = exchange.fromSession(lines)
         }
         self.exchange = exchange.ended ? nil : exchange
         if exchange.ended {

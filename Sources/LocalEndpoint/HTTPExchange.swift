@@ -110,6 +110,16 @@ package struct HTTPExchange: Sendable {
         return .subscribe(line: line.finish(), exchange: HTTPExchange(mode: mode, id: id))
     }
 
+    /// How the session frames this exchange's results: once, as the stream's own events (SSE,
+    /// multipart); a JSON answer keeps the line framing and is assembled here.
+    package var framing: NextFraming {
+        switch mode {
+        case .sse: .sse
+        case .multipart: .multipart
+        case .json: .line
+        }
+    }
+
     /// What to send at once: a stream's head (and multipart's first delimiter and heartbeat).
     package mutating func opening() -> [Output] {
         switch mode {

@@ -20,17 +20,28 @@ package enum SessionOutput {
 /// | line protocol | `{"type":"next","id":ID,"payload":` | `}\n` | none |
 /// | graphql-transport-ws | `{"type":"next","id":ID,"payload":` | `}` | a WebSocket text frame header |
 /// | graphql-ws | `{"type":"data","id":ID,"payload":` | `}` | a WebSocket text frame header |
+/// | HTTP, SSE | `event: next\ndata: ` | `\n\n` | none (HTTP/1.1 chunks, one per batch) |
+/// | HTTP, multipart | `\r\ncontent-type: application/json\r\n\r\n{"payload":` | `}\r\n--graphql` | none |
 package enum NextFraming: Sendable, Equatable {
     case line
     case webSocket(EndpointSubprotocol)
+    case sse
+    case multipart
 
     /// The bytes before the payload of a result for local operation `id`.
     package func prefix(id: String) -> ByteBuffer {
-        var prefix = LocalEncode.nextPrefix(id: id)
-        if case .webSocket(.legacyWS) = self {
+        switch self {
+        case .line, .webSocket(.transportWS):
+            return LocalEncode.nextPrefix(id: id)
+        case .webSocket(.legacyWS):
+            var prefix = LocalEncode.nextPrefix(id: id)
             prefix.setString("data", at: prefix.readerIndex + 9)  // {"type":"next" → {"type":"data"
+            return prefix
+        case .sse:
+            return ByteBuffer(string: "event: next\ndata: ")
+        case .multipart:
+            return ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":")
         }
-        return prefix
     }
 
     /// The bytes after the payload.
@@ -38,6 +49,8 @@ package enum NextFraming: Sendable, Equatable {
         switch self {
         case .line: LocalEncode.nextSuffix
         case .webSocket: "}"
+        case .sse: "\n\n"
+        case .multipart: "}\r\n--graphql"
         }
     }
 

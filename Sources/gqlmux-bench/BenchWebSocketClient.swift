@@ -19,7 +19,13 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
 
     /// Connects to `path`, upgrades to graphql-transport-ws, sends `connection_init` and a
     /// subscribe of `query` with `id`.
-    static func subscribe(_ path: String, group: any EventLoopGroup, id: String, query: String) async throws -> BenchWebSocketClient {
+    static func subscribe(
+        _ path: String,
+        group: any EventLoopGroup,
+        id: String,
+        query: String,
+        subprotocol: String = "graphql-transport-ws"
+    ) async throws -> BenchWebSocketClient {
         let client = BenchWebSocketClient()
         let upgraded = group.next().makePromise(of: Void.self)
         let channel = try await ClientBootstrap(group: group)
@@ -43,14 +49,15 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
             .connect(unixDomainSocketPath: path).get()
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: "localhost")
-        headers.add(name: "Sec-WebSocket-Protocol", value: "graphql-transport-ws")
+        headers.add(name: "Sec-WebSocket-Protocol", value: subprotocol)
         headers.add(name: "Content-Length", value: "0")
         channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/graphql", headers: headers)), promise: nil)
         try await channel.writeAndFlush(HTTPClientRequestPart.end(nil)).get()
         try await upgraded.futureResult.get()
         client.channel = channel
         client.send(#"{"type":"connection_init"}"#, on: channel)
-        client.send(#"{"type":"subscribe","id":"\#(id)","payload":{"query":"\#(query)"}}"#, on: channel)
+        let verb = subprotocol == "graphql-ws" ? "start" : "subscribe"
+        client.send(#"{"type":"\#(verb)","id":"\#(id)","payload":{"query":"\#(query)"}}"#, on: channel)
         return client
     }
 
@@ -60,8 +67,12 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data).opcode {
-        case .text: frames.add(1)
+        let frame = unwrapInboundIn(data)
+        switch frame.opcode {
+        case .text:
+            // Results only (`next`, or graphql-ws's `data`), not acks or keep-alives.
+            let type = frame.data.getBytes(at: frame.data.readerIndex + 9, length: 1)
+            if type == [UInt8(ascii: "n")] || type == [UInt8(ascii: "d")] { frames.add(1) }
         case .connectionClose: closed.add(1)
         default: break
         }

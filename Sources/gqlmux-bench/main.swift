@@ -164,26 +164,71 @@ func transportRows(websocket: Double?) async throws {
     print("")
 }
 
-/// Fan-out 1 → 100 × 256 B to WebSocket clients of the local GraphQL endpoint, beside the
-/// line-protocol row of this run: what the WebSocket framing and translation cost.
-func websocketClientRow(line: Double?) async throws {
-    let n = 100
-    let messages = 60_000
-    var best: (rate: Double, cpu: Double, done: Bool)?
-    for _ in 0..<3 {
-        var clients: [BenchWebSocketClient] = []
-        for i in 0..<n {
-            clients.append(
-                try await BenchWebSocketClient.subscribe(
-                    socketPath.replacingOccurrences(of: "gqlmux.sock", with: "graphql.sock"),
-                    group: clientGroup,
-                    id: "w\(i)",
-                    query: "subscription { tick }"
-                )
+/// One subscriber of the local GraphQL endpoint, for the client-kind rows: results counted.
+struct EndpointSubscriber {
+    let results: () -> Int
+    let wasCut: () -> Bool
+    let close: () -> Void
+}
+
+/// The endpoint's client kinds, each as its own client would subscribe.
+enum EndpointClientKind: String, CaseIterable {
+    case transportWS = "WebSocket (graphql-transport-ws)"
+    case legacyWS = "WebSocket (graphql-ws)"
+    case sse = "HTTP, SSE"
+    case multipart = "HTTP, multipart"
+
+    func subscribe(_ path: String, id: String) async throws -> EndpointSubscriber {
+        let query = "subscription { tick }"
+        switch self {
+        case .transportWS, .legacyWS:
+            let client = try await BenchWebSocketClient.subscribe(
+                path,
+                group: clientGroup,
+                id: id,
+                query: query,
+                subprotocol: self == .legacyWS ? "graphql-ws" : "graphql-transport-ws"
+            )
+            return EndpointSubscriber(results: { client.frames.value }, wasCut: { client.closed.value > 0 }, close: { client.channel?.close(promise: nil) })
+        case .sse, .multipart:
+            let client = try await BenchHTTPStreamClient.subscribe(path, group: clientGroup, kind: self == .sse ? .sse : .multipart, query: query)
+            return EndpointSubscriber(
+                results: { client.results.value },
+                wasCut: { !(client.channel?.isActive ?? false) },
+                close: { client.channel?.close(promise: nil) }
             )
         }
-        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.frames.value >= 2 } }
-        let base = clients.map { $0.frames.value }
+    }
+}
+
+/// Fan-out 1 → 100 × 256 B to each kind of client of the local GraphQL endpoint, beside the
+/// line-protocol row of this run: what each protocol's framing costs.
+func endpointClientRows(line: Double?) async throws {
+    print("local clients (1 upstream subscription → 100 local subscribers, 256 B; best of 3)")
+    print("  client kind                        deliveries/s   gqlmuxd CPU   ÷ line protocol")
+    if let line { print("  line protocol                      " + String(format: "%12.0f", line)) }
+    for kind in EndpointClientKind.allCases {
+        let best = try await endpointClientRow(kind)
+        guard let best else { continue }
+        print(
+            "  " + kind.rawValue.padding(toLength: 33, withPad: " ", startingAt: 0)
+                + String(format: "%12.0f      %5.0f%%       %6.1f%%", best.rate, 100 * best.cpu, line.map { 100 * best.rate / $0 } ?? .nan)
+                + (best.done ? "" : "   (incomplete)")
+        )
+    }
+    print("")
+}
+
+func endpointClientRow(_ kind: EndpointClientKind) async throws -> (rate: Double, cpu: Double, done: Bool)? {
+    let n = 100
+    let messages = 60_000
+    let path = socketPath.replacingOccurrences(of: "gqlmux.sock", with: "graphql.sock")
+    var best: (rate: Double, cpu: Double, done: Bool)?
+    for _ in 0..<3 {
+        var clients: [EndpointSubscriber] = []
+        for i in 0..<n { clients.append(try await kind.subscribe(path, id: "w\(i)")) }
+        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.results() >= 2 } }
+        let base = clients.map { $0.results() }
         let cpuBefore = cpuSeconds(daemon.pid)
         let start = ContinuousClock.now
         var sent = 0
@@ -192,32 +237,22 @@ func websocketClientRow(line: Double?) async throws {
             await upstream.tick(count: batch, padding: 256 - 30)
             sent += batch
         }
-        // A client gqlmuxd cut (a close frame) gets nothing more: stop waiting and say so.
+        // A client gqlmuxd cut gets nothing more: stop waiting and say so.
         let finished = await waitUntil(.seconds(600)) {
-            clients.contains { $0.closed.value > 0 } || zip(clients, base).reduce(0) { $0 + $1.0.frames.value - $1.1 } >= n * messages
+            clients.contains { $0.wasCut() } || zip(clients, base).reduce(0) { $0 + $1.0.results() - $1.1 } >= n * messages
         }
-        let cut = clients.filter { $0.closed.value > 0 }.count
+        let cut = clients.filter { $0.wasCut() }.count
         let done = finished && cut == 0
-        if cut > 0 { print("  (\(cut) WebSocket clients were closed by gqlmuxd during the run)") }
+        if cut > 0 { print("  (\(cut) \(kind.rawValue) clients were closed by gqlmuxd during the run)") }
         let elapsed = seconds(ContinuousClock.now - start)
         let cpu = cpuSeconds(daemon.pid) - cpuBefore
-        let delivered = zip(clients, base).reduce(0) { $0 + $1.0.frames.value - $1.1 }
-        for client in clients { client.channel?.close(promise: nil) }
+        let delivered = zip(clients, base).reduce(0) { $0 + $1.0.results() - $1.1 }
+        for client in clients { client.close() }
         _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
         let rate = Double(delivered) / elapsed
         if best == nil || (done && rate > best!.rate) { best = (rate, cpu / elapsed, done) }
     }
-    print("local clients (1 upstream subscription → 100 local subscribers, 256 B; best of 3)")
-    print("  client kind                   deliveries/s   gqlmuxd CPU   ÷ line protocol")
-    if let line { print("  line protocol                 " + String(format: "%12.0f", line)) }
-    if let best {
-        print(
-            "  WebSocket (graphql-transport-ws)"
-                + String(format: "%10.0f      %5.0f%%       %6.1f%%", best.rate, 100 * best.cpu, line.map { 100 * best.rate / $0 } ?? .nan)
-                + (best.done ? "" : "   (incomplete)")
-        )
-    }
-    print("")
+    return best
 }
 
 /// Added latency: upstream send → local receive, against a direct WebSocket client of the
@@ -294,7 +329,7 @@ if arguments.count > 2, arguments[2] == "transports" {
     let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
     let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
     try await transportRows(websocket: Double(best.0) / best.2)
-    try await websocketClientRow(line: Double(best.0) / best.2)
+    try await endpointClientRows(line: Double(best.0) / best.2)
     bench.stop()
     exit(0)
 }
@@ -403,7 +438,7 @@ if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let
 
 // 3b. The same fan-out from HTTP streaming upstreams, beside the WebSocket row.
 try await transportRows(websocket: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
-try await websocketClientRow(line: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
+try await endpointClientRows(line: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
 
 // 4. Added latency: upstream send → local receive, against a direct WebSocket client.
 try await latencyReport()

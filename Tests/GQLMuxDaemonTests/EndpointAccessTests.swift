@@ -2,6 +2,7 @@ import Foundation
 import GQLMuxConfiguration
 import GraphQLTransportWS
 import LocalEndpoint
+import LocalProtocol
 import NIOCore
 import NIOWebSocket
 import Testing
@@ -212,6 +213,33 @@ import Testing
         }
         var header = [UInt8](repeating: 0, count: NextFraming.maxHeaderBytes)
         #expect(header.withUnsafeMutableBytes { NextFraming.line.writeHeader(length: 5, to: $0.baseAddress!) } == 0)
+    }
+
+    /// A stream's result framed once by the session is what the exchange made of the line.
+    @Test(arguments: ["text/event-stream", "multipart/mixed;subscriptionSpec=1.0"])
+    func framedStreamResultsAreTheExchangesOwnEvents(accept: String) {
+        let started = HTTPExchange.start(
+            method: "POST",
+            accept: accept,
+            contentType: "application/json",
+            body: ByteBuffer(string: #"{"query":"subscription { t }"}"#),
+            queryItems: [],
+            id: "h",
+            kindOf: { _ in .subscription }
+        )
+        guard case .subscribe(_, var exchange) = started else {
+            Issue.record("refused")
+            return
+        }
+        let payload = ByteBuffer(string: #"{"data":{"t":1}}"#)
+        var line = LocalEncode.nextPrefix(id: "h")
+        line.writeImmutableBuffer(payload)
+        line.writeStaticString(LocalEncode.nextSuffix)
+        let translated = exchange.fromSession(line)
+        var framed = exchange.framing.prefix(id: "h")
+        framed.writeImmutableBuffer(payload)
+        framed.writeStaticString(exchange.framing.suffix)
+        #expect(translated == [.body(framed)])
     }
 
     @Test func rawErrorAnswersAreWholeResponses() {
