@@ -13,7 +13,7 @@ import Upstream
 
 let arguments = CommandLine.arguments
 guard arguments.count > 1 else {
-    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | transports]")
+    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | transports | endpoint | latency]")
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
@@ -329,6 +329,16 @@ if arguments.count > 2, arguments[2] == "transports" {
     let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
     let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
     try await transportRows(websocket: Double(best.0) / best.2)
+    try await endpointClientRows(line: Double(best.0) / best.2)
+    bench.stop()
+    exit(0)
+}
+
+// `gqlmux-bench GQLMUXD endpoint`: the line-protocol fan-out row and the endpoint's client
+// kinds beside it, in one run.
+if arguments.count > 2, arguments[2] == "endpoint" {
+    let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
+    let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
     try await endpointClientRows(line: Double(best.0) / best.2)
     bench.stop()
     exit(0)
