@@ -9,7 +9,7 @@ import NIOWebSocket
 /// only `frames` and `closed`, lock-protected counters (`NIOLockedValueBox`); `channel` is set once, by the
 /// benchmark task that connects, before the client is handed to it.
 final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
-    typealias InboundIn = WebSocketFrame
+    typealias InboundIn = ByteBuffer
     typealias OutboundOut = WebSocketFrame
 
     let frames = ManagedAtomicCounter()
@@ -36,7 +36,12 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
                     automaticErrorHandling: false
                 ) { channel, _ in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(client)
+                        // Frames in are counted from raw bytes (`channelRead`): NIO's decoder
+                        // cost the client more than gqlmuxd spent sending, so the row measured
+                        // the client. Frames out still go through NIO's encoder.
+                        let sync = channel.pipeline.syncOperations
+                        try sync.removeHandler(try sync.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self))
+                        try sync.addHandler(client)
                         upgraded.succeed()
                     }
                 }
@@ -66,15 +71,41 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
         channel.writeAndFlush(frame, promise: nil)
     }
 
+    /// The frame header being read, the current frame's opcode, its payload bytes left to
+    /// skip, and how many of them were skipped.
+    private var header: [UInt8] = []
+    private var opcode: UInt8 = 0
+    private var remaining = 0
+    private var position = 0
+
+    /// Counts result frames (`{"type":"next"` or graphql-ws's `{"type":"data"`: the byte at
+    /// payload offset 9) and close frames, reading only the frame headers (server frames are
+    /// unmasked) and one byte of each payload.
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        switch frame.opcode {
-        case .text:
-            // Results only (`next`, or graphql-ws's `data`), not acks or keep-alives.
-            let type = frame.data.getBytes(at: frame.data.readerIndex + 9, length: 1)
-            if type == [UInt8(ascii: "n")] || type == [UInt8(ascii: "d")] { frames.add(1) }
-        case .connectionClose: closed.add(1)
-        default: break
+        var bytes = unwrapInboundIn(data)
+        while bytes.readableBytes > 0 {
+            if remaining > 0 {
+                let n = min(remaining, bytes.readableBytes)
+                if opcode == 1, position <= 9, 9 < position + n, let type = bytes.getInteger(at: bytes.readerIndex + 9 - position, as: UInt8.self),
+                    type == UInt8(ascii: "n") || type == UInt8(ascii: "d")
+                {
+                    frames.add(1)
+                }
+                bytes.moveReaderIndex(forwardBy: n)
+                remaining -= n
+                position += n
+                continue
+            }
+            header.append(bytes.readInteger(as: UInt8.self)!)
+            guard header.count >= 2 else { continue }
+            let short = Int(header[1] & 0x7F)
+            let needed = 2 + (short == 126 ? 2 : short == 127 ? 8 : 0)
+            guard header.count == needed else { continue }
+            opcode = header[0] & 0x0F
+            remaining = short < 126 ? short : header[2...].reduce(0) { $0 << 8 | Int($1) }
+            position = 0
+            header = []
+            if opcode == 8 { closed.add(1) }
         }
     }
 }

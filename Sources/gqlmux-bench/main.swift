@@ -227,7 +227,12 @@ func endpointClientRow(_ kind: EndpointClientKind) async throws -> (rate: Double
     for _ in 0..<3 {
         var clients: [EndpointSubscriber] = []
         for i in 0..<n { clients.append(try await kind.subscribe(path, id: "w\(i)")) }
-        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 && clients.allSatisfy { $0.results() >= 2 } }
+        // Every client subscribed: one result each (ticked until all have one).
+        _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 }
+        for _ in 0..<100 where !clients.allSatisfy({ $0.results() >= 1 }) {
+            await upstream.tick(count: 1, padding: 256 - 30)
+            _ = await waitUntil(.milliseconds(200)) { clients.allSatisfy { $0.results() >= 1 } }
+        }
         let base = clients.map { $0.results() }
         let cpuBefore = cpuSeconds(daemon.pid)
         let start = ContinuousClock.now
