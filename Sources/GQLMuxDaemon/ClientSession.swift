@@ -47,9 +47,9 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     let origin: Origin
     private var opened = false
 
-    /// How results reach this client: set by the endpoint's WebSocket handler for its session,
-    /// before any subscribe; the line protocol otherwise (an HTTP request's results are
-    /// translated by its handler).
+    /// How results reach this client: set by the endpoint's handlers before a subscribe (the
+    /// WebSocket's for the session's life, the HTTP one per request: a stream's events, or
+    /// lines for a JSON answer it assembles); the line protocol otherwise.
     var framing = NextFraming.line {
         didSet { framed = framing != .line }
     }

@@ -66,7 +66,6 @@ package final class HTTPOperations: @unchecked Sendable {
     /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
 
-    /// - Parameter sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.
     /// HTTP/2 connections (`https` with `h2`); the HTTP streams' when shared.
     private let channels: StreamChannels
     private let keepAlive: KeepAliveConnections
