@@ -154,6 +154,17 @@ class ProxyTests(unittest.TestCase):
         self.assertGreaterEqual(attempts, 3)
         self.assertNotIn("wrong", daemon.log(), "the password is never logged")
 
+    def test_an_unreachable_proxy_is_named_once(self) -> None:
+        server = self.server("interop.strawberry_app:app")
+        closed = reserve_port()  # bound, never listening: connections are refused
+        self.cleanups.append(closed.close)
+        port = closed.getsockname()[1]
+        daemon = self.daemon(f'url = "{server.url}"\nproxy = "http://127.0.0.1:{port}"\n')
+        wait_for(lambda: "unreachable" in json.loads(ctl(daemon, "status").stdout)["upstream"]["detail"], 10, "the failure in status")
+        detail = json.loads(ctl(daemon, "status").stdout)["upstream"]["detail"]
+        self.assertIn(f"127.0.0.1:{server.port} through proxy 127.0.0.1:{port}: the proxy is unreachable: Connection refused", detail)
+        self.assertEqual(detail.count(f"127.0.0.1:{port}"), 1, detail)
+
     def test_the_environment_is_used_when_the_key_is_unset_and_no_proxy_bypasses_it(self) -> None:
         server = self.server("interop.strawberry_app:app")
         upstream = f'url = "{server.url}"\nconnecting_payload = {{ token = "secret" }}\n'

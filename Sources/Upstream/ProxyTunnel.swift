@@ -42,7 +42,9 @@ enum UpstreamDialer {
         }
         .connect(host: proxy.host, port: proxy.port)
         .flatMapErrorThrowing { error in
-            let failure = ProxyTunnelError(proxy: proxy, target: target, reason: "the proxy is unreachable: \(describe(error))")
+            // The proxy's address is named once, by the error's own description.
+            let cause = (error as? NIOConnectionError)?.connectionErrors.first.map { describe($0.error) } ?? describe(error)
+            let failure = ProxyTunnelError(proxy: proxy, target: target, reason: "the proxy is unreachable: \(cause)")
             established.fail(failure)
             throw failure
         }
