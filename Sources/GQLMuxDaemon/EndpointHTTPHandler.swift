@@ -275,21 +275,24 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// The session's lines: the current exchange's answer.
+    /// The session's output: a stream's results, already framed; its lines, the current
+    /// exchange's answer.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard var exchange else {
             promise?.succeed()
             return
         }
-        let outputs: [HTTPExchange.Output]
+        let lines: ByteBuffer
         switch unwrapOutboundIn(data) {
         case .framed(let events):
-            // A stream's results, framed by the session as SSE events or multipart parts: one
-            // body part (one HTTP chunk) for all of them.
-            outputs = exchange.ended ? [] : [.body(events)]
-        case .lines(let lines):
-            outputs = exchange.fromSession(lines)
+            // Framed by the session as SSE events or multipart parts: one body part (one HTTP
+            // chunk) for all of them, flushed when the session flushes.
+            context.write(wrapOutboundOut(.body(.byteBuffer(events))), promise: promise)
+            return
+        case .lines(let bytes):
+            lines = bytes
         }
+        let outputs = exchange.fromSession(lines)
         self.exchange = exchange.ended ? nil : exchange
         if exchange.ended {
             heartbeat?.cancel()

@@ -1,6 +1,10 @@
 import NIOCore
 import NIOPosix
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// An HTTP client of gqlmuxd's local GraphQL endpoint (its Unix socket) that POSTs one
 /// subscription as SSE or multipart and counts the results streamed back, for the benchmark. It
 /// reads raw bytes (no HTTP decoder: the client must cost less than the daemon it measures) and
@@ -53,16 +57,22 @@ final class BenchHTTPStreamClient: ChannelInboundHandler, @unchecked Sendable {
         if found > 0 { results.add(found) }
     }
 
+    /// memchr for the marker's first byte, then memcmp: the client must read faster than
+    /// gqlmuxd writes.
     private static func count(_ marker: [UInt8], in bytes: UnsafeRawBufferPointer) -> Int {
-        guard bytes.count >= marker.count else { return 0 }
+        guard bytes.count >= marker.count, let base = bytes.baseAddress else { return 0 }
         var found = 0
         var index = 0
-        while index <= bytes.count - marker.count {
-            if bytes[index] == marker[0], marker.indices.allSatisfy({ bytes[index + $0] == marker[$0] }) {
-                found += 1
-                index += marker.count
-            } else {
-                index += 1
+        let last = bytes.count - marker.count
+        marker.withUnsafeBytes { marker in
+            while index <= last, let hit = memchr(base + index, Int32(marker[0]), last - index + 1) {
+                let at = base.distance(to: UnsafeRawPointer(hit))
+                if memcmp(base + at, marker.baseAddress!, marker.count) == 0 {
+                    found += 1
+                    index = at + marker.count
+                } else {
+                    index = at + 1
+                }
             }
         }
         return found

@@ -73,7 +73,8 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
 
     /// The frame header being read, the current frame's opcode, its payload bytes left to
     /// skip, and how many of them were skipped.
-    private var header: [UInt8] = []
+    private var header = [UInt8](repeating: 0, count: 10)
+    private var headerCount = 0
     private var opcode: UInt8 = 0
     private var remaining = 0
     private var position = 0
@@ -96,15 +97,16 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
                 position += n
                 continue
             }
-            header.append(bytes.readInteger(as: UInt8.self)!)
-            guard header.count >= 2 else { continue }
+            header[headerCount] = bytes.readInteger(as: UInt8.self)!
+            headerCount += 1
+            guard headerCount >= 2 else { continue }
             let short = Int(header[1] & 0x7F)
             let needed = 2 + (short == 126 ? 2 : short == 127 ? 8 : 0)
-            guard header.count == needed else { continue }
+            guard headerCount == needed else { continue }
             opcode = header[0] & 0x0F
-            remaining = short < 126 ? short : header[2...].reduce(0) { $0 << 8 | Int($1) }
+            remaining = short < 126 ? short : header[2..<needed].reduce(0) { $0 << 8 | Int($1) }
             position = 0
-            header = []
+            headerCount = 0
             if opcode == 8 { closed.add(1) }
         }
     }
