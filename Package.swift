@@ -56,25 +56,33 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
-        // Pure graphql-transport-ws / graphql-ws core: messages, state machine, backoff.
+        // The shared vocabulary of every side (operation ids, kinds, states and updates, the
+        // connection's state and events, close codes, disconnect causes, backoff, the clock's
+        // instants, the subprotocol names). NIOCore for ByteBuffer only.
+        .target(
+            name: "GQLMuxVocabulary",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
+        // Pure graphql-transport-ws / graphql-ws core: messages, state machine.
         // Depends on NIOCore for ByteBuffer only; no sockets, no Task, clock injected.
         .target(
             name: "GraphQLTransportWS",
-            dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // Pure HTTP streaming core: multipart and SSE parsers (bytes in, events out) and the
         // stream lifecycle machine (clock injected).
         .target(
             name: "HTTPStreaming",
-            dependencies: ["GraphQLTransportWS", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
         .target(
             name: "Upstream",
             dependencies: [
-                "GraphQLTransportWS", "HTTPStreaming",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -97,7 +105,7 @@ let package = Package(
         .target(
             name: "RequestValidation",
             dependencies: [
-                "GraphQLTransportWS", "LocalProtocol", "JSONEnvelope",
+                "GQLMuxVocabulary", "LocalProtocol", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strict
@@ -106,14 +114,14 @@ let package = Package(
         // a server) and GraphQL over HTTP translated to and from the local protocol.
         .target(
             name: "LocalEndpoint",
-            dependencies: ["GraphQLTransportWS", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["GQLMuxVocabulary", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,
         // subscribers, states); events in, actions out.
         .target(
             name: "Multiplexing",
-            dependencies: ["GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["GQLMuxVocabulary", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // gqlmuxd's configuration: the TOML file read and checked, and a reload prepared (its
@@ -122,7 +130,7 @@ let package = Package(
         .target(
             name: "GQLMuxConfiguration",
             dependencies: [
-                "GraphQLTransportWS", "Upstream", "RequestValidation", "Multiplexing", "JSONEnvelope", "LocalEndpoint",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "RequestValidation", "Multiplexing", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
@@ -132,7 +140,8 @@ let package = Package(
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "GQLMuxConfiguration", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing", "CMallocTuning", "LocalEndpoint",
+                "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
+                "CMallocTuning", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -202,7 +211,7 @@ let package = Package(
         .target(
             name: "TestUpstream",
             dependencies: [
-                "GraphQLTransportWS", "Spawn",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "Spawn",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -215,7 +224,7 @@ let package = Package(
         .executableTarget(
             name: "gqlmux-bench",
             dependencies: [
-                "TestUpstream", "Upstream", "GraphQLTransportWS", "Spawn",
+                "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "Spawn",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -242,7 +251,7 @@ let package = Package(
         .testTarget(
             name: "GQLMuxDaemonTests",
             dependencies: [
-                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GraphQLTransportWS", "RequestValidation",
+                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
                 "Multiplexing", "LocalEndpoint", "GQLMuxConfiguration",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
@@ -260,7 +269,7 @@ let package = Package(
         .target(
             name: "GQLMuxFuzz",
             dependencies: [
-                "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope", "LocalEndpoint",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
@@ -275,7 +284,7 @@ let package = Package(
         .testTarget(
             name: "SystemdTests",
             dependencies: [
-                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GraphQLTransportWS", "GQLMuxTestSupport",
+                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
@@ -283,23 +292,23 @@ let package = Package(
         ),
         .testTarget(
             name: "MultiplexingTests",
-            dependencies: ["Multiplexing", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["Multiplexing", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(
             name: "HTTPStreamingTests",
-            dependencies: ["HTTPStreaming", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["HTTPStreaming", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(
             name: "GraphQLTransportWSTests",
-            dependencies: ["GraphQLTransportWS", "GQLMuxTestSupport"],
+            dependencies: ["GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "UpstreamTests",
             dependencies: [
-                "Upstream", "TestUpstream", "GraphQLTransportWS", "GQLMuxTestSupport",
+                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import JSONEnvelope
 import NIOCore

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalProtocol
 import NIOCore

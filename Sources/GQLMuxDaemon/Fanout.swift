@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalEndpoint
 import LocalProtocol

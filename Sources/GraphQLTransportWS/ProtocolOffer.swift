@@ -1,3 +1,5 @@
+import GQLMuxVocabulary
+
 /// Which subprotocols the next WebSocket upgrade offers. `[upstream] protocol = "auto"` offers
 /// both, modern first, and a server picks one. Some servers pick wrongly: a
 /// subscriptions-transport-ws 0.11 `SubscriptionServer` behind the `ws` library accepts the

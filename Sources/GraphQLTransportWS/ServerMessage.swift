@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import NIOCore
 
 /// A message the server sends on a graphql-transport-ws connection.

@@ -1,3 +1,5 @@
+import GQLMuxVocabulary
+
 /// When each query or mutation times out (`operationTimeout`). Every deadline is its
 /// operation's start plus the same timeout, and the clock only moves forward, so deadlines come
 /// in the order operations were added: the earliest is the oldest one still waiting. It is found

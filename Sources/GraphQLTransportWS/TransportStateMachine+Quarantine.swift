@@ -1,3 +1,5 @@
+import GQLMuxVocabulary
+
 /// Blame and quarantine: whatever one local client sends must not put everyone into a
 /// reconnect loop, and no outage may cost anyone a subscription.
 ///

@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import NIOCore
 
 /// The graphql-transport-ws client as a pure state machine: events in, actions out.

@@ -1,4 +1,4 @@
-import GraphQLTransportWS
+import GQLMuxVocabulary
 import JSONEnvelope
 import NIOCore
 

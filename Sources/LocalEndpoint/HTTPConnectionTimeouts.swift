@@ -1,4 +1,4 @@
-import GraphQLTransportWS
+import GQLMuxVocabulary
 
 /// The deadlines of one HTTP connection to the endpoint, so a peer that connects and stalls
 /// (or trickles its headers or body a byte at a time) cannot hold a connection for ever. Pure:

@@ -1,4 +1,4 @@
-import GraphQLTransportWS
+import GQLMuxVocabulary
 import NIOCore
 
 /// The ONE registry of the daemon's operations: which local operation reads which upstream
@@ -23,7 +23,7 @@ import NIOCore
 /// session and its encoded `next` prefix); the core never looks at it.
 package struct Multiplexer<Client: Hashable, Tag> {
     /// One upstream operation's name, unique for the multiplexer's life.
-    package typealias OperationID = GraphQLTransportWS.OperationID
+    package typealias OperationID = GQLMuxVocabulary.OperationID
 
     /// A local operation reading an upstream one.
     package struct Subscriber {

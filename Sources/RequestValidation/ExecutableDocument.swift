@@ -1,4 +1,4 @@
-import GraphQLTransportWS
+import GQLMuxVocabulary
 
 /// What gqlmuxd needs to know of a request's GraphQL document: that it is syntactically an
 /// executable document (operations and fragments, the specification's October 2021 grammar),

@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOCore
 import NIOHTTP1

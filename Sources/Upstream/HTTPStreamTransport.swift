@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import HTTPStreaming
 import NIOCore

@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import GraphQLTransportWS
 
 /// Receives transport-level events, on the transport's event loop.

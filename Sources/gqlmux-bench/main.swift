@@ -1,4 +1,5 @@
 import Foundation
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,5 +1,6 @@
 import Foundation
 import GQLMuxDaemon
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOCore
 import TestUpstream

@@ -1,6 +1,7 @@
 import Foundation
 import GQLMuxDaemon
 @_exported import GQLMuxTestSupport
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,5 +1,6 @@
 import Foundation
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalEndpoint
 import LocalProtocol

@@ -1,4 +1,5 @@
 import GQLMuxTestSupport
+import GQLMuxVocabulary
 import GraphQL
 import GraphQLTransportWS
 import LocalProtocol

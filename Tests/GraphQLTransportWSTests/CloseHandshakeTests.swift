@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import Testing
 
 @testable import GraphQLTransportWS

@@ -1,4 +1,5 @@
 import GQLMuxTestSupport
+import GQLMuxVocabulary
 import NIOCore
 import Testing
 

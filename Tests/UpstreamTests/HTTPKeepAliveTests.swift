@@ -1,4 +1,5 @@
 import GQLMuxTestSupport
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,5 +1,6 @@
 import Foundation
 @_exported import GQLMuxTestSupport
+import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore
