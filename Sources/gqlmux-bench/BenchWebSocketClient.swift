@@ -40,7 +40,7 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
                         // cost the client more than gqlmuxd spent sending, so the row measured
                         // the client. Frames out still go through NIO's encoder.
                         let sync = channel.pipeline.syncOperations
-                        try sync.removeHandler(try sync.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self))
+                        sync.removeHandler(try sync.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self), promise: nil)
                         try sync.addHandler(client)
                         upgraded.succeed()
                     }
