@@ -15,13 +15,17 @@ package struct ProxyAnswer: Sendable {
 
     package static let maxHeadBytes = 16 * 1024
     private var head = ByteBuffer()
+    /// Bytes of `head` already searched for the head's end (each byte is searched once).
+    private var searched = 0
 
     package init() {}
 
     package mutating func feed(_ bytes: ByteBuffer) -> Outcome {
         var bytes = bytes
         head.writeBuffer(&bytes)
-        let end = head.readableBytesView.firstRange(of: [13, 10, 13, 10])
+        let from = head.readerIndex + max(0, searched - 3)  // an end may straddle two feeds
+        let end = head.readableBytesView[from...].firstRange(of: [13, 10, 13, 10])
+        searched = head.readableBytes
         guard let end, end.upperBound - head.readerIndex <= Self.maxHeadBytes else {
             // However the bytes came: a head that does not end within the bound is refused.
             return end != nil || head.readableBytes > Self.maxHeadBytes
@@ -30,6 +34,7 @@ package struct ProxyAnswer: Sendable {
         let headBytes = head.readSlice(length: end.upperBound - head.readerIndex)!
         let rest = head
         head = ByteBuffer()
+        searched = 0
         let line = headBytes.readableBytesView.prefix { $0 != 13 }
         let shown = String(decoding: line.prefix(120), as: UTF8.self)
         let parts = shown.split(separator: " ", maxSplits: 2)
