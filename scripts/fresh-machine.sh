@@ -80,7 +80,7 @@ extra=()
 # store, read-only (it changes between sessions, so it is not part of the cached root).
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] && extra+=(--bind-ro=/etc/ssl/certs/ca-certificates.crt)
 env_args=()
-for variable in PIP_CERT PIP_FIND_LINKS PIP_DEFAULT_TIMEOUT PIP_DISABLE_PIP_VERSION_CHECK; do
+for variable in PIP_CERT PIP_FIND_LINKS PIP_DEFAULT_TIMEOUT PIP_DISABLE_PIP_VERSION_CHECK GQLMUX_WARNINGS_AS_ERRORS; do
     [[ -n ${!variable:-} ]] && env_args+=(--setenv="$variable=${!variable}")
 done
 echo "==> systemd-nspawn --ephemeral on a copy of $cache" >&2
