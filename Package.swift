@@ -130,7 +130,7 @@ let package = Package(
         .target(
             name: "GQLMuxConfiguration",
             dependencies: [
-                "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "RequestValidation", "Multiplexing", "JSONEnvelope", "LocalEndpoint",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "RequestValidation", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

@@ -1,7 +1,6 @@
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalEndpoint
-import Multiplexing
 import RequestValidation
 import Upstream
 

@@ -48,23 +48,7 @@ extension Daemon {
         configuration = prepared.configuration
         descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
         fanout.apply(configuration)
-        // `http_url`: new requests use the new settings; unset stops using HTTP (requests in
-        // flight finish).
-        if let settings = configuration.upstream.httpOperations {
-            if let http = fanout.http {
-                http.applyOnLoop(settings, sslContext: prepared.upstream.httpTLS)
-            } else {
-                fanout.http = HTTPOperations(
-                    configuration: settings,
-                    sslContext: prepared.upstream.httpTLS,
-                    eventLoop: eventLoop,
-                    sharingWith: fanout.streams
-                )
-            }
-        } else {
-            fanout.http = nil
-        }
-        subscriptionUpstream.applyOnLoop(prepared.upstream)
+        upstream.applyOnLoop(prepared.upstream)
         reloadError = nil
         events.emit(.reloaded, [:], message: "configuration reloaded")
     }

@@ -25,9 +25,9 @@ package final class Daemon: @unchecked Sendable {
     package let events: DaemonEvents
     var configuration: DaemonConfiguration
     let configPath: String?
-    /// The upstream connections (one unless `max_operations_per_connection` is reached).
-    let pool: ConnectionPool
     let fanout: Fanout
+    /// Everything that talks to the server (WebSocket pool, HTTP streams, `http_url`).
+    var upstream: UpstreamCarriers { fanout.carriers }
     private var sessions: [ObjectIdentifier: ClientSession] = [:]
     private var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
@@ -91,24 +91,12 @@ package final class Daemon: @unchecked Sendable {
         // Start-up reads the CA files here, before anything is served; a reload prepares
         // them off the loop (`Daemon+Reload.swift`).
         let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
-        self.pool = ConnectionPool(upstream: upstream, eventLoop: eventLoop)
-        self.fanout = Fanout(pool: pool, events: events, metrics: metrics, configuration: configuration)
-        pool.observer = { [weak self] connection, event in self?.transportEvent(event, connection: connection) }
-        if let streams = configuration.upstream.httpStreams {
-            fanout.streams = HTTPStreamTransport(configuration: streams, sslContext: upstream.streamTLS, eventLoop: eventLoop) { [weak self] event in
-                self?.transportEvent(event, connection: 0)
-            }
+        self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration) { updates in
+            UpstreamCarriers(upstream, eventLoop: eventLoop, updates: updates)
         }
-        if let http = configuration.upstream.httpOperations {
-            // With HTTP streams (same `http_url`), requests ride their HTTP/2 connection.
-            fanout.http = HTTPOperations(configuration: http, sslContext: upstream.httpTLS, eventLoop: eventLoop, sharingWith: fanout.streams)
-        }
+        self.upstream.observer = { [weak self] connection, event in self?.transportEvent(event, connection: connection) }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
-
-    /// What carries subscriptions: the HTTP streams when `transport` is `multipart` or `sse`,
-    /// else the pool. Start, pause, resume, reload and shutdown go through it alone.
-    var subscriptionUpstream: any SubscriptionUpstream { fanout.streams ?? pool }
 
     // MARK: - Start and stop
 
@@ -170,7 +158,7 @@ package final class Daemon: @unchecked Sendable {
                 endpointSocket: endpointAddresses.contains { $0.hasPrefix("/") },
                 endpointTCP: endpointAddresses.contains { !$0.hasPrefix("/") }
             )
-            self.subscriptionUpstream.start()
+            self.upstream.start()
             self.statusChanged()
             for listener in [server] + endpoint { Self.startAccepting(listener) }
         }
@@ -263,14 +251,13 @@ package final class Daemon: @unchecked Sendable {
         for channel in listeners ?? [] { try? await channel.close() }
         let closes: [EventLoopFuture<Void>] =
             (try? await eventLoop.submit {
-                self.fanout.http?.shutdownOnLoop()
                 let sessions = Array(self.sessions.values)
                 self.fanout.shutDown()
                 for session in sessions { session.shutDown() }
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
-        try? await eventLoop.flatSubmit { self.subscriptionUpstream.shutdown() }.get()
+        try? await eventLoop.flatSubmit { self.upstream.shutdownOnLoop() }.get()
         let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
         let endpointFile = try? await onLoop { self.endpointSocketFile }
@@ -280,12 +267,12 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Admin
 
     func pause() {
-        subscriptionUpstream.pause()
+        upstream.pause()
         events.emit(.paused, [:], message: "upstream paused by an admin")
     }
 
     func resume() {
-        subscriptionUpstream.resume()
+        upstream.resume()
         events.emit(.resumed, [:], message: "upstream resumed by an admin")
     }
 
@@ -337,136 +324,49 @@ package final class Daemon: @unchecked Sendable {
 
     func connectionAck() -> ByteBuffer {
         eventLoop.assertInEventLoop()
-        return LocalEncode.connectionAck(upstreamState: upstreamStateOnLoop.name.rawValue)
+        return LocalEncode.connectionAck(upstreamState: upstream.stateOnLoop.name.rawValue)
     }
 
-    /// The upstream's state in one word: the HTTP streams' when `transport` is `multipart` or
-    /// `sse`, else the pool's.
-    var upstreamStateOnLoop: ConnectionState { subscriptionUpstream.stateOnLoop }
-
-    /// The upstream connections as operators see them: the pool's, or the one HTTP streaming
-    /// upstream with its open streams.
-    private var connectionsOnLoop: [ConnectionPool.Connection] {
-        if let streams = fanout.streams {
-            return [ConnectionPool.Connection(index: 0, state: streams.connectionStateOnLoop, operations: streams.streamCountOnLoop, wire: nil)]
-        }
-        return pool.connectionsOnLoop
-    }
-
-    /// `[upstream] transport`'s name and the endpoint subscriptions go to.
-    private var upstreamEndpoint: (transport: String, url: String) {
-        if let streams = fanout.streams, let url = configuration.upstream.httpURL { return (streams.flavor.name, url.description) }
-        return ("websocket", configuration.upstream.url.description)
-    }
-
-    /// Local operations across every client.
-    private var localOperationCount: Int { fanout.localCount }
-
-    /// The `status` answer (docs/protocol.md: at least upstream.state, upstream.url,
-    /// upstream.reconnects, clients, subscriptions.local/upstream, messages.in/out).
-    func statusPayload() -> ByteBuffer {
+    /// The daemon at this instant: the one value `status`, `STATUS=` and the metrics read.
+    var reportOnLoop: StatusReport {
         eventLoop.assertInEventLoop()
-        let state = upstreamStateOnLoop
-        let connections = connectionsOnLoop
-        let endpoint = upstreamEndpoint
-        var status = JSONObjectWriter()
-        status.field("version", Self.version)
-        status.field("upstream") { upstream in
-            upstream.field("state", state.name.rawValue)
-            upstream.field("url", endpoint.url)
-            upstream.field("transport", endpoint.transport)
-            upstream.field("protocol", fanout.streams == nil ? pool.primary.protocolOnLoop.rawValue : endpoint.transport)
-            upstream.field(
-                "connections",
-                objects: connections.map { c in
-                    { object in
-                        object.field("id", c.index)
-                        object.field("state", c.state.name.rawValue)
-                        object.field("operations", c.operations)
-                        object.field("protocol", c.wire?.rawValue ?? endpoint.transport)
-                        object.field("detail", Self.describe(c.state))
-                    }
-                }
-            )
-            upstream.field("httpURL", configuration.upstream.httpURL?.description)
-            upstream.field("reconnects", subscriptionUpstream.reconnectCountOnLoop)
-            if let streams = fanout.streams { upstream.field("streams", streams.streamCountOnLoop) }
-            upstream.field("detail", Self.describe(state))
-        }
-        status.field("reloadError", reloadError)
-        status.field("metrics", metricsAddress)
-        status.field("graphqlEndpoint", endpointAddresses.isEmpty ? nil : endpointAddresses.joined(separator: " "))
-        status.field("clients", sessions.count)
-        status.field("subscriptions") { subscriptions in
-            subscriptions.field("local", localOperationCount)
-            subscriptions.field("upstream", fanout.upstreamCount)
-        }
-        status.field("messages") { messages in
-            messages.field("in", fanout.messagesIn)
-            messages.field("out", fanout.messagesOut)
-        }
-        // The memory budget: bytes waiting for clients, and of requests not yet whole.
-        status.field("buffers") { buffers in
-            buffers.field("outbound", fanout.totalBuffered)
-            buffers.field("inbound", fanout.pendingInbound)
-            buffers.field("limit", fanout.totalBufferBytes)
-        }
-        return status.finish()
+        return StatusReport(
+            version: Self.version,
+            upstream: upstream.snapshotOnLoop,
+            reloadError: reloadError,
+            metricsAddress: metricsAddress,
+            endpointAddresses: endpointAddresses,
+            clients: sessions.count,
+            localSubscriptions: fanout.localCount,
+            upstreamSubscriptions: fanout.upstreamCount,
+            messagesIn: fanout.messagesIn,
+            messagesOut: fanout.messagesOut,
+            bufferedOutbound: fanout.totalBuffered,
+            bufferedInbound: fanout.pendingInbound,
+            bufferLimit: fanout.totalBufferBytes
+        )
     }
+
+    /// The `status` answer (docs/protocol.md).
+    func statusPayload() -> ByteBuffer { reportOnLoop.json() }
 
     /// The Prometheus text exposition (docs/metrics.md). On the loop.
     package func metricsText() -> [UInt8] {
-        eventLoop.assertInEventLoop()
+        let report = reportOnLoop
         return metrics.render(
             .init(
-                clients: sessions.count,
-                localSubscriptions: localOperationCount,
-                upstreamSubscriptions: fanout.upstreamCount,
-                upstreamStates: connectionsOnLoop.map(\.state.name),
-                streams: fanout.streams.map { ($0.flavor.name, $0.streamCountOnLoop) },
-                messagesIn: fanout.messagesIn,
-                deliveries: fanout.messagesOut
+                clients: report.clients,
+                localSubscriptions: report.localSubscriptions,
+                upstreamSubscriptions: report.upstreamSubscriptions,
+                upstream: report.upstream,
+                messagesIn: report.messagesIn,
+                deliveries: report.messagesOut
             )
         )
     }
 
     /// The one-line status operators see (sd_notify STATUS=).
-    package var statusLineOnLoop: String {
-        let line = connectionStatusLine
-        guard let reloadError else { return line }
-        return line + "; last reload failed (configuration kept): " + reloadError
-    }
-
-    private var connectionStatusLine: String {
-        let state = upstreamStateOnLoop
-        switch state {
-        case .connected where fanout.streams != nil:
-            let endpoint = upstreamEndpoint
-            return
-                "connected to \(endpoint.url) (\(endpoint.transport)); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream)"
-        case .connected:
-            let count = pool.members.count
-            let over = count > 1 ? " over \(count) connections" : ""
-            return
-                "connected to \(configuration.upstream.url); \(sessions.count) clients, \(localOperationCount) subscriptions (\(fanout.upstreamCount) upstream\(over))"
-        default:
-            return Self.describe(state)
-        }
-    }
-
-    static func describe(_ state: ConnectionState) -> String {
-        switch state {
-        case .idle: return "idle (lazy: connects on first subscribe)"
-        case .connecting(let attempt), .awaitingAck(let attempt): return "connecting (attempt \(attempt))"
-        case .connected: return "connected"
-        case .reconnecting(let attempt, let delay, let cause):
-            return "reconnecting in \(delay.formattedSeconds(decimals: 1))s (attempt \(attempt)): \(cause)"
-        case .paused: return "paused"
-        case .failed(let code, let reason):
-            return "failed: " + (code.map { "upstream closed \($0) \(reason)" } ?? reason) + "; waiting for reload"
-        case .shutDown: return "stopping"
-        }
-    }
+    package var statusLineOnLoop: String { reportOnLoop.line }
 
     func statusChanged() {
         guard !statusScheduled else { return }
@@ -477,68 +377,12 @@ package final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// One connection's event, logged with `GQLMUX_CONNECTION=` (its index in the pool).
+    /// One carrier's event, in the journal (with `GQLMUX_CONNECTION=`, its index in the pool)
+    /// and the metrics.
     private func transportEvent(_ event: TransportEvent, connection: Int) {
         eventLoop.assertInEventLoop()
-        let url = upstreamEndpoint.url
-        let wire = { self.fanout.streams?.flavor.name ?? self.pool.members[connection].protocolOnLoop.rawValue }
-        let reconnects = { self.fanout.streams?.reconnectCountOnLoop ?? self.pool.members[connection].reconnectCount }
-        let events = self.events.adding(["GQLMUX_CONNECTION": "\(connection)"])
-        switch event {
-        case .stateChanged(let state):
-            switch state {
-            case .connecting(let attempt):
-                events.emit(.connecting, ["GQLMUX_URL": url, "GQLMUX_ATTEMPT": "\(attempt)"], message: "connecting to \(url) (attempt \(attempt))")
-            case .reconnecting(let attempt, let delay, let cause):
-                metrics.reconnectScheduled(cause: cause)
-                events.emit(
-                    .reconnecting,
-                    ["GQLMUX_ATTEMPT": "\(attempt)", "GQLMUX_DELAY_SEC": delay.formattedSeconds(decimals: 3), "GQLMUX_CAUSE": cause.description],
-                    message: Self.describe(state)
-                )
-            case .failed(let code, let reason):
-                var fields = ["GQLMUX_REASON": reason]
-                if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
-                events.emit(.failed, fields, message: Self.describe(state))
-            default:
-                break
-            }
-            statusChanged()
-        case .connected:
-            let wire = wire()
-            events.emit(.connected, ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": wire], message: "connected to \(url) (\(wire))")
-        case .reconnected:
-            metrics.reconnected(connection: connection, at: .now)
-            let wire = wire()
-            events.emit(
-                .reconnected,
-                ["GQLMUX_URL": url, "GQLMUX_RECONNECTS": "\(reconnects())", "GQLMUX_PROTOCOL": wire],
-                message: "reconnected to \(url) (\(wire))"
-            )
-        case .disconnected(let code, let reason):
-            metrics.connectionLost(connection: connection, at: .now)
-            var fields = ["GQLMUX_REASON": reason]
-            if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
-            events.emit(.disconnected, fields, message: "disconnected: \(reason)")
-        case .ping(let received):
-            events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "ping received" : "ping sent")
-        case .pong(let received):
-            events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
-        case .protocolFallback(let refused, let next):
-            events.emit(
-                .protocolFallback,
-                ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": next.rawValue, "GQLMUX_REFUSED_PROTOCOL": refused.rawValue],
-                message: "\(url) accepted \(refused.rawValue), then closed 1002 before acknowledging it: offering \(next.rawValue) from now on"
-            )
-        case .quarantined(let id, let code):
-            let closeCode = code.description
-            events.emit(
-                .quarantined,
-                ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_CLOSE_CODE": closeCode],
-                message:
-                    "upstream operation \(id) quarantined: the upstream closed (\(closeCode)), blaming what it was sent, right after it was sent; not sent again"
-            )
-        }
+        UpstreamEventLog(events: events, metrics: metrics).record(event, connection: connection, context: upstream.eventContextOnLoop(connection: connection))
+        if case .stateChanged = event { statusChanged() }
     }
 }
 

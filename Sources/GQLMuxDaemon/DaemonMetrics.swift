@@ -2,6 +2,7 @@ import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalProtocol
 import Prometheus
+import Upstream
 
 /// The daemon's metrics (docs/metrics.md) in a registry of its own, so that several daemons
 /// in one process (the tests) never mix their series.
@@ -21,10 +22,8 @@ final class DaemonMetrics {
         var clients: Int
         var localSubscriptions: Int
         var upstreamSubscriptions: Int
-        /// One state name per upstream connection.
-        var upstreamStates: [ConnectionStateName]
-        /// With an HTTP streaming upstream: its transport's name and the streams open.
-        var streams: (transport: String, count: Int)?
+        /// The upstream's connections and streams, as `status` shows them too.
+        var upstream: UpstreamSnapshot
         var messagesIn: Int
         var deliveries: Int
     }
@@ -146,16 +145,17 @@ final class DaemonMetrics {
         clients.set(Int64(snapshot.clients))
         localSubscriptions.set(Int64(snapshot.localSubscriptions))
         upstreamSubscriptions.set(Int64(snapshot.upstreamSubscriptions))
-        for (state, gauge) in connections { gauge.set(Int64(snapshot.upstreamStates.filter { $0 == state }.count)) }
-        if let streams = snapshot.streams {
+        let upstream = snapshot.upstream
+        for (state, gauge) in connections { gauge.set(Int64(upstream.connections.filter { $0.state.name == state }.count)) }
+        if let streams = upstream.streams {
             let gauge =
-                streamGauges[streams.transport]
+                streamGauges[upstream.transport]
                 ?? registry.makeGauge(
                     descriptor: Self.describe("gqlmux_upstream_streams", "Open upstream HTTP streams (multipart or SSE), one per distinct subscription"),
-                    labels: [("transport", streams.transport)]
+                    labels: [("transport", upstream.transport)]
                 )
-            streamGauges[streams.transport] = gauge
-            gauge.set(Int64(streams.count))
+            streamGauges[upstream.transport] = gauge
+            gauge.set(Int64(streams))
         }
         messagesReceived.increment(by: Int64(snapshot.messagesIn - exportedIn))
         exportedIn = snapshot.messagesIn

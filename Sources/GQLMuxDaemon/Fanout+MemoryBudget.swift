@@ -95,7 +95,7 @@ extension Fanout {
     /// Gives freed heap back to the system a moment after clients were cut (glibc keeps it otherwise).
     func scheduleTrim() {
         guard !trimScheduled else { return }
-        let loop = pool.eventLoop
+        let loop = eventLoop
         trimScheduled = true
         loop.scheduleTask(in: .seconds(2)) {
             self.trimScheduled = false

@@ -23,19 +23,11 @@ final class Fanout: @unchecked Sendable {
     /// The message of every `SHUTTING_DOWN` the daemon sends.
     static let shuttingDownMessage = "gqlmuxd is shutting down"
 
-    let pool: ConnectionPool
-    /// Queries and mutations go here when `[upstream] http_url` is set.
-    var http: HTTPOperations? {
-        didSet { http?.updates = sink }
-    }
-    /// Subscriptions go here when `[upstream] transport` is `multipart` or `sse` (the pool
-    /// then carries nothing).
-    var streams: HTTPStreamTransport? {
-        didSet { streams?.updates = sink }
-    }
+    /// Every upstream carrier, behind one owner: operations are opened and cancelled there,
+    /// where the core placed them. Set once, in `init` (its sink needs `self`).
+    private(set) var carriers: UpstreamCarriers!
+    let eventLoop: any EventLoop
     private var core: Core
-    /// Every carrier tells its operations' updates here, each named by its ``OperationID``.
-    private var sink: OperationSink = { _, _ in }
     let events: DaemonEvents
     let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
@@ -61,21 +53,28 @@ final class Fanout: @unchecked Sendable {
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
 
-    init(pool: ConnectionPool, events: DaemonEvents, metrics: DaemonMetrics, configuration: DaemonConfiguration) {
-        self.pool = pool
+    /// - Parameter makeCarriers: makes the upstream's owner, given where every operation's
+    ///   updates go (this fan-out).
+    init(
+        eventLoop: any EventLoop,
+        events: DaemonEvents,
+        metrics: DaemonMetrics,
+        configuration: DaemonConfiguration,
+        carriers makeCarriers: (@escaping OperationSink) -> UpstreamCarriers
+    ) {
+        self.eventLoop = eventLoop
         self.events = events
         self.metrics = metrics
         self.totalBufferBytes = configuration.limits.totalBufferBytes
         self.core = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
-        let loop = pool.eventLoop
-        sink = { [weak self] id, update in
+        let loop = eventLoop
+        carriers = makeCarriers { [weak self] id, update in
             loop.assertInEventLoop()
             self?.handle(.upstream(update, id))
         }
-        pool.updates = sink
     }
 
-    /// A reload's new limits and layout (the carriers are replaced or updated by the daemon).
+    /// A reload's new limits and layout (the daemon applies the carriers' part to them).
     func apply(_ configuration: DaemonConfiguration) {
         totalBufferBytes = configuration.limits.totalBufferBytes
         core.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
@@ -90,13 +89,13 @@ final class Fanout: @unchecked Sendable {
     /// Whether `session` may start an operation named `localID` (checked before its payload is
     /// parsed, so a duplicate id is named as such): nil when it may.
     func admission(session: ClientSession, localID: String) -> Core.Refusal? {
-        pool.eventLoop.assertInEventLoop()
+        eventLoop.assertInEventLoop()
         return core.admission(client: ObjectIdentifier(session), localID: localID)
     }
 
     /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
     func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) {
-        pool.eventLoop.assertInEventLoop()
+        eventLoop.assertInEventLoop()
         let delivery = Delivery(session: session, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? request.dedupKey : nil
         serially {
@@ -114,20 +113,20 @@ final class Fanout: @unchecked Sendable {
 
     /// A local `complete`.
     func complete(session: ClientSession, localID: String) {
-        pool.eventLoop.assertInEventLoop()
+        eventLoop.assertInEventLoop()
         serially { perform(core.complete(client: ObjectIdentifier(session), localID: localID)) }
     }
 
     /// The session closed or failed: its operations lose their subscriber. During a delivery
     /// (a client cut by its own write) this waits until the delivery is over.
     func clientGone(_ session: ClientSession) {
-        pool.eventLoop.assertInEventLoop()
+        eventLoop.assertInEventLoop()
         handle(.clientGone(session))
     }
 
     /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
     func shutDown() {
-        pool.eventLoop.assertInEventLoop()
+        eventLoop.assertInEventLoop()
         serially { perform(core.shutDown()) }
     }
 
@@ -177,7 +176,7 @@ final class Fanout: @unchecked Sendable {
     }
 
     private func upstream(_ update: OperationUpdate, _ id: Core.OperationID) {
-        pool.eventLoop.assertInEventLoop()
+        eventLoop.assertInEventLoop()
         switch update {
         case .next(let payload):
             // The hot path: the core's subscriber list read in place, no action values
@@ -209,7 +208,7 @@ final class Fanout: @unchecked Sendable {
                     message: "operation \(subscriber.localID) joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .close(let id, let placement):
-                carrier(at: placement)?.cancelOnLoop(id)
+                carriers.cancelOnLoop(id, on: placement)
                 events.emit(
                     .completed,
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
@@ -239,16 +238,15 @@ final class Fanout: @unchecked Sendable {
 
     /// Sends operation `id` on the carrier the core placed it on.
     private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber) {
-        guard let carrier = carrier(at: placement) else {
+        guard carriers.openOnLoop(id, kind: kind, payload: payload, on: placement) else {
             // The layout names only carriers the daemon has (both follow the configuration).
             assertionFailure("no carrier for \(placement)")
             let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
             return perform(core.upstreamFinished(id, .error(.transport(failure))))
         }
-        carrier.openOnLoop(id, kind: kind, payload: payload)
         var fields = [
             "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
-            "GQLMUX_TRANSPORT": carrier.carrierName,
+            "GQLMUX_TRANSPORT": carriers.carrierName(at: placement) ?? "?",
         ]
         switch placement {
         case .connection(let index): fields["GQLMUX_CONNECTION"] = "\(index)"
@@ -256,15 +254,6 @@ final class Fanout: @unchecked Sendable {
         case .stream: break
         }
         events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(id)")
-    }
-
-    /// The carrier behind a placement; a pool connection is made when first named.
-    private func carrier(at placement: Placement) -> (any OperationCarrier)? {
-        switch placement {
-        case .connection(let index): pool.connection(index)
-        case .http: http
-        case .stream: streams
-        }
     }
 
     /// Answers a refused `subscribe` with the local error that names why.

@@ -67,7 +67,7 @@ import Glibc
         #expect(connected["MESSAGE_ID"] as? String == "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a03")
         #expect(connected["PRIORITY"] as? String == "5")
         #expect(connected["GQLMUX_URL"] as? String == server.url)
-        #expect((connected["CODE_FILE"] as? String)?.hasSuffix("Daemon.swift") == true)
+        #expect((connected["CODE_FILE"] as? String)?.hasSuffix("UpstreamEventLog.swift") == true)
         #expect(Int(connected["CODE_LINE"] as? String ?? "") != nil)
         #expect((connected["CODE_FUNC"] as? String)?.isEmpty == false)
         #expect(connected["MESSAGE"] as? String == "connected to \(server.url) (graphql-transport-ws)")

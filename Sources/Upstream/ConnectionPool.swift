@@ -2,7 +2,6 @@ import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOCore
 import NIOSSL
-import Upstream
 
 /// The upstream WebSocket connections to one endpoint: one by default; another, with the same
 /// URL, headers and payload, when the multiplexer core places an operation on the next index
@@ -11,11 +10,11 @@ import Upstream
 /// ``UpstreamTransport`` (reconnects and re-subscribes on its own); extra ones are lazy and
 /// close after `lazy_close_timeout` without operations. Pause, resume, reload and shutdown
 /// apply to all. Lives on the daemon's event loop.
-final class ConnectionPool: SubscriptionUpstream {
-    typealias Observer = @Sendable (_ connection: Int, TransportEvent) -> Void
+package final class ConnectionPool: SubscriptionUpstream {
+    package typealias Observer = @Sendable (_ connection: Int, TransportEvent) -> Void
 
-    let eventLoop: any EventLoop
-    private(set) var members: [UpstreamTransport] = []
+    package let eventLoop: any EventLoop
+    package private(set) var members: [UpstreamTransport] = []
     private var configuration: UpstreamConfiguration
     /// The TLS context of `configuration`, built off the loop: a connection opened later on
     /// the loop reads no CA file.
@@ -24,13 +23,13 @@ final class ConnectionPool: SubscriptionUpstream {
     private let payloads: ConnectingPayloadSource
     /// Each connection's transport events, with its index (the daemon's journal and metrics).
     /// Set by its owner before start (or on the loop); every connection is told.
-    var observer: Observer = { _, _ in } {
+    package var observer: Observer = { _, _ in } {
         didSet { for (index, member) in members.enumerated() { member.observer = Self.observer(observer, index: index) } }
     }
     private var started = false
     private var paused = false
 
-    init(upstream: PreparedUpstream, eventLoop: any EventLoop) {
+    package init(upstream: PreparedUpstream, eventLoop: any EventLoop) {
         self.configuration = upstream.configuration
         self.sslContext = upstream.websocketTLS
         self.payloads = ConnectingPayloadSource(eventLoop: eventLoop)
@@ -38,7 +37,7 @@ final class ConnectionPool: SubscriptionUpstream {
         members.append(makeTransport(index: 0))
     }
 
-    var primary: UpstreamTransport { members[0] }
+    package var primary: UpstreamTransport { members[0] }
 
     /// Connection `index`'s configuration: the pool's, whole. An extra connection exists for
     /// operations that did not fit: it connects on its first one and closes after
@@ -67,7 +66,7 @@ final class ConnectionPool: SubscriptionUpstream {
     }
 
     /// Where every connection's operation updates go (the fan-out).
-    var updates: OperationSink = { _, _ in } {
+    package var updates: OperationSink = { _, _ in } {
         didSet { for member in members { member.updates = updates } }
     }
 
@@ -76,7 +75,7 @@ final class ConnectionPool: SubscriptionUpstream {
     /// Connection `index`, as the multiplexer core placed an operation on it: made (lazy,
     /// started, paused like the others) when first named. The core names a new index only
     /// while fewer than `max_connections` exist.
-    func connection(_ index: Int) -> UpstreamTransport {
+    package func connection(_ index: Int) -> UpstreamTransport {
         eventLoop.preconditionInEventLoop()
         while members.count <= index {
             let transport = makeTransport(index: members.count)
@@ -90,17 +89,17 @@ final class ConnectionPool: SubscriptionUpstream {
 
     // MARK: - Lifecycle of all
 
-    func start() {
+    package func start() {
         started = true
         for member in members { member.start() }
     }
 
-    func pause() {
+    package func pause() {
         paused = true
         for member in members { member.pause() }
     }
 
-    func resume() {
+    package func resume() {
         paused = false
         for member in members { member.resume() }
     }
@@ -108,7 +107,7 @@ final class ConnectionPool: SubscriptionUpstream {
     /// Replaces every connection's configuration whole with the reloaded one (and that of
     /// connections opened later), so all of them run the same settings. Its TLS context is
     /// already built, so this cannot fail halfway.
-    func applyOnLoop(_ upstream: PreparedUpstream) {
+    package func applyOnLoop(_ upstream: PreparedUpstream) {
         eventLoop.preconditionInEventLoop()
         configuration = upstream.configuration
         sslContext = upstream.websocketTLS
@@ -117,30 +116,27 @@ final class ConnectionPool: SubscriptionUpstream {
         }
     }
 
-    func shutdown() -> EventLoopFuture<Void> {
+    package func shutdown() -> EventLoopFuture<Void> {
         EventLoopFuture.andAllComplete(members.map { $0.shutdown() }, on: eventLoop)
     }
 
     // MARK: - What operators see
 
-    struct Connection {
-        var index: Int
-        var state: ConnectionState
-        var operations: Int
-        /// The WebSocket subprotocol; nil for an HTTP streaming upstream.
-        var wire: WireProtocol?
-    }
-
-    var connectionsOnLoop: [Connection] {
+    package var connectionsOnLoop: [UpstreamSnapshot.Connection] {
         members.enumerated().map { index, member in
-            Connection(index: index, state: member.connectionStateOnLoop, operations: member.operationCountOnLoop, wire: member.protocolOnLoop)
+            UpstreamSnapshot.Connection(
+                index: index,
+                state: member.connectionStateOnLoop,
+                operations: member.operationCountOnLoop,
+                wire: member.protocolOnLoop.rawValue
+            )
         }
     }
 
     /// The pool's state in one word: connected when any connection is, else the first's.
-    var stateOnLoop: ConnectionState {
+    package var stateOnLoop: ConnectionState {
         members.contains { $0.connectionStateOnLoop == .connected } ? .connected : primary.connectionStateOnLoop
     }
 
-    var reconnectCountOnLoop: Int { members.reduce(0) { $0 + $1.reconnectCount } }
+    package var reconnectCountOnLoop: Int { members.reduce(0) { $0 + $1.reconnectCount } }
 }

@@ -1,0 +1,84 @@
+import Foundation
+import GQLMuxVocabulary
+import NIOCore
+import Testing
+import Upstream
+
+@testable import GQLMuxDaemon
+
+/// `status`, `STATUS=` and the metrics read one value; its two texts, from values alone.
+@Suite struct StatusReportTests {
+    private func report(_ upstream: UpstreamSnapshot, reloadError: String? = nil) -> StatusReport {
+        StatusReport(
+            version: "9.9.9",
+            upstream: upstream,
+            reloadError: reloadError,
+            metricsAddress: "127.0.0.1:9400",
+            endpointAddresses: ["/run/gqlmux/graphql.sock", "http://127.0.0.1:4000/graphql"],
+            clients: 3,
+            localSubscriptions: 7,
+            upstreamSubscriptions: 2,
+            messagesIn: 11,
+            messagesOut: 44,
+            bufferedOutbound: 100,
+            bufferedInbound: 5,
+            bufferLimit: 1000
+        )
+    }
+
+    private func pool(_ states: [ConnectionState]) -> UpstreamSnapshot {
+        UpstreamSnapshot(
+            state: states.contains(.connected) ? .connected : states[0],
+            transport: "websocket",
+            url: "wss://api.example/graphql",
+            wire: "graphql-ws",
+            connections: states.enumerated().map { .init(index: $0, state: $1, operations: 100, wire: "graphql-ws") },
+            httpURL: nil,
+            reconnects: 4,
+            streams: nil
+        )
+    }
+
+    @Test func theLineNamesTheUpstreamTheClientsAndTheConnectionsOverOne() {
+        #expect(report(pool([.connected])).line == "connected to wss://api.example/graphql; 3 clients, 7 subscriptions (2 upstream)")
+        #expect(
+            report(pool([.connected, .idle, .connected])).line
+                == "connected to wss://api.example/graphql; 3 clients, 7 subscriptions (2 upstream over 3 connections)"
+        )
+        let stalled = pool([.reconnecting(attempt: 2, delay: .milliseconds(1500), cause: .network("connection refused"))])
+        #expect(report(stalled).line == "reconnecting in 1.5s (attempt 2): connection refused")
+        #expect(report(pool([.paused]), reloadError: "bad key").line == "paused; last reload failed (configuration kept): bad key")
+    }
+
+    @Test func anHTTPStreamingUpstreamIsNamedByItsTransport() {
+        let streams = UpstreamSnapshot(
+            state: .connected,
+            transport: "multipart",
+            url: "https://api.example/graphql",
+            wire: "multipart",
+            connections: [.init(index: 0, state: .connected, operations: 2, wire: "multipart")],
+            httpURL: "https://api.example/graphql",
+            reconnects: 0,
+            streams: 2
+        )
+        #expect(report(streams).line == "connected to https://api.example/graphql (multipart); 3 clients, 7 subscriptions (2 upstream)")
+    }
+
+    @Test func theStatusAnswerCarriesEveryDocumentedField() throws {
+        let buffer = report(pool([.connected, .idle])).json()
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any])
+        let upstream = try #require(json["upstream"] as? [String: Any])
+        #expect(upstream["state"] as? String == "connected")
+        #expect(upstream["url"] as? String == "wss://api.example/graphql")
+        #expect(upstream["protocol"] as? String == "graphql-ws")
+        #expect(upstream["reconnects"] as? Int == 4)
+        #expect(upstream["streams"] == nil)
+        let connections = try #require(upstream["connections"] as? [[String: Any]])
+        #expect(connections.map { $0["state"] as? String } == ["connected", "idle"])
+        #expect(json["clients"] as? Int == 3)
+        #expect((json["subscriptions"] as? [String: Int]) == ["local": 7, "upstream": 2])
+        #expect((json["messages"] as? [String: Int]) == ["in": 11, "out": 44])
+        #expect((json["buffers"] as? [String: Int]) == ["outbound": 100, "inbound": 5, "limit": 1000])
+        #expect(json["graphqlEndpoint"] as? String == "/run/gqlmux/graphql.sock http://127.0.0.1:4000/graphql")
+    }
+}
