@@ -7,7 +7,9 @@ import NIOWebSocket
 /// One GraphQL WebSocket client of the endpoint, in front of its ``ClientSession``: frames in
 /// become local-protocol lines for the session; the session's lines become frames
 /// (``WebSocketServerSession`` decides both). Answers WebSocket pings, times the
-/// `connection_init` wait, and sends legacy `ka` keep-alives.
+/// `connection_init` wait, and sends legacy `ka` keep-alives. Its close follows the same
+/// close handshake as the upstream's (``CloseHandshake``): after our close frame the socket is
+/// closed when the client's answers it, or when the handshake's deadline passes without one.
 ///
 /// It encodes the frames it sends itself and writes them through an ``EncodedFrameWriter`` at
 /// the head of the pipeline, below NIO's frame encoder: all the frames of one write of the
@@ -27,7 +29,12 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
     static let keepAliveInterval = TimeAmount.seconds(10)
 
     private var session: WebSocketServerSession
+    /// A close frame was sent (ours, or the echo of the client's): nothing more is sent.
     private var closeSent = false
+    /// How long a client has to answer our close frame.
+    static let closeTimeout = Duration.seconds(1)
+    private var handshake = CloseHandshake(timeout: closeTimeout)
+    private var closeTimer: Scheduled<Void>?
     private var timers: [Scheduled<Void>] = []
     private var keepAlive: RepeatedTask?
 
@@ -57,6 +64,9 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         stopTimers()
+        handshake.socketClosed(generation: 0)
+        closeTimer?.cancel()
+        closeTimer = nil
         context.fireChannelInactive()
     }
 
@@ -66,6 +76,9 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         keepAlive?.cancel()
         keepAlive = nil
     }
+
+    /// The loop's clock (an `EmbeddedEventLoop`'s in tests), as the handshake counts time.
+    private static func now(_ loop: any EventLoop) -> Instant { Instant(nanoseconds: Int64(loop.now.uptimeNanoseconds)) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
@@ -81,8 +94,13 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         case .ping:
             writer.write(Self.frame(.pong, frame.unmaskedData), flush: true, promise: nil)
         case .connectionClose:
-            if !closeSent {
+            switch handshake.peerClosed(generation: 0) {
+            case .completesOurs:
+                break  // the client answered our close frame: the handshake is done
+            case .startsTheirs:
+                guard !closeSent else { break }
                 closeSent = true
+                stopTimers()
                 var data = frame.unmaskedData
                 let code = data.readWebSocketErrorCode() ?? .normalClosure
                 var echo = context.channel.allocator.buffer(capacity: 2)
@@ -139,20 +157,30 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         }
         if let out { writer.write(out, flush: flush && closing == nil, promise: closing == nil ? promise : nil) }
         if let closing {
-            let channel = context.channel
-            let written = context.eventLoop.makePromise(of: Void.self)
-            writer.write(closing, flush: true, promise: written)
-            written.futureResult.whenComplete { _ in
-                promise?.succeed()
-                // The peer answers with its close frame; close anyway soon after.
-                channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
-            }
+            writer.write(closing, flush: true, promise: nil)
+            promise?.succeed()
+            closeFrameSent(context)
         } else if out == nil {
             promise?.succeed()
         }
     }
 
     func flush(context: ChannelHandlerContext) { writer.flush() }
+
+    /// Our close frame is on its way: the connection is `closing` until the client's close
+    /// frame arrives (``channelRead``) or the handshake's deadline passes.
+    private func closeFrameSent(_ context: ChannelHandlerContext) {
+        handshake.closeSent(generation: 0, now: Self.now(context.eventLoop))
+        guard let deadline = handshake.nextDeadline else { return }
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+        let wait = max(deadline - Self.now(context.eventLoop), .zero)
+        closeTimer = context.eventLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
+            let (context, handler) = bound.value
+            handler.closeTimer = nil
+            // The client did not answer in time: close the socket without its close frame.
+            if !handler.handshake.expired(now: Self.now(context.eventLoop)).isEmpty { context.close(promise: nil) }
+        }
+    }
 
     /// One unmasked server frame (RFC 6455 5.2), header and payload in one buffer.
     static func frame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer) -> ByteBuffer {

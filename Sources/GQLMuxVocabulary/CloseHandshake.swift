@@ -1,5 +1,3 @@
-import GQLMuxVocabulary
-
 /// The closing side of the WebSocket close handshake (RFC 6455, section 7.1.2), as a state of
 /// each connection the client closes: `open` → `closing` (our close frame sent, waiting for
 /// the peer's) → `closed`. The socket is closed when the peer's close frame arrives, or when

@@ -1,0 +1,106 @@
+import GQLMuxVocabulary
+import LocalEndpoint
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import Testing
+
+@testable import GQLMuxDaemon
+
+/// The endpoint's WebSocket handler on an `EmbeddedChannel` and its manual clock: the close
+/// handshake both ways, the connection_init wait, pings, lines to the session.
+@Suite struct EndpointWebSocketHandlerTests {
+    /// A connected channel: the frame writer, then the handler; what it sends is read raw.
+    private func channel(_ wire: EndpointSubprotocol = .transportWS) throws -> EmbeddedChannel {
+        let writer = EncodedFrameWriter()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(writer)
+        try channel.pipeline.syncOperations.addHandler(EndpointWebSocketHandler(wire: wire, writer: writer))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    private func frame(_ opcode: WebSocketOpcode, _ text: String = "") -> WebSocketFrame {
+        WebSocketFrame(fin: true, opcode: opcode, data: ByteBuffer(string: text))
+    }
+
+    private func closeFrame(_ code: UInt16) -> WebSocketFrame {
+        var data = ByteBuffer()
+        data.writeInteger(code)
+        return WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
+    }
+
+    /// The frames written so far, as (opcode byte, payload).
+    private func sent(_ channel: EmbeddedChannel) throws -> [(opcode: UInt8, payload: [UInt8])] {
+        var frames: [(UInt8, [UInt8])] = []
+        while var bytes = try channel.readOutbound(as: ByteBuffer.self) {
+            while bytes.readableBytes > 0 {
+                let first = bytes.readInteger(as: UInt8.self)!
+                var length = Int(bytes.readInteger(as: UInt8.self)! & 0x7F)
+                if length == 126 { length = Int(bytes.readInteger(as: UInt16.self)!) }
+                if length == 127 { length = Int(bytes.readInteger(as: UInt64.self)!) }
+                frames.append((first & 0x0F, bytes.readBytes(length: length)!))
+            }
+        }
+        return frames
+    }
+
+    private static func code(_ payload: [UInt8]) -> UInt16 { UInt16(payload[0]) << 8 | UInt16(payload[1]) }
+
+    @Test func afterOurCloseFrameTheClientsAnswerClosesTheSocketAndIsNotEchoed() throws {
+        let channel = try channel()
+        try channel.writeInbound(frame(.binary, "x"))  // not allowed: closed 4400
+        let close = try sent(channel)
+        #expect(close.map(\.opcode) == [0x8])
+        #expect(Self.code(close[0].payload) == 4400)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
+        #expect(channel.isActive, "open while the client may still answer")
+        try channel.writeInbound(closeFrame(4400))
+        #expect(!channel.isActive)
+        #expect(try sent(channel).isEmpty, "the client's answer completes the handshake: no second close frame")
+    }
+
+    @Test func aClientThatNeverAnswersIsClosedAtTheHandshakesDeadline() throws {
+        let channel = try channel()
+        try channel.writeInbound(frame(.binary, "x"))
+        #expect(try sent(channel).map(\.opcode) == [0x8])
+        channel.embeddedEventLoop.advanceTime(by: .nanoseconds(EndpointWebSocketHandler.closeTimeout.nanoseconds - 1))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .nanoseconds(1))
+        #expect(!channel.isActive)
+    }
+
+    @Test func aClientThatClosesFirstGetsItsCodeBackAndIsClosed() throws {
+        let channel = try channel()
+        try channel.writeInbound(closeFrame(1001))
+        let echo = try sent(channel)
+        #expect(echo.map(\.opcode) == [0x8])
+        #expect(Self.code(echo[0].payload) == 1001)
+        #expect(!channel.isActive)
+    }
+
+    @Test func noConnectionInitInThreeSecondsIsClosed4408() throws {
+        let channel = try channel()
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(2999))
+        #expect(try sent(channel).isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        let close = try sent(channel)
+        #expect(close.map(\.opcode) == [0x8])
+        #expect(Self.code(close[0].payload) == 4408)
+    }
+
+    @Test func pingsAreAnsweredAndMessagesBecomeLinesForTheSession() throws {
+        let channel = try channel()
+        try channel.writeInbound(frame(.ping, "hi"))
+        let pong = try sent(channel)
+        #expect(pong.map(\.opcode) == [0xA])
+        #expect(pong.first?.payload == Array("hi".utf8))
+        try channel.writeInbound(frame(.text, #"{"type":"connection_init"}"#))
+        let ack = try sent(channel)
+        #expect(ack.map(\.opcode) == [0x1])
+        #expect(ack.first?.payload == Array(#"{"type":"connection_ack"}"#.utf8))
+        try channel.writeInbound(frame(.text, #"{"type":"subscribe","id":"a","payload":{"query":"{ hello }"}}"#))
+        let line = try #require(try channel.readInbound(as: ByteBuffer.self))
+        #expect(String(buffer: line) == #"{"type":"subscribe","id":"a","payload":{"query":"{ hello }"}}"#)
+    }
+}
