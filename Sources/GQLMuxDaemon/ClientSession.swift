@@ -52,10 +52,18 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     /// WebSocket's for the session's life, the HTTP one per request: a stream's events, or
     /// lines for a JSON answer it assembles); the line protocol otherwise.
     var framing = NextFraming.line {
-        didSet { framed = framing != .line }
+        didSet {
+            framed = framing != .line
+            framedHeader = framing.hasHeader
+            framedSuffix = framing.suffix
+        }
     }
     /// `framing != .line`, read on the hot path. The batch then holds framed results only.
     private var framed = false
+    /// The framing's parts the hot path reads, resolved once when it is set: whether a
+    /// WebSocket frame header goes first, and the bytes after the payload.
+    private var framedHeader = false
+    private var framedSuffix: StaticString = LocalEncode.nextSuffix
 
     init(host: any SessionHost, fanout: Fanout, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
         self.host = host
@@ -253,14 +261,14 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
 
     /// A result in the client's own framing (``NextFraming``): header, prefix, payload, suffix.
     private func writeFramedNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) {
-        let framing = self.framing
-        framing.suffix.withUTF8Buffer { tail in
+        let header = framedHeader
+        framedSuffix.withUTF8Buffer { tail in
             let length = prefix.count + body.count + tail.count
             if body.count >= Self.sharedPayloadBytes {
                 batch.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes + prefix.count) { out in
-                    let header = framing.writeHeader(length: length, to: out.baseAddress!)
-                    if let source = prefix.baseAddress { (out.baseAddress! + header).copyMemory(from: source, byteCount: prefix.count) }
-                    return header + prefix.count
+                    let written = header ? NextFraming.writeWebSocketHeader(length: length, to: out.baseAddress!) : 0
+                    if let source = prefix.baseAddress { (out.baseAddress! + written).copyMemory(from: source, byteCount: prefix.count) }
+                    return written + prefix.count
                 }
                 queued.append(batch)
                 queued.append(copy payload)
@@ -269,12 +277,14 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
                 return
             }
             batch.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes + length) { out in
-                let start = out.baseAddress!
-                let header = framing.writeHeader(length: length, to: start)
-                if let source = prefix.baseAddress { (start + header).copyMemory(from: source, byteCount: prefix.count) }
-                if let source = body.baseAddress { (start + header + prefix.count).copyMemory(from: source, byteCount: body.count) }
-                (start + header + prefix.count + body.count).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
-                return header + length
+                var at = out.baseAddress!
+                if header { at += NextFraming.writeWebSocketHeader(length: length, to: at) }
+                if let source = prefix.baseAddress { at.copyMemory(from: source, byteCount: prefix.count) }
+                at += prefix.count
+                if let source = body.baseAddress { at.copyMemory(from: source, byteCount: body.count) }
+                at += body.count
+                at.copyMemory(from: tail.baseAddress!, byteCount: tail.count)
+                return at + tail.count - out.baseAddress!
             }
         }
     }

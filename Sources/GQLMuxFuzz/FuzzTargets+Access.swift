@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import LocalEndpoint
 import NIOCore
 

@@ -1,3 +1,5 @@
+import GQLMuxVocabulary
+
 /// A media type of a `Content-Type` or `Accept` header, matched exactly: `type/subtype` in any
 /// case, then parameters (`charset`, `q`, `subscriptionSpec`). `application/jsonx` is not JSON.
 package struct MediaType: Sendable, Equatable {

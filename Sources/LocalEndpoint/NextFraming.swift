@@ -45,6 +45,7 @@ package enum NextFraming: Sendable, Equatable {
     }
 
     /// The bytes after the payload.
+    @inlinable
     package var suffix: StaticString {
         switch self {
         case .line: LocalEncode.nextSuffix
@@ -55,14 +56,26 @@ package enum NextFraming: Sendable, Equatable {
     }
 
     /// The longest header ``writeHeader(length:to:)`` writes.
-    package static let maxHeaderBytes = 10
+    @inlinable
+    package static var maxHeaderBytes: Int { 10 }
+
+    /// Whether ``writeHeader(length:to:)`` writes anything (a WebSocket frame header).
+    @inlinable
+    package var hasHeader: Bool {
+        if case .webSocket = self { true } else { false }
+    }
 
     /// Writes the header of a message of `length` bytes (prefix, payload and suffix) at `out`,
     /// which has room for ``maxHeaderBytes``: an unmasked WebSocket text frame's (RFC 6455
     /// 5.2), or nothing for the line protocol. Returns the bytes written.
     @inlinable
     package func writeHeader(length: Int, to out: UnsafeMutableRawPointer) -> Int {
-        guard case .webSocket = self else { return 0 }
+        hasHeader ? Self.writeWebSocketHeader(length: length, to: out) : 0
+    }
+
+    /// An unmasked WebSocket text frame's header for a message of `length` bytes, at `out`.
+    @inlinable @inline(__always)
+    package static func writeWebSocketHeader(length: Int, to out: UnsafeMutableRawPointer) -> Int {
         out.storeBytes(of: 0x81, as: UInt8.self)  // FIN, text
         if length < 126 {
             out.storeBytes(of: UInt8(length), toByteOffset: 1, as: UInt8.self)

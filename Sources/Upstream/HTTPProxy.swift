@@ -1,4 +1,5 @@
-import struct Foundation.Data
+import FoundationEssentials
+import GQLMuxVocabulary
 
 /// An HTTP proxy that every upstream connection is tunnelled through with `CONNECT`
 /// (`[upstream] proxy = "http://[user:password@]host:port"`, or the `https_proxy`/`http_proxy`
@@ -20,8 +21,8 @@ package struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
     /// Parses `http://[user:password@]host[:port]` (port 80 when absent). A value without a
     /// scheme is taken as `http://` (a common spelling of the environment variables).
     package init(parsing text: String) throws(ParseError) {
-        var rest = Substring(text.trimmingCharacters(in: " \t"))
-        if let scheme = rest.range(of: "://") {
+        var rest = Substring(text.trimming(" \t"))
+        if let scheme = rest.firstRange(of: "://") {
             guard rest[..<scheme.lowerBound].lowercased() == "http" else {
                 throw ParseError(description: "'\(Self.redacted(text))' is not an http:// proxy (HTTPS and SOCKS proxies are not supported)")
             }
@@ -76,7 +77,7 @@ package struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
     /// The URL with any password replaced, for error messages.
     static func redacted(_ text: String) -> String {
         guard let at = text.lastIndex(of: "@") else { return text }
-        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        let start = text.firstRange(of: "://")?.upperBound ?? text.startIndex
         return String(text[..<start]) + "***" + String(text[at...])
     }
 
@@ -119,7 +120,7 @@ package enum ProxyChoice: Sendable, Equatable {
     package static func fromEnvironment(_ environment: [String: String]) throws(HTTPProxy.ParseError) -> ProxyChoice {
         func value(_ name: String) -> (String, String)? {
             for key in [name, name.uppercased()] {
-                if let value = environment[key], !value.trimmingCharacters(in: " \t").isEmpty { return (key, value) }
+                if let value = environment[key], !value.trimming(" \t").isEmpty { return (key, value) }
             }
             return nil
         }
@@ -134,7 +135,7 @@ package enum ProxyChoice: Sendable, Equatable {
         let https = try proxy("https_proxy")
         let http = try proxy("http_proxy")
         guard https != nil || http != nil else { return .direct }
-        let noProxy = value("no_proxy").map { $0.1.split(separator: ",").map { $0.trimmingCharacters(in: " \t").lowercased() }.filter { !$0.isEmpty } } ?? []
+        let noProxy = value("no_proxy").map { $0.1.split(separator: ",").map { $0.trimming(" \t").lowercased() }.filter { !$0.isEmpty } } ?? []
         return .environment(https: https, http: http, noProxy: noProxy)
     }
 
@@ -152,7 +153,7 @@ package enum ProxyChoice: Sendable, Equatable {
     /// `no_proxy` as curl reads it: `*` is every host; `name` or `.name` is that host and its
     /// subdomains; an address matches itself; `entry:port` only that port.
     static func bypasses(host: String, port: Int, noProxy: [String]) -> Bool {
-        let host = host.lowercased().trimmingCharacters(in: "[]")
+        let host = host.lowercased().trimming("[]")
         for entry in noProxy {
             if entry == "*" { return true }
             var name = Substring(entry)
@@ -160,7 +161,7 @@ package enum ProxyChoice: Sendable, Equatable {
                 guard Int(name[name.index(after: colon)...]) == port else { continue }
                 name = name[..<colon]
             }
-            name = Substring(name.trimmingCharacters(in: "[]"))
+            name = Substring(name.trimming("[]"))
             if name.hasPrefix(".") { name = name.dropFirst() }
             if host == name || host.hasSuffix("." + name) { return true }
         }

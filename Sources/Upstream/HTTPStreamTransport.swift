@@ -264,7 +264,7 @@ package final class HTTPStreamTransport: @unchecked Sendable {
             guard let boundary = MultipartParser.boundary(contentType: contentType) else { return nil }
             return .multipart(MultipartParser(boundary: boundary, maxPartBytes: configuration.maxMessageBytes))
         case .sse:
-            let type = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: " \t").lowercased() }
+            let type = contentType.split(separator: ";").first.map { $0.trimming(" \t").lowercased() }
             return type == "text/event-stream" ? .sse(SSEParser(maxEventBytes: configuration.maxMessageBytes)) : nil
         }
     }
@@ -307,17 +307,6 @@ package final class HTTPStreamTransport: @unchecked Sendable {
             if self.channels.isHTTP2, actions.contains(where: { if case .abort = $0 { true } else { false } }) { self.channels.reset() }
             self.perform(actions)
         }
-    }
-}
-
-extension StringProtocol {
-    /// Without the leading and trailing characters in `set` (HTTP's optional white space: " \t").
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        var text = Substring(self)
-        while let first = text.first, characters.contains(first) { text = text.dropFirst() }
-        while let last = text.last, characters.contains(last) { text = text.dropLast() }
-        return String(text)
     }
 }
 

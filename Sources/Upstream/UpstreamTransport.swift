@@ -5,7 +5,7 @@ import NIOPosix
 import NIOSSL
 import NIOWebSocket
 
-import struct Foundation.UUID
+import struct FoundationEssentials.UUID
 
 #if canImport(Glibc)
 import Glibc

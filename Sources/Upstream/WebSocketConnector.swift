@@ -26,7 +26,7 @@ enum WebSocketConnector {
 
     /// The protocol the server selected, if it is one we offered.
     static func selected(_ header: String?, offered: [WireProtocol]) -> WireProtocol? {
-        guard let header = header?.trimmingCharacters(in: " \t") else { return nil }
+        guard let header = header?.trimming(" \t") else { return nil }
         return offered.first { $0.subprotocol == header }
     }
 

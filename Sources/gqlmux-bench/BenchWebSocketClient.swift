@@ -71,43 +71,61 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
         channel.writeAndFlush(frame, promise: nil)
     }
 
-    /// The frame header being read, the current frame's opcode, its payload bytes left to
-    /// skip, and how many of them were skipped.
-    private var header = [UInt8](repeating: 0, count: 10)
+    /// The frame header being read (its bytes so far), the current frame's opcode, its
+    /// payload bytes left to skip, and how many of them were skipped.
+    private var header: UInt64 = 0
     private var headerCount = 0
+    private var headerNeeded = 2
     private var opcode: UInt8 = 0
     private var remaining = 0
     private var position = 0
 
     /// Counts result frames (`{"type":"next"` or graphql-ws's `{"type":"data"`: the byte at
     /// payload offset 9) and close frames, reading only the frame headers (server frames are
-    /// unmasked) and one byte of each payload.
+    /// unmasked) and one byte of each payload, over the raw bytes; the shared counters are
+    /// moved once per read, as the line client's are.
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        while bytes.readableBytes > 0 {
-            if remaining > 0 {
-                let n = min(remaining, bytes.readableBytes)
-                if opcode == 1, position <= 9, 9 < position + n, let type = bytes.getInteger(at: bytes.readerIndex + 9 - position, as: UInt8.self),
-                    type == UInt8(ascii: "n") || type == UInt8(ascii: "d")
-                {
-                    frames.add(1)
+        let buffer = unwrapInboundIn(data)
+        var results = 0
+        var closes = 0
+        buffer.withUnsafeReadableBytes { bytes in
+            var at = 0
+            let count = bytes.count
+            while at < count {
+                if remaining > 0 {
+                    let n = min(remaining, count - at)
+                    if opcode == 1, position <= 9, 9 < position + n {
+                        let type = bytes[at + 9 - position]
+                        if type == UInt8(ascii: "n") || type == UInt8(ascii: "d") { results += 1 }
+                    }
+                    at += n
+                    remaining -= n
+                    position += n
+                    continue
                 }
-                bytes.moveReaderIndex(forwardBy: n)
-                remaining -= n
-                position += n
-                continue
+                let byte = bytes[at]
+                at += 1
+                headerCount += 1
+                if headerCount == 1 {
+                    opcode = byte & 0x0F
+                    continue
+                }
+                if headerCount == 2 {
+                    let short = Int(byte & 0x7F)
+                    headerNeeded = 2 + (short == 126 ? 2 : short == 127 ? 8 : 0)
+                    header = UInt64(short)
+                    if headerNeeded > 2 { header = 0 }
+                } else {
+                    header = header << 8 | UInt64(byte)
+                }
+                guard headerCount == headerNeeded else { continue }
+                remaining = Int(header)
+                position = 0
+                headerCount = 0
+                if opcode == 8 { closes += 1 }
             }
-            header[headerCount] = bytes.readInteger(as: UInt8.self)!
-            headerCount += 1
-            guard headerCount >= 2 else { continue }
-            let short = Int(header[1] & 0x7F)
-            let needed = 2 + (short == 126 ? 2 : short == 127 ? 8 : 0)
-            guard headerCount == needed else { continue }
-            opcode = header[0] & 0x0F
-            remaining = short < 126 ? short : header[2..<needed].reduce(0) { $0 << 8 | Int($1) }
-            position = 0
-            headerCount = 0
-            if opcode == 8 { closed.add(1) }
         }
+        if results > 0 { frames.add(results) }
+        if closes > 0 { closed.add(closes) }
     }
 }

@@ -14,7 +14,7 @@ import Upstream
 
 let arguments = CommandLine.arguments
 guard arguments.count > 1 else {
-    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | transports | endpoint | latency]")
+    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | transports | endpoint [KIND] | latency]")
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
@@ -179,6 +179,16 @@ enum EndpointClientKind: String, CaseIterable {
     case sse = "HTTP, SSE"
     case multipart = "HTTP, multipart"
 
+    /// Its name on the command line.
+    var shortName: String {
+        switch self {
+        case .transportWS: "graphql-transport-ws"
+        case .legacyWS: "graphql-ws"
+        case .sse: "sse"
+        case .multipart: "multipart"
+        }
+    }
+
     func subscribe(_ path: String, id: String) async throws -> EndpointSubscriber {
         let query = "subscription { tick }"
         switch self {
@@ -204,12 +214,12 @@ enum EndpointClientKind: String, CaseIterable {
 
 /// Fan-out 1 → 100 × 256 B to each kind of client of the local GraphQL endpoint, beside the
 /// line-protocol row of this run: what each protocol's framing costs.
-func endpointClientRows(line: (rate: Double, perCPU: Double)?) async throws {
+func endpointClientRows(line: (rate: Double, perCPU: Double)?, kinds: [EndpointClientKind] = EndpointClientKind.allCases) async throws {
     print("local clients (1 upstream subscription → 100 local subscribers, 256 B; best of 3)")
     print("  the rate depends on the bench's own clients too (2 cores shared); deliveries per gqlmuxd CPU-second does not")
     print("  client kind                        deliveries/s   gqlmuxd CPU   ÷ line protocol   per CPU-second   ÷ line protocol")
     if let line { print("  line protocol                      " + String(format: "%12.0f                                  %12.0f", line.rate, line.perCPU)) }
-    for kind in EndpointClientKind.allCases {
+    for kind in kinds {
         let best = try await endpointClientRow(kind)
         guard let best else { continue }
         let perCPU = best.cpu > 0 ? best.rate / best.cpu : .nan
@@ -351,10 +361,20 @@ if arguments.count > 2, arguments[2] == "transports" {
 
 // `gqlmux-bench GQLMUXD endpoint`: the line-protocol fan-out row and the endpoint's client
 // kinds beside it, in one run.
+// `gqlmux-bench GQLMUXD endpoint KIND` (graphql-transport-ws, graphql-ws, sse, multipart): that
+// kind's row alone (for scripts/profile.sh).
 if arguments.count > 2, arguments[2] == "endpoint" {
-    let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
-    let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
-    try await endpointClientRows(line: (Double(best.0) / best.2, Double(best.0) / best.3))
+    if arguments.count > 3 {
+        guard let kind = EndpointClientKind.allCases.first(where: { $0.shortName == arguments[3] }) else {
+            print("unknown client kind '\(arguments[3])': " + EndpointClientKind.allCases.map(\.shortName).joined(separator: ", "))
+            exit(64)
+        }
+        try await endpointClientRows(line: nil, kinds: [kind])
+    } else {
+        let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
+        let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
+        try await endpointClientRows(line: (Double(best.0) / best.2, Double(best.0) / best.3))
+    }
     bench.stop()
     exit(0)
 }
