@@ -34,6 +34,7 @@ extension DaemonConfiguration {
     /// - `[limits]` max_clients, max_operations_per_client, max_line_bytes, client_buffer_bytes,
     ///   total_buffer_bytes, max_document_tokens, max_document_depth
     /// - `[security]` allowed_uids, allowed_gids, admin_uids, admin_gids
+    /// - `[subscriptions]` replay_last
     /// - `[graphql_endpoint]` (`DaemonConfiguration+Endpoint.swift`) socket, mode, listen, path,
     ///   allowed_hosts, allowed_origins, token_file, allow_all_local_users,
     ///   socket_max_connections, listen_max_connections
@@ -66,7 +67,7 @@ extension DaemonConfiguration {
             throw ConfigurationError("\(source): \(error)")
         }
         let reader = TableReader(table: root, section: "")
-        try reader.allowOnly(["upstream", "socket", "limits", "security", "log", "metrics", "graphql_endpoint"])
+        try reader.allowOnly(["upstream", "socket", "limits", "security", "log", "metrics", "graphql_endpoint", "subscriptions"])
         guard let upstreamTable = try reader.table("upstream") else {
             throw ConfigurationError("[upstream] url: required")
         }
@@ -102,6 +103,10 @@ extension DaemonConfiguration {
             guard configuration.limits.totalBufferBytes >= configuration.limits.clientBufferBytes else {
                 throw ConfigurationError("[limits] total_buffer_bytes: must be at least client_buffer_bytes (\(configuration.limits.clientBufferBytes))")
             }
+        }
+        if let subscriptions = try reader.table("subscriptions") {
+            try subscriptions.allowOnly(["replay_last"])
+            if let v = try subscriptions.bool("replay_last") { configuration.replayLast = v }
         }
         if let security = try reader.table("security") {
             try security.allowOnly(["allowed_uids", "allowed_gids", "admin_uids", "admin_gids"])

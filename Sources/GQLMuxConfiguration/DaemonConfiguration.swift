@@ -51,6 +51,9 @@ package struct DaemonConfiguration: Sendable {
     /// `[metrics] listen`: where `GET /metrics` is served; nil (the default) serves none.
     package var metricsListen: MetricsListenAddress?
     package var graphqlEndpoint = GraphQLEndpointSettings()
+    /// `[subscriptions] replay_last`: whether a subscriber joining a shared subscription gets
+    /// its latest result at once, when its own `extensions.gqlmux.replayLast` does not say.
+    package var replayLast = false
 
     package init(upstream: UpstreamConfiguration) {
         self.upstream = upstream

@@ -343,6 +343,7 @@ package final class Daemon: @unchecked Sendable {
             messagesOut: fanout.messagesOut,
             bufferedOutbound: fanout.totalBuffered,
             bufferedInbound: fanout.pendingInbound,
+            retained: fanout.retainedBytes,
             bufferLimit: fanout.totalBufferBytes
         )
     }

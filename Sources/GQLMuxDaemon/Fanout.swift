@@ -49,6 +49,8 @@ final class Fanout: @unchecked Sendable {
     var inboundBudgetUnlogged = 0
     /// `[limits] total_buffer_bytes`.
     var totalBufferBytes: Int
+    /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
+    var replayLast: Bool
     /// Every live session, for the memory budget's search of the client furthest behind.
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
@@ -66,6 +68,7 @@ final class Fanout: @unchecked Sendable {
         self.events = events
         self.metrics = metrics
         self.totalBufferBytes = configuration.limits.totalBufferBytes
+        self.replayLast = configuration.replayLast
         self.core = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
         let loop = eventLoop
         carriers = makeCarriers { [weak self] id, update in
@@ -77,11 +80,14 @@ final class Fanout: @unchecked Sendable {
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).
     func apply(_ configuration: DaemonConfiguration) {
         totalBufferBytes = configuration.limits.totalBufferBytes
+        replayLast = configuration.replayLast
         core.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
         core.layout = configuration.upstreamLayout
     }
 
     var upstreamCount: Int { core.upstreamCount }
+    /// Bytes of latest results kept for replays (counted in the memory budget).
+    var retainedBytes: Int { core.retainedBytes }
     var localCount: Int { core.localCount }
 
     // MARK: - Events in
@@ -105,7 +111,8 @@ final class Fanout: @unchecked Sendable {
                 kind: request.kind,
                 key: key,
                 payload: request.payload,
-                tag: delivery
+                tag: delivery,
+                replay: request.options.replayLast ?? replayLast
             )
             perform(actions, asker: session)
         }
@@ -184,8 +191,9 @@ final class Fanout: @unchecked Sendable {
             messagesIn += 1
             let delivered = deliver(payload, to: core.subscribers(of: id))
             messagesOut += delivered
+            if core.keepsLast(id) { core.remember(id, payload, budget: max(0, totalBufferBytes - totalBuffered - pendingInbound)) }
         case .state(let state):
-            perform(core.upstreamState(id, state))
+            perform(core.upstreamState(id, state, now: Self.now()))
         case .finished(let finish):
             perform(core.upstreamFinished(id, finish))
         }
@@ -214,9 +222,12 @@ final class Fanout: @unchecked Sendable {
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
                     message: "upstream operation \(id) completed: last subscriber left"
                 )
-            case .tellState(let subscriber, let state):
-                subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state)), flush: false)
+            case .tellState(let subscriber, let state, let gap):
+                let gapMs = gap.map { Int($0.nanoseconds / 1_000_000) }
+                subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs), flush: false)
                 markDirty(subscriber.tag.session)
+            case .replay(let subscriber, let payload):
+                replay(payload, to: subscriber)
             case .finish(let subscriber, let finish):
                 subscriber.tag.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
                 markDirty(subscriber.tag.session)
@@ -342,6 +353,27 @@ final class Fanout: @unchecked Sendable {
             return (LocalErrorCode.shuttingDown, shuttingDownMessage, [])
         }
     }
+
+    /// The latest result of a shared subscription, to a subscriber that joined it and asked
+    /// (`replayLast`): marked `"replayed": true` on the line protocol's `next`, and in the
+    /// result's `extensions.gqlmux` for the endpoint's clients, whose frames carry the result.
+    private func replay(_ payload: ByteBuffer, to subscriber: Core.Subscriber) {
+        let session = subscriber.tag.session
+        if session.framing == .line {
+            session.send(LocalEncode.replayedNext(id: subscriber.localID, payload: payload), flush: false)
+        } else {
+            let marked = ResultMarks.marked(payload, "replayed")
+            let written = marked.withUnsafeReadableBytes { body in
+                session.writeNext(prefix: subscriber.tag.prefixBytes, body: body, payload: marked)
+            }
+            guard written else { return }
+        }
+        messagesOut += 1
+        markDirty(session)
+    }
+
+    /// The loop's clock, for how long a stream was down.
+    private static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
 
     /// Flushes every session written since the last flush, once per loop turn.
     /// A flag test per delivery on the hot path, not a hash insert.

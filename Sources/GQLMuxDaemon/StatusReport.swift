@@ -21,9 +21,12 @@ struct StatusReport {
     var upstreamSubscriptions: Int
     var messagesIn: Int
     var messagesOut: Int
-    /// The memory budget: bytes waiting for clients, of requests not yet whole, and the limit.
+    /// The memory budget: bytes waiting for clients, of requests not yet whole, of latest
+    /// results kept for replays, and the limit.
     var bufferedOutbound: Int
     var bufferedInbound: Int
+    /// Latest results kept for replays (`replayLast`).
+    var retained: Int
     var bufferLimit: Int
 
     /// The `status` answer: at least upstream.state, upstream.url, upstream.reconnects,
@@ -68,6 +71,7 @@ struct StatusReport {
         status.field("buffers") { buffers in
             buffers.field("outbound", bufferedOutbound)
             buffers.field("inbound", bufferedInbound)
+            buffers.field("retained", retained)
             buffers.field("limit", bufferLimit)
         }
         return status.finish()

@@ -90,14 +90,30 @@ package enum LocalEncode {
         message(.complete, id: id)
     }
 
-    /// `{"type":"state","id":ID,"state":STATE}`
-    package static func state(id: String, _ state: LocalOperationState) -> ByteBuffer {
+    /// `{"type":"state","id":ID,"state":STATE}`; an `active` after an outage carries
+    /// `"gapMs":N`, how long the stream was down.
+    package static func state(id: String, _ state: LocalOperationState, gapMs: Int? = nil) -> ByteBuffer {
         var b = ByteBuffer()
         b.writeStaticString(#"{"type":"state","id":"#)
         b.writeJSONString(id)
         b.writeStaticString(#","state":"#)
         b.writeJSONString(state.rawValue)
+        if let gapMs {
+            b.writeStaticString(#","gapMs":"#)
+            b.writeString(String(gapMs))
+        }
         b.writeStaticString("}\n")
+        return b
+    }
+
+    /// `{"type":"next","id":ID,"payload":PAYLOAD,"replayed":true}`: the latest result of a
+    /// shared subscription, given again to a subscriber that joined after it (`replayLast`).
+    package static func replayedNext(id: String, payload: ByteBuffer) -> ByteBuffer {
+        var b = nextPrefix(id: id)
+        var payload = payload
+        b.writeBuffer(&payload)
+        b.writeStaticString(#","replayed":true}"#)
+        b.writeStaticString("\n")
         return b
     }
 

@@ -30,11 +30,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
         package let client: Client
         package let localID: String
         package let tag: Tag
+        /// It asked for the latest result when it joins (`replayLast`).
+        package let replay: Bool
 
-        package init(client: Client, localID: String, tag: Tag) {
+        package init(client: Client, localID: String, tag: Tag, replay: Bool = false) {
             self.client = client
             self.localID = localID
             self.tag = tag
+            self.replay = replay
         }
     }
 
@@ -58,10 +61,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
         case open(OperationID, kind: OperationKind, payload: ByteBuffer, on: Placement, first: Subscriber)
         /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
         case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
+        /// Give `subscriber`, which just joined and asked for it, the subscription's latest
+        /// result, marked as replayed (it follows its `joined`).
+        case replay(Subscriber, ByteBuffer)
         /// Complete the upstream operation on its carrier: its last subscriber left.
         case close(OperationID, on: Placement)
-        /// Tell one subscriber its operation's new state.
-        case tellState(Subscriber, OperationState)
+        /// Tell one subscriber its operation's new state; an `active` after the stream was down
+        /// carries how long it was down (`gap`).
+        case tellState(Subscriber, OperationState, gap: Duration? = nil)
         /// Tell one subscriber its operation ended (its local id is free again).
         case finish(Subscriber, OperationFinish)
         /// The upstream operation ended for `subscribers` local operations (for logs, metrics).
@@ -79,6 +86,12 @@ package struct Multiplexer<Client: Hashable, Tag> {
         let key: String?
         var state: OperationState = .pending
         var subscribers: [Subscriber] = []
+        /// Subscribers that asked for replays: while there are any, the latest result is kept.
+        var replayers = 0
+        /// The latest result, while the stream is active and someone may ask for it.
+        var last: ByteBuffer?
+        /// When an active stream went down (reconnecting, pending, paused), until it is active again.
+        var downSince: Instant?
     }
 
     package var maxOperationsPerClient: Int
@@ -94,6 +107,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
     private var clients: [Client: [String: OperationID]] = [:]
     private var nextID = 1
     private var shuttingDown = false
+    /// Bytes of the latest results kept for replays, all operations together.
+    package private(set) var retainedBytes = 0
 
     package init(maxOperationsPerClient: Int, layout: UpstreamLayout = UpstreamLayout()) {
         self.maxOperationsPerClient = maxOperationsPerClient
@@ -136,21 +151,25 @@ package struct Multiplexer<Client: Hashable, Tag> {
         kind: OperationKind,
         key: String?,
         payload: ByteBuffer = ByteBuffer(),
-        tag: Tag
+        tag: Tag,
+        replay: Bool = false
     ) -> [Action] {
         if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
-        let subscriber = Subscriber(client: client, localID: localID, tag: tag)
         let sharedKey = kind == .subscription ? key : nil
+        let subscriber = Subscriber(client: client, localID: localID, tag: tag, replay: replay && sharedKey != nil)
         if let sharedKey, let id = byKey[sharedKey] {
             operations[id]!.subscribers.append(subscriber)
+            if subscriber.replay { operations[id]!.replayers += 1 }
             clients[client, default: [:]][localID] = id
             let operation = operations[id]!
-            return [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
+            var actions: [Action] = [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
+            if subscriber.replay, operation.state == .active, let last = operation.last { actions.append(.replay(subscriber, last)) }
+            return actions
         }
         guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
         let id = OperationID(nextID)
         nextID += 1
-        operations[id] = Operation(kind: kind, placement: placement, key: sharedKey, subscribers: [subscriber])
+        operations[id] = Operation(kind: kind, placement: placement, key: sharedKey, subscribers: [subscriber], replayers: subscriber.replay ? 1 : 0)
         load[placement, default: 0] += 1
         if let sharedKey { byKey[sharedKey] = id }
         clients[client, default: [:]][localID] = id
@@ -192,7 +211,11 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     private mutating func leave(_ id: OperationID, client: Client, localID: String) -> [Action] {
         guard var operation = operations[id] else { return [] }
-        operation.subscribers.removeAll { $0.client == client && $0.localID == localID }
+        if let index = operation.subscribers.firstIndex(where: { $0.client == client && $0.localID == localID }) {
+            if operation.subscribers[index].replay { operation.replayers -= 1 }
+            operation.subscribers.remove(at: index)
+        }
+        if operation.replayers == 0 { drop(&operation) }
         guard operation.subscribers.isEmpty else {
             operations[id] = operation
             return []
@@ -203,14 +226,51 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     // MARK: - Events from upstream
 
-    /// The upstream operation changed state. Subscriptions tell their subscribers; a query or
-    /// mutation just answers.
-    package mutating func upstreamState(_ id: OperationID, _ state: OperationState) -> [Action] {
-        guard operations[id] != nil else { return [] }
-        operations[id]!.state = state
-        let operation = operations[id]!
+    /// The upstream operation changed state at `now`. Subscriptions tell their subscribers; a
+    /// query or mutation just answers. A stream that goes down forgets its latest result (it
+    /// may be stale when the stream is back); back to `active`, it tells how long it was down.
+    package mutating func upstreamState(_ id: OperationID, _ state: OperationState, now: Instant? = nil) -> [Action] {
+        guard var operation = operations[id] else { return [] }
+        var gap: Duration?
+        if state == .active {
+            if let since = operation.downSince, let now { gap = max(now - since, .zero) }
+            operation.downSince = nil
+        } else {
+            if operation.state == .active, operation.downSince == nil { operation.downSince = now }
+            drop(&operation)
+        }
+        operation.state = state
+        operations[id] = operation
         guard operation.kind == .subscription else { return [] }
-        return operation.subscribers.map { .tellState($0, state) }
+        return operation.subscribers.map { .tellState($0, state, gap: gap) }
+    }
+
+    // MARK: - Latest results (replays)
+
+    /// Whether operation `id` keeps its latest result: an active subscription that a
+    /// subscriber asked replays of.
+    package func keepsLast(_ id: OperationID) -> Bool {
+        guard let operation = operations[id] else { return false }
+        return operation.replayers > 0 && operation.state == .active
+    }
+
+    /// A result of operation `id`: kept as its latest when ``keepsLast(_:)`` and when
+    /// ``retainedBytes`` stays within `budget` (else the older one is forgotten too: a stale
+    /// replay is worse than none).
+    package mutating func remember(_ id: OperationID, _ payload: ByteBuffer, budget: Int) {
+        guard keepsLast(id), var operation = operations[id] else { return }
+        drop(&operation)
+        if retainedBytes + payload.readableBytes <= budget {
+            operation.last = payload
+            retainedBytes += payload.readableBytes
+        }
+        operations[id] = operation
+    }
+
+    private mutating func drop(_ operation: inout Operation) {
+        guard let last = operation.last else { return }
+        retainedBytes -= last.readableBytes
+        operation.last = nil
     }
 
     /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
@@ -240,11 +300,13 @@ package struct Multiplexer<Client: Hashable, Tag> {
         byKey.removeAll()
         clients.removeAll()
         load.removeAll()
+        retainedBytes = 0
         return actions
     }
 
     private mutating func forget(_ id: OperationID) {
-        guard let operation = operations.removeValue(forKey: id) else { return }
+        guard var operation = operations.removeValue(forKey: id) else { return }
+        drop(&operation)
         if let key = operation.key, byKey[key] == id { byKey[key] = nil }
         load[operation.placement, default: 1] -= 1
         if load[operation.placement] == 0 { load[operation.placement] = nil }

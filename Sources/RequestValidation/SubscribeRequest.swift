@@ -6,11 +6,25 @@ import NIOCore
 /// A validated local `subscribe` payload: its operation type, its dedup key, and the
 /// original bytes to forward upstream.
 package struct SubscribeRequest {
+    /// What goes upstream: the client's payload, without `extensions.gqlmux`.
     package var payload: ByteBuffer
     package var kind: OperationKind
     /// Document (its tokens, so whitespace, commas and comments do not matter),
-    /// operationName, canonical variables and extensions.
+    /// operationName, canonical variables and extensions (without `gqlmux`).
     package var dedupKey: String
+    /// What the client asked of gqlmuxd itself (`extensions.gqlmux`); never sent upstream.
+    package var options = Options()
+
+    /// `extensions.gqlmux`: per-operation requests to gqlmuxd.
+    package struct Options: Sendable, Equatable {
+        /// `replayLast`: receive the shared subscription's latest result at once when joining
+        /// (nil: the daemon's `[subscriptions] replay_last`).
+        package var replayLast: Bool?
+
+        package init(replayLast: Bool? = nil) {
+            self.replayLast = replayLast
+        }
+    }
 
     package struct Invalid: Error {
         package var code: LocalErrorCode
@@ -45,6 +59,9 @@ package struct SubscribeRequest {
         var operationName: String?
         var variables = "null"
         var extensions = "null"
+        var options = Options()
+        /// The payload as it goes upstream: changed only when it carried `extensions.gqlmux`.
+        var forwarded = payload
         let members: [JSONMember]
         do {
             members = try payload.withUnsafeReadableBytes { bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }
@@ -64,7 +81,14 @@ package struct SubscribeRequest {
                 break
             case ("variables", .object), ("variables", .null):
                 variables = canonicalJSON(raw(member))
-            case ("extensions", .object), ("extensions", .null):
+            case ("extensions", .object):
+                let own = try Self.ownExtensions(raw(member))
+                options = own.options
+                extensions = own.canonical
+                if let upstream = own.upstream {
+                    forwarded = Self.replacingMember("extensions", of: payload, members: members, with: upstream)
+                }
+            case ("extensions", .null):
                 extensions = canonicalJSON(raw(member))
             case ("query", _), ("operationName", _), ("variables", _), ("extensions", _):
                 throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload field '\(member.key)' has the wrong type")
@@ -107,7 +131,56 @@ package struct SubscribeRequest {
         }
         let kind = selected.kind
         let key = [String(decoding: tokenText ?? [], as: UTF8.self), operationName ?? "", variables, extensions].joined(separator: "\u{0}")
-        return SubscribeRequest(payload: payload, kind: kind, dedupKey: key)
+        return SubscribeRequest(payload: forwarded, kind: kind, dedupKey: key, options: options)
+    }
+
+    /// Reads `extensions.gqlmux` out of an `extensions` object: the options, the canonical
+    /// text of the rest (for the dedup key), and, when `gqlmux` was there, the rest as it goes
+    /// upstream (nil: send the object as it is; an empty text: drop `extensions`).
+    private static func ownExtensions(_ raw: String) throws(Invalid) -> (options: Options, canonical: String, upstream: String?) {
+        guard case .object(let members)? = JSONValue.parse(raw), let own = members.first(where: { $0.key == "gqlmux" }) else {
+            return (Options(), canonicalJSON(raw), nil)
+        }
+        guard case .object(let settings) = own.value else {
+            throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux must be an object")
+        }
+        var options = Options()
+        for setting in settings {
+            switch (setting.key, setting.value) {
+            case ("replayLast", .bool(let value)): options.replayLast = value
+            case ("replayLast", _): throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux.replayLast must be true or false")
+            default:
+                throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux has no option '\(setting.key)' (replayLast)")
+            }
+        }
+        let rest = members.filter { $0.key != "gqlmux" }
+        let value = JSONValue.object(rest)
+        return (options, rest.isEmpty ? "null" : value.sortingKeys.text, rest.isEmpty ? "" : value.text)
+    }
+
+    /// The payload object with member `name` replaced by `json` (raw JSON text), or dropped when
+    /// `json` is empty; the other members' bytes as they came.
+    private static func replacingMember(_ name: String, of payload: ByteBuffer, members: [JSONMember], with json: String) -> ByteBuffer {
+        var out = ByteBuffer()
+        out.reserveCapacity(payload.readableBytes)
+        out.writeStaticString("{")
+        var first = true
+        for member in members {
+            let value: String
+            if member.key == name {
+                guard !json.isEmpty else { continue }
+                value = json
+            } else {
+                value = payload.getString(at: payload.readerIndex + member.range.lowerBound, length: member.range.count) ?? "null"
+            }
+            if !first { out.writeStaticString(",") }
+            first = false
+            out.writeJSONString(member.key)
+            out.writeStaticString(":")
+            out.writeString(value)
+        }
+        out.writeStaticString("}")
+        return out
     }
 
     /// The JSON text with sorted keys and no white space, so `{"a":1,"b":2}` and

@@ -22,6 +22,7 @@ import Upstream
             messagesOut: 44,
             bufferedOutbound: 100,
             bufferedInbound: 5,
+            retained: 7,
             bufferLimit: 1000
         )
     }
@@ -78,7 +79,7 @@ import Upstream
         #expect(json["clients"] as? Int == 3)
         #expect((json["subscriptions"] as? [String: Int]) == ["local": 7, "upstream": 2])
         #expect((json["messages"] as? [String: Int]) == ["in": 11, "out": 44])
-        #expect((json["buffers"] as? [String: Int]) == ["outbound": 100, "inbound": 5, "limit": 1000])
+        #expect((json["buffers"] as? [String: Int]) == ["outbound": 100, "inbound": 5, "retained": 7, "limit": 1000])
         #expect(json["graphqlEndpoint"] as? String == "/run/gqlmux/graphql.sock http://127.0.0.1:4000/graphql")
     }
 }
