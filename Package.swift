@@ -199,6 +199,7 @@ let package = Package(
             name: "GQLMuxCtlCommand",
             dependencies: [
                 "GQLMuxClientCore", "LocalProtocol", "JSONEnvelope", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

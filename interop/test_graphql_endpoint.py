@@ -130,6 +130,42 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
             finally:
                 reader.cancel()
 
+    async def test_a_late_websocket_joiner_that_asks_gets_the_latest_result_marked_in_extensions(self) -> None:
+        query = "subscription { tick(intervalMs: 2000) }"
+
+        async def subscriber(subprotocol: str, extensions: dict | None):
+            ws = await self.connect(subprotocol)
+            await ws.send(json.dumps({"type": "connection_init"}))
+            self.assertEqual(json.loads(await ws.recv())["type"], "connection_ack")
+            payload = {"query": query} | ({"extensions": extensions} if extensions else {})
+            verb = "subscribe" if subprotocol == "graphql-transport-ws" else "start"
+            await ws.send(json.dumps({"type": verb, "id": "s", "payload": payload}))
+            return ws
+
+        async def next_result(ws, timeout: float) -> dict:
+            while True:
+                message = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+                if message["type"] in ("next", "data"):
+                    return message["payload"]
+
+        first = await subscriber("graphql-transport-ws", {"gqlmux": {"replayLast": True}})
+        self.assertEqual(await next_result(first, 10), {"data": {"tick": 1}})
+        asking = await subscriber("graphql-transport-ws", {"gqlmux": {"replayLast": True}})
+        started = time.monotonic()
+        replay = await next_result(asking, 1.5)  # the server's next tick is 2 s away
+        print(f"late WebSocket joiner with replayLast: first result after {1000 * (time.monotonic() - started):.0f} ms: {replay}")
+        self.assertEqual(replay, {"data": {"tick": 1}, "extensions": {"gqlmux": {"replayed": True}}})
+        legacy = await subscriber("graphql-ws", {"gqlmux": {"replayLast": True}})
+        self.assertEqual((await next_result(legacy, 1.5))["extensions"], {"gqlmux": {"replayed": True}})
+        plain = await subscriber("graphql-transport-ws", None)
+        with self.assertRaises(asyncio.TimeoutError):
+            await next_result(plain, 0.5)
+        status = json.loads(ctl(self.daemon, "status", "--json"))
+        self.assertEqual(status["subscriptions"], {"local": 4, "upstream": 1}, status)
+        self.assertEqual(await next_result(plain, 5), {"data": {"tick": 2}}, "a subscriber that did not ask gets the next real result")
+        for ws in (first, asking, legacy, plain):
+            await ws.close()
+
     # -- raw WebSocket conformance (graphql-transport-ws, as a server) --------------------
 
     async def connect(self, subprotocol: str = "graphql-transport-ws"):

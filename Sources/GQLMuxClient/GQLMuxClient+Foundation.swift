@@ -11,16 +11,20 @@ extension GQLMuxClient {
     /// Subscribes (any operation type; subscriptions are shared with identical ones at the daemon).
     /// - Parameters:
     ///   - variables: JSON-compatible values (`String`, numbers, `Bool`, arrays, dictionaries, `NSNull`).
+    ///   - replayLast: when this subscription joins one the daemon already shares, receive its
+    ///     latest result at once (marked ``GQLMuxResult/replayed``); nil: the daemon's
+    ///     `[subscriptions] replay_last`.
     ///   - onStateChange: called with each lifecycle state (pending, active, reconnecting, paused).
     public func subscribe(
         query: String,
         variables: [String: any Sendable]? = nil,
         operationName: String? = nil,
+        replayLast: Bool? = nil,
         onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil
     ) -> GQLMuxSubscription {
         let request: String
         do {
-            request = try Self.requestJSON(query: query, variables: variables, operationName: operationName)
+            request = try Self.requestJSON(query: query, variables: variables, operationName: operationName, replayLast: replayLast)
         } catch {
             return failedSubscription(error)
         }
@@ -37,7 +41,12 @@ extension GQLMuxClient {
         try await single(requestJSON: try Self.requestJSON(query: mutation, variables: variables, operationName: operationName))
     }
 
-    package static func requestJSON(query: String, variables: [String: any Sendable]?, operationName: String?) throws -> String {
+    package static func requestJSON(
+        query: String,
+        variables: [String: any Sendable]?,
+        operationName: String?,
+        replayLast: Bool? = nil
+    ) throws -> String {
         var variablesJSON: String?
         if let variables {
             guard JSONSerialization.isValidJSONObject(variables) else {
@@ -46,7 +55,7 @@ extension GQLMuxClient {
             let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
             variablesJSON = String(decoding: data, as: UTF8.self)
         }
-        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName)
+        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName, replayLast: replayLast)
     }
 
 }

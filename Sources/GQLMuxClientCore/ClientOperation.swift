@@ -14,14 +14,15 @@ final class ClientOperation: @unchecked Sendable {
     /// The `subscribe` payload object as JSON text.
     let payload: String
     let onNext: @Sendable (GQLMuxResult) -> Void
-    let onState: @Sendable (GQLMuxSubscriptionState) -> Void
+    /// A new state; an `active` after an outage comes with how long the stream was down.
+    let onState: @Sendable (GQLMuxSubscriptionState, Duration?) -> Void
     let onFinish: @Sendable ((any Error)?) -> Void
 
     init(
         kind: Kind,
         payload: String,
         onNext: @escaping @Sendable (GQLMuxResult) -> Void,
-        onState: @escaping @Sendable (GQLMuxSubscriptionState) -> Void,
+        onState: @escaping @Sendable (GQLMuxSubscriptionState, Duration?) -> Void,
         onFinish: @escaping @Sendable ((any Error)?) -> Void
     ) {
         self.kind = kind

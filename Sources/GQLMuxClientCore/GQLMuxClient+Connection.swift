@@ -142,7 +142,7 @@ extension GQLMuxClient {
                     GQLMuxError.slowConsumer.with(message: "gqlmuxd disconnected this client while this subscription's results were not being read fast enough")
                 )
             } else if operation.kind == .subscription && keep {
-                operation.onState(.reconnecting)
+                operation.onState(.reconnecting, nil)
             } else {
                 operations[id] = nil
                 operation.onFinish(GQLMuxError.connectionLost.with(message: "the connection to gqlmuxd was lost"))
@@ -191,9 +191,11 @@ extension GQLMuxClient {
         let payload = envelope.payload.map { String(buffer: $0) }
         switch LocalMessageType(rawValue: envelope.type) {
         case .next:
-            if let payload { operation.onNext(GQLMuxResult(json: payload)) }
+            if let payload { operation.onNext(GQLMuxResult(json: payload, replayed: envelope.replayed)) }
         case .state:
-            if let state = envelope.state.flatMap(GQLMuxSubscriptionState.init(rawValue:)) { operation.onState(state) }
+            if let state = envelope.state.flatMap(GQLMuxSubscriptionState.init(rawValue:)) {
+                operation.onState(state, envelope.gapMs.map { .milliseconds($0) })
+            }
         case .complete:
             operations[id] = nil
             forgetPressure(id)
@@ -201,7 +203,7 @@ extension GQLMuxClient {
         case .error:
             let error = Self.decodeError(payload)
             if error == .shuttingDown, operation.kind == .subscription, configuration.reconnect {
-                operation.onState(.reconnecting)  // The daemon is restarting: re-subscribe later.
+                operation.onState(.reconnecting, nil)  // The daemon is restarting: re-subscribe later.
                 return
             }
             operations[id] = nil

@@ -92,8 +92,17 @@ public final class GQLMuxClient: @unchecked Sendable {
     }
 
     /// Subscribes with a ready `payload` object (`{"query":…,"variables":…}`) as JSON text.
-    public func subscribe(requestJSON: String, onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil) -> GQLMuxSubscription {
+    /// - Parameters:
+    ///   - onStateChange: each lifecycle state (pending, active, reconnecting, paused).
+    ///   - onGap: when the shared stream resumes after an outage, how long it was down (told
+    ///     just before its `active`; also ``GQLMuxSubscription/lastGap``).
+    public func subscribe(
+        requestJSON: String,
+        onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil,
+        onGap: (@Sendable (Duration) -> Void)? = nil
+    ) -> GQLMuxSubscription {
         let stateBox = NIOLockedValueBox(GQLMuxSubscriptionState.pending)
+        let gapBox = NIOLockedValueBox<Duration?>(nil)
         let idBox = NIOLockedValueBox<String?>(nil)
         let buffer = ResultBuffer(capacity: configuration.bufferedResults) { full in
             let apply: @Sendable () -> Void = {
@@ -107,8 +116,12 @@ public final class GQLMuxClient: @unchecked Sendable {
             kind: .subscription,
             payload: requestJSON,
             onNext: { buffer.push($0) },
-            onState: { state in
+            onState: { state, gap in
                 stateBox.withLockedValue { $0 = state }
+                if let gap {
+                    gapBox.withLockedValue { $0 = gap }
+                    onGap?(gap)
+                }
                 onStateChange?(state)
             },
             onFinish: { error in
@@ -123,7 +136,7 @@ public final class GQLMuxClient: @unchecked Sendable {
                 self.cancel(id: id)
             }
         }
-        return GQLMuxSubscription(buffer: buffer, stateBox: stateBox, onCancel: cancel)
+        return GQLMuxSubscription(buffer: buffer, stateBox: stateBox, gapBox: gapBox, onCancel: cancel)
     }
 
     /// Runs a query or mutation given as a ready `payload` object in JSON.
@@ -136,7 +149,7 @@ public final class GQLMuxClient: @unchecked Sendable {
                     kind: .single,
                     payload: requestJSON,
                     onNext: { result in resultBox.withLockedValue { $0 = $0 ?? result } },
-                    onState: { _ in },
+                    onState: { _, _ in },
                     onFinish: { error in
                         if let error { return continuation.resume(throwing: error) }
                         guard let result = resultBox.withLockedValue({ $0 }) else {
@@ -190,7 +203,7 @@ public final class GQLMuxClient: @unchecked Sendable {
                 kind: .admin(verb),
                 payload: "",
                 onNext: { continuation.resume(returning: $0.json) },
-                onState: { _ in },
+                onState: { _, _ in },
                 onFinish: { error in if let error { continuation.resume(throwing: error) } }
             )
             eventLoop.execute { _ = self.start(operation) }
@@ -200,14 +213,16 @@ public final class GQLMuxClient: @unchecked Sendable {
     package func failedSubscription(_ error: any Error) -> GQLMuxSubscription {
         let buffer = ResultBuffer(capacity: 1) { _ in }
         buffer.finish(error)
-        return GQLMuxSubscription(buffer: buffer, stateBox: NIOLockedValueBox(.finished), onCancel: {})
+        return GQLMuxSubscription(buffer: buffer, stateBox: NIOLockedValueBox(.finished), gapBox: NIOLockedValueBox(nil), onCancel: {})
     }
 
     /// The `subscribe` payload object; `variablesJSON` must already be a JSON object.
-    package static func requestJSON(query: String, variablesJSON: String?, operationName: String?) -> String {
+    /// - Parameter replayLast: `extensions.gqlmux.replayLast` (nil: the daemon's default).
+    package static func requestJSON(query: String, variablesJSON: String?, operationName: String?, replayLast: Bool? = nil) -> String {
         var request = #"{"query":\#(jsonString(query))"#
         if let variablesJSON { request += #","variables":"# + variablesJSON }
         if let operationName { request += #","operationName":\#(jsonString(operationName))"# }
+        if let replayLast { request += #","extensions":{"gqlmux":{"replayLast":\#(replayLast)}}"# }
         return request + "}"
     }
 }

@@ -8,9 +8,15 @@ import Foundation
 public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
     /// The ExecutionResult as JSON text (`{"data":…,"errors":…}`).
     public let json: String
+    /// The daemon gave this result again: the shared subscription's latest, to a subscriber
+    /// that joined after it and asked (`replayLast`).
+    public let replayed: Bool
 
     /// A result from its JSON text.
-    public init(json: String) { self.json = json }
+    public init(json: String, replayed: Bool = false) {
+        self.json = json
+        self.replayed = replayed
+    }
 
     /// The JSON text.
     public var description: String { json }

@@ -25,15 +25,18 @@ public final class GQLMuxSubscription: AsyncSequence, Sendable {
 
     let buffer: ResultBuffer
     private let stateBox: NIOLockedValueBox<GQLMuxSubscriptionState>
+    private let gapBox: NIOLockedValueBox<Duration?>
     private let onCancel: @Sendable () -> Void
 
     init(
         buffer: ResultBuffer,
         stateBox: NIOLockedValueBox<GQLMuxSubscriptionState>,
+        gapBox: NIOLockedValueBox<Duration?>,
         onCancel: @escaping @Sendable () -> Void
     ) {
         self.buffer = buffer
         self.stateBox = stateBox
+        self.gapBox = gapBox
         self.onCancel = onCancel
     }
 
@@ -41,6 +44,10 @@ public final class GQLMuxSubscription: AsyncSequence, Sendable {
 
     /// The latest lifecycle state.
     public var state: GQLMuxSubscriptionState { stateBox.withLockedValue { $0 } }
+
+    /// How long the shared stream was down before its last resume (the daemon's `gapMs`): events
+    /// the server sent meanwhile are gone. Nil until the stream has resumed from an outage.
+    public var lastGap: Duration? { gapBox.withLockedValue { $0 } }
 
     /// Results received and not yet iterated (at most about ``GQLMuxClient/Configuration/bufferedResults``).
     public var bufferedCount: Int { buffer.count }

@@ -2,6 +2,7 @@ import ArgumentParser
 import GQLMuxClientCore
 import JSONEnvelope
 import LocalProtocol
+import NIOConcurrencyHelpers
 
 #if canImport(Glibc)
 import Glibc
@@ -69,6 +70,12 @@ struct Request: ParsableArguments {
     @Option(name: .customLong("operation-name"), help: "Which operation of the document to run.")
     var operationName: String?
 
+    @Flag(
+        name: .customLong("replay-last"),
+        help: "Joining a subscription the daemon already shares, receive its latest result at once (extensions.gqlmux.replayLast)."
+    )
+    var replayLast = false
+
     func validate() throws {
         if let variables {
             guard JSONValue.parse(variables)?.isObject == true else { throw ValidationError("--variables must be a JSON object") }
@@ -76,7 +83,7 @@ struct Request: ParsableArguments {
     }
 
     var json: String {
-        GQLMuxClient.requestJSON(query: query, variablesJSON: variables, operationName: operationName)
+        GQLMuxClient.requestJSON(query: query, variablesJSON: variables, operationName: operationName, replayLast: replayLast ? true : nil)
     }
 }
 
@@ -176,7 +183,10 @@ struct Subscribe: AsyncParsableCommand {
     @OptionGroup var output: Output
     @Option(name: .long, help: "Stop after this many results.")
     var count: Int?
-    @Flag(name: .long, help: "Also print lifecycle states on stdout, as {\"state\":\"active\"} lines between the results.")
+    @Flag(
+        name: .long,
+        help: "Also print lifecycle states on stdout, as {\"state\":\"active\"} lines between the results ({\"state\":\"active\",\"gapMs\":N} after an outage)."
+    )
     var states = false
 
     func validate() throws {
@@ -187,13 +197,25 @@ struct Subscribe: AsyncParsableCommand {
         let states = self.states
         let json = output.json
         try await withClient(connection.client(reconnect: true), json: json) { client in
-            let subscription = client.subscribe(requestJSON: request.json) { state in
-                if states {
-                    printLine(jsonLine(["state": .string(state.rawValue)]))
-                } else if !json {
-                    printError("state: \(state.rawValue)")
-                }
-            }
+            // The gap is told just before the `active` it belongs to, on the same thread.
+            let gap = NIOLockedValueBox<Duration?>(nil)
+            let subscription = client.subscribe(
+                requestJSON: request.json,
+                onStateChange: { state in
+                    let gapMs = gap.withLockedValue { told in
+                        defer { told = nil }
+                        return told.map { Int($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000) }
+                    }
+                    if states {
+                        var line: [String: JSONValue] = ["state": .string(state.rawValue)]
+                        if let gapMs { line["gapMs"] = .number(String(gapMs)) }
+                        printLine(jsonLine(line))
+                    } else if !json {
+                        printError("state: \(state.rawValue)" + (gapMs.map { " (the stream was down \($0) ms; events meanwhile are lost)" } ?? ""))
+                    }
+                },
+                onGap: { told in gap.withLockedValue { $0 = told } }
+            )
             var received = 0
             for try await result in subscription {
                 printLine(result.json)

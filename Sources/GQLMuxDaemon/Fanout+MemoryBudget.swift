@@ -14,6 +14,9 @@ extension Fanout {
     /// A session's unwritten byte count changed by `delta` (flush, drain, close).
     func bufferedChanged(by delta: Int) {
         totalBuffered = max(0, totalBuffered + delta)
+        guard totalBuffered + retainedBytes > totalBufferBytes else { return }
+        // Latest results kept for replays give way first: they are a convenience.
+        _ = forgetLastResults()
         guard totalBuffered > totalBufferBytes else { return }
         enforceBudget()
     }
@@ -54,6 +57,7 @@ extension Fanout {
             if holding == 0 { inboundHolders[key] = nil }
             return true
         }
+        if totalBuffered + pendingInbound + retainedBytes + delta > totalBufferBytes { _ = forgetLastResults() }
         while totalBuffered + pendingInbound + delta > totalBufferBytes {
             guard let largest = inboundHolders.values.filter({ $0 !== reservation }).max(by: { $0.held < $1.held }), largest.held > holding else {
                 logInboundBudget(["GQLMUX_PENDING_BYTES": "\(pendingInbound)"], "would be exceeded by an unfinished request; refused")

@@ -88,6 +88,9 @@ final class Fanout: @unchecked Sendable {
     var upstreamCount: Int { core.upstreamCount }
     /// Bytes of latest results kept for replays (counted in the memory budget).
     var retainedBytes: Int { core.retainedBytes }
+
+    /// Drops every latest result kept for replays (the budget needs the room).
+    func forgetLastResults() -> Int { core.forgetLastResults() }
     var localCount: Int { core.localCount }
 
     // MARK: - Events in

@@ -10,6 +10,10 @@ package struct Envelope: Sendable {
     /// The raw `payload` value, sharing the message's storage (never copied or decoded).
     package var payload: ByteBuffer?
     package var payloadKind: JSONValueKind?
+    /// A local-protocol `active` after an outage: how long the stream was down.
+    package var gapMs: Int?
+    /// A local-protocol `next` that replays a shared subscription's latest result.
+    package var replayed = false
 
     /// Scans a whole message; `type` must be a string, `id` a string when present.
     package init(_ message: ByteBuffer) throws(JSONScanError) {
@@ -17,6 +21,8 @@ package struct Envelope: Sendable {
         var id: String?
         var state: String?
         var payload: JSONMember?
+        var gapMs: Int?
+        var replayed = false
         try message.withUnsafeReadableBytes { bytes throws(JSONScanError) in
             for member in try JSONScanner.scanObject(bytes) {
                 switch member.key {
@@ -34,6 +40,10 @@ package struct Envelope: Sendable {
                     state = JSONScanner.decodeString(bytes, member.range)
                 case "payload":
                     payload = member
+                case "gapMs" where member.kind == .number:
+                    gapMs = Int(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[member.range]), as: UTF8.self))
+                case "replayed" where member.kind == .bool:
+                    replayed = bytes[member.range.lowerBound] == UInt8(ascii: "t")
                 default:
                     continue
                 }
@@ -45,5 +55,7 @@ package struct Envelope: Sendable {
         self.state = state
         self.payload = payload.map { message.getSlice(at: message.readerIndex + $0.range.lowerBound, length: $0.range.count)! }
         self.payloadKind = payload?.kind
+        self.gapMs = gapMs
+        self.replayed = replayed
     }
 }

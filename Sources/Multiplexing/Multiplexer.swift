@@ -86,9 +86,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         let key: String?
         var state: OperationState = .pending
         var subscribers: [Subscriber] = []
-        /// Subscribers that asked for replays: while there are any, the latest result is kept.
-        var replayers = 0
-        /// The latest result, while the stream is active and someone may ask for it.
+        /// The latest result, while the stream is active: a joiner may ask for it. A copy (a
+        /// slice would pin the whole read buffer it came in), its storage reused for the next.
         var last: ByteBuffer?
         /// When an active stream went down (reconnecting, pending, paused), until it is active again.
         var downSince: Instant?
@@ -159,7 +158,6 @@ package struct Multiplexer<Client: Hashable, Tag> {
         let subscriber = Subscriber(client: client, localID: localID, tag: tag, replay: replay && sharedKey != nil)
         if let sharedKey, let id = byKey[sharedKey] {
             operations[id]!.subscribers.append(subscriber)
-            if subscriber.replay { operations[id]!.replayers += 1 }
             clients[client, default: [:]][localID] = id
             let operation = operations[id]!
             var actions: [Action] = [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
@@ -169,7 +167,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
         let id = OperationID(nextID)
         nextID += 1
-        operations[id] = Operation(kind: kind, placement: placement, key: sharedKey, subscribers: [subscriber], replayers: subscriber.replay ? 1 : 0)
+        operations[id] = Operation(kind: kind, placement: placement, key: sharedKey, subscribers: [subscriber])
         load[placement, default: 0] += 1
         if let sharedKey { byKey[sharedKey] = id }
         clients[client, default: [:]][localID] = id
@@ -211,11 +209,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     private mutating func leave(_ id: OperationID, client: Client, localID: String) -> [Action] {
         guard var operation = operations[id] else { return [] }
-        if let index = operation.subscribers.firstIndex(where: { $0.client == client && $0.localID == localID }) {
-            if operation.subscribers[index].replay { operation.replayers -= 1 }
-            operation.subscribers.remove(at: index)
-        }
-        if operation.replayers == 0 { drop(&operation) }
+        operation.subscribers.removeAll { $0.client == client && $0.localID == localID }
         guard operation.subscribers.isEmpty else {
             operations[id] = operation
             return []
@@ -247,24 +241,42 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     // MARK: - Latest results (replays)
 
-    /// Whether operation `id` keeps its latest result: an active subscription that a
-    /// subscriber asked replays of.
+    /// Whether operation `id` keeps its latest result: every active deduplicated subscription
+    /// does, so that any joiner may ask for it, whoever subscribed first.
     package func keepsLast(_ id: OperationID) -> Bool {
         guard let operation = operations[id] else { return false }
-        return operation.replayers > 0 && operation.state == .active
+        return operation.key != nil && operation.state == .active
     }
 
-    /// A result of operation `id`: kept as its latest when ``keepsLast(_:)`` and when
-    /// ``retainedBytes`` stays within `budget` (else the older one is forgotten too: a stale
+    /// A result of operation `id`: kept (copied) as its latest when ``keepsLast(_:)`` and when
+    /// ``retainedBytes`` stays within `budget`; else the older one is forgotten too (a stale
     /// replay is worse than none).
     package mutating func remember(_ id: OperationID, _ payload: ByteBuffer, budget: Int) {
         guard keepsLast(id), var operation = operations[id] else { return }
-        drop(&operation)
-        if retainedBytes + payload.readableBytes <= budget {
-            operation.last = payload
-            retainedBytes += payload.readableBytes
+        var last = operation.last
+        operation.last = nil  // the storage is uniquely referenced again: reused, not reallocated
+        retainedBytes -= last?.readableBytes ?? 0
+        guard retainedBytes + payload.readableBytes <= budget else {
+            operations[id] = operation
+            return
         }
+        if last == nil { last = ByteBuffer() }
+        last!.clear(minimumCapacity: payload.readableBytes)
+        last!.writeImmutableBuffer(payload)
+        retainedBytes += payload.readableBytes
+        operation.last = last
         operations[id] = operation
+    }
+
+    /// Forgets every kept result (the memory budget needs the room); returns the bytes freed.
+    package mutating func forgetLastResults() -> Int {
+        let freed = retainedBytes
+        guard freed > 0 else { return 0 }
+        for id in Array(operations.keys) where operations[id]!.last != nil {
+            operations[id]!.last = nil
+        }
+        retainedBytes = 0
+        return freed
     }
 
     private mutating func drop(_ operation: inout Operation) {

@@ -98,6 +98,7 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
 
     private func subscribe(id: String, request: String) {
         server.stats.subscribes += 1
+        server.stats.lastSubscribePayload = request
         if request.contains("SYNTAX_ERROR") {
             close(code: 4400, reason: "Syntax Error: Unexpected Name")
             return

@@ -10,6 +10,8 @@ package struct TestUpstreamStats: Sendable, Equatable {
     package var lastRequestHeaders: [String: String] = [:]
     /// Every `subscribe` message, whatever its operation type.
     package var subscribes = 0
+    /// The raw `payload` of the last `subscribe`.
+    package var lastSubscribePayload = ""
     package var subscriptionSubscribes = 0
     package var queries = 0
     package var mutations = 0

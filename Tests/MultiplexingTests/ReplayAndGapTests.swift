@@ -33,13 +33,27 @@ import Testing
         #expect(actions == [.joined(id, subscriber: subscriber("b", "x", 2), state: .active, subscribers: 2)])
     }
 
-    @Test func nothingIsKeptWhileNobodyAsked() throws {
+    @Test func theLatestResultIsKeptWhoeverSubscribedFirst() throws {
         var (mux, id) = try activeWithResult(firstAsks: false)
-        #expect(!mux.keepsLast(id))
-        #expect(mux.retainedBytes == 0)
+        #expect(mux.keepsLast(id))
+        #expect(mux.retainedBytes == result.readableBytes)
+        let joiner = Mux.Subscriber(client: "b", localID: "x", tag: 2, replay: true)
         let actions = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, replay: true)
-        #expect(actions.count == 1, "nothing to replay yet: the joiner waits")
-        #expect(mux.keepsLast(id), "it asked: from now on the latest result is kept")
+        #expect(actions.last == .replay(joiner, result), "the first subscriber need not have asked")
+    }
+
+    @Test func aKeptResultIsACopyNotASliceOfTheReadBuffer() throws {
+        var (mux, id) = try activeWithResult()
+        var read = ByteBuffer(repeating: UInt8(ascii: "x"), count: 65_536)
+        read.setString(#"{"data":1}"#, at: 0)
+        mux.remember(id, read.getSlice(at: 0, length: 10)!, budget: 1 << 20)
+        let actions = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, replay: true)
+        guard case .replay(_, let kept)? = actions.last else {
+            Issue.record("no replay: \(actions)")
+            return
+        }
+        #expect(String(buffer: kept) == #"{"data":1}"#)
+        #expect(kept.capacity < 65_536, "the 64 KiB read buffer is not pinned by a 10-byte result")
     }
 
     @Test func aStreamThatGoesDownForgetsItsLatestResultUntilAFreshOne() throws {
@@ -55,9 +69,11 @@ import Testing
         #expect(third.last == .replay(Mux.Subscriber(client: "c", localID: "y", tag: 3, replay: true), ByteBuffer(string: #"{"data":{"price":43}}"#)))
     }
 
-    @Test func theLastReplayerLeavingForgetsTheResult() throws {
+    @Test func theLastSubscriberLeavingOrTheBudgetForgetsTheResult() throws {
         var (mux, id) = try activeWithResult()
-        _ = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, replay: false)
+        #expect(mux.forgetLastResults() == result.readableBytes)
+        #expect(mux.retainedBytes == 0)
+        mux.remember(id, result, budget: 1 << 20)
         _ = mux.complete(client: "a", localID: "1")
         #expect(mux.retainedBytes == 0)
         #expect(!mux.keepsLast(id))

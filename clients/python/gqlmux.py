@@ -10,6 +10,11 @@ One file, standard library only (asyncio). It behaves like the Swift ``GQLMuxCli
         ...                                      # on_state: "pending", "active", "reconnecting", "paused"
     await client.close()
 
+- ``subscribe(..., replay_last=True)``: joining a subscription the daemon already shares, the
+  first result is its latest one at once, marked ``result["extensions"]["gqlmux"]["replayed"]``.
+- ``subscribe(..., on_gap=callback)``: after an outage of the shared stream, ``callback`` gets how
+  long it was down, in milliseconds (events sent meanwhile are gone).
+
 - One connection to gqlmuxd per client, opened on first use, shared by every operation.
 - Subscriptions survive a daemon restart: the client reconnects (0.1 s doubling to 2 s) and
   subscribes again; ``on_state`` hears "reconnecting" and then the daemon's states.
@@ -69,11 +74,13 @@ class _Operation:
     """One operation: a subscription (resent after a reconnect) or a single request."""
 
     def __init__(self, id: str, line: Dict[str, Any], subscription: bool, limit: int,
-                 on_state: Optional[Callable[[str], Any]] = None):
+                 on_state: Optional[Callable[[str], Any]] = None,
+                 on_gap: Optional[Callable[[int], Any]] = None):
         self.id = id
         self.line = line
         self.subscription = subscription
         self.on_state = on_state
+        self.on_gap = on_gap
         # Results and the end: ("next", dict) or ("end", GQLMuxError | None).
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=limit + 1)
         self.limit = limit
@@ -89,6 +96,14 @@ class _Operation:
         if self.on_state is not None:
             try:
                 self.on_state(state)
+            except Exception:  # a callback's bug must not break the connection
+                pass
+
+    def gap(self, milliseconds: int) -> None:
+        """Tells ``on_gap`` how long the shared stream was down before it resumed."""
+        if self.on_gap is not None:
+            try:
+                self.on_gap(milliseconds)
             except Exception:  # a callback's bug must not break the connection
                 pass
 
@@ -147,14 +162,21 @@ class Client:
 
     async def subscribe(self, query: str, variables: Optional[Dict[str, Any]] = None,
                         operation_name: Optional[str] = None,
-                        on_state: Optional[Callable[[str], Any]] = None) -> AsyncIterator[Dict[str, Any]]:
+                        on_state: Optional[Callable[[str], Any]] = None,
+                        replay_last: Optional[bool] = None,
+                        on_gap: Optional[Callable[[int], Any]] = None) -> AsyncIterator[Dict[str, Any]]:
         """Yields each result of a subscription until the server completes it.
 
         Raises ``GQLMuxError`` when it ends with an error. ``on_state`` is called with
         "pending", "active", "reconnecting" and "paused" as the subscription's state changes.
+        ``replay_last``: joining a subscription the daemon already shares, receive its latest
+        result at once (marked ``extensions.gqlmux.replayed``); None: the daemon's default.
+        ``on_gap`` is called with how long the stream was down (ms) when it resumes.
         """
-        operation = self._start(self._subscribe_line(query, variables, operation_name), subscription=True,
-                                on_state=on_state)
+        line = self._subscribe_line(query, variables, operation_name)
+        if replay_last is not None:
+            line["payload"]["extensions"] = {"gqlmux": {"replayLast": bool(replay_last)}}
+        operation = self._start(line, subscription=True, on_state=on_state, on_gap=on_gap)
         try:
             await self._ensure_connected(operation)
             while True:
@@ -216,10 +238,11 @@ class Client:
         return {"type": "subscribe", "payload": payload}
 
     def _start(self, line: Dict[str, Any], subscription: bool,
-               on_state: Optional[Callable[[str], Any]] = None) -> _Operation:
+               on_state: Optional[Callable[[str], Any]] = None,
+               on_gap: Optional[Callable[[int], Any]] = None) -> _Operation:
         if self._closed:
             raise GQLMuxError("CLIENT_CLOSED", "the client was closed")
-        operation = _Operation(str(next(self._ids)), line, subscription, self.buffered_results, on_state)
+        operation = _Operation(str(next(self._ids)), line, subscription, self.buffered_results, on_state, on_gap)
         self._operations[operation.id] = operation
         return operation
 
@@ -341,11 +364,20 @@ class Client:
             return
         kind = message.get("type")
         if kind == "next":
-            operation.queue.put_nowait(("next", message.get("payload")))
+            result = message.get("payload")
+            if message.get("replayed") is True and isinstance(result, dict):
+                # Marked as the endpoint marks it for other GraphQL clients.
+                extensions = result.setdefault("extensions", {})
+                if isinstance(extensions, dict):
+                    extensions.setdefault("gqlmux", {})["replayed"] = True
+            operation.queue.put_nowait(("next", result))
             if operation.full:
                 self._room.clear()
         elif kind == "state":
             operation.state(str(message.get("state")))
+            gap = message.get("gapMs")
+            if isinstance(gap, int) and not isinstance(gap, bool):
+                operation.gap(gap)
         elif kind == "complete":
             self._operations.pop(operation.id, None)
             operation.finish(None)

@@ -177,14 +177,34 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(status["subscriptions"]["local"], 1)
         await stream.aclose()
 
+    async def test_a_late_joiner_that_asks_gets_the_latest_result_marked_replayed(self) -> None:
+        other = gqlmux.Client(self.rig.socket)
+        self.addAsyncCleanup(other.close)
+        first = self.client.subscribe("subscription { tick }", replay_last=True)
+        self.assertNotIn("extensions", await first.__anext__())
+        late = other.subscribe("subscription { tick }", replay_last=True)
+        replay = await asyncio.wait_for(late.__anext__(), 5)
+        self.assertIs(replay["extensions"]["gqlmux"]["replayed"], True, replay)
+        self.assertIn("tick", replay["data"])
+        following = await asyncio.wait_for(late.__anext__(), 5)
+        self.assertNotIn("extensions", following, "only the replay is marked")
+        status = await self.client.status()
+        self.assertEqual(status["subscriptions"], {"local": 2, "upstream": 1}, "the option does not split the stream")
+        await first.aclose()
+        await late.aclose()
+
     async def test_a_restarted_upstream_is_told_as_reconnecting_then_active(self) -> None:
         states = []
-        stream = self.client.subscribe("subscription { tick }", on_state=states.append)
+        gaps = []
+        stream = self.client.subscribe("subscription { tick }", on_state=states.append, on_gap=gaps.append)
         await stream.__anext__()
         self.rig.stop(self.rig.upstream, signal.SIGKILL)
         await eventually(lambda: "reconnecting" in states, "state reconnecting")
+        await asyncio.sleep(0.3)
         self.rig.start_upstream()  # same port
         await eventually(lambda: states[-1] == "active", "state active again")
+        self.assertEqual(len(gaps), 1, gaps)
+        self.assertGreaterEqual(gaps[0], 300, f"the gap covers the time the server was down: {gaps}")
         result = await asyncio.wait_for(stream.__anext__(), 10)
         self.assertIn("tick", result["data"])
         self.assertEqual(states.count("reconnecting"), 1, f"each change told once: {states}")

@@ -1,0 +1,101 @@
+import Foundation
+import GQLMuxClient
+import GQLMuxDaemon
+import TestUpstream
+import Testing
+
+/// Late joiners and gaps through the real daemon, its socket and the in-process upstream.
+@Suite struct ReplayAndGapDaemonTests {
+    private static func subscribe(_ client: LineClient, id: String, replayLast: Bool?) {
+        let extensions = replayLast.map { #","extensions":{"gqlmux":{"replayLast":\#($0)}}"# } ?? ""
+        client.send(#"{"type":"subscribe","id":"\#(id)","payload":{"query":"subscription { tick }"\#(extensions)}}"#)
+    }
+
+    @Test func aLateJoinerThatAsksGetsTheLatestResultAtOnceAndTheOthersWait() async throws {
+        try await DaemonRig.with { rig in
+            let first = try await rig.connect()
+            Self.subscribe(first, id: "a", replayLast: true)
+            await rig.upstreamActive(1)
+            await eventually("a active") { first.lines(containing: #""state":"active""#).count == 1 }
+            #expect(await !rig.server.currentStats.lastSubscribePayload.contains("gqlmux"), "extensions.gqlmux never goes upstream")
+            _ = await rig.server.tick()
+            await eventually("a's first result") { first.lines(containing: #""type":"next""#).count == 1 }
+
+            let asking = try await rig.connect()
+            let started = ContinuousClock.now
+            Self.subscribe(asking, id: "b", replayLast: true)
+            await eventually("b's replay") { asking.lines(containing: #""type":"next""#).count == 1 }
+            let waited = ContinuousClock.now - started
+            print("late joiner with replayLast: first result \(waited) after its subscribe")
+            #expect(asking.lines(containing: #""type":"next""#).first?.hasSuffix(#","replayed":true}"#) == true)
+            #expect(asking.lines.first?.contains(#""state":"active""#) == true, "its state comes before the replay")
+
+            let plain = try await rig.connect()
+            Self.subscribe(plain, id: "c", replayLast: nil)
+            await eventually("c active") { plain.lines(containing: #""state":"active""#).count == 1 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(plain.lines(containing: #""type":"next""#).isEmpty, "a subscriber that did not ask waits for the next real result")
+            #expect(await rig.server.currentStats.activeSubscriptions == 1, "all three share one upstream subscription")
+            _ = await rig.server.tick()
+            await eventually("c's first result") { plain.lines(containing: #""type":"next""#).count == 1 }
+            #expect(plain.lines(containing: "replayed").isEmpty)
+        }
+    }
+
+    @Test func theActiveAfterAnOutageTellsTheGapAndNoStaleResultIsReplayed() async throws {
+        try await DaemonRig.with { rig in
+            let first = try await rig.connect()
+            Self.subscribe(first, id: "a", replayLast: true)
+            await rig.upstreamActive(1)
+            _ = await rig.server.tick()
+            await eventually("a's first result") { first.lines(containing: #""type":"next""#).count == 1 }
+            #expect(first.lines(containing: "gapMs").isEmpty, "the first active ends no gap")
+
+            await rig.server.closeAll(code: 1012, reason: "service restart")
+            await eventually("a active again") { first.lines(containing: #""state":"active""#).count == 2 }
+            let resumed = try #require(first.lines(containing: #""state":"active""#).last)
+            print("after the outage: \(resumed)")
+            let gap = try #require(resumed.split(separator: "\"gapMs\":").last.flatMap { Int($0.prefix { $0.isNumber }) })
+            #expect(gap >= 0 && gap < 10_000)
+            #expect(first.lines(containing: #""state":"reconnecting""#).count == 1)
+
+            let late = try await rig.connect()
+            Self.subscribe(late, id: "b", replayLast: true)
+            await eventually("b active") { late.lines(containing: #""state":"active""#).count == 1 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(late.lines(containing: #""type":"next""#).isEmpty, "the result from before the outage is forgotten")
+            _ = await rig.server.tick()
+            await eventually("b's result") { late.lines(containing: #""type":"next""#).count == 1 }
+        }
+    }
+}
+
+/// The Swift client library exposes both: a replayed result says so, and a subscription
+/// knows how long its stream was down.
+@Suite struct ReplayAndGapClientTests {
+    @Test func theSwiftClientMarksReplaysAndKeepsTheLastGap() async throws {
+        try await DaemonRig.with { rig in
+            let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath, clientName: "replay-test"))
+            let first = client.subscribe(query: "subscription { tick }", replayLast: true)
+            var firstResults = first.makeAsyncIterator()
+            await rig.upstreamActive(1)
+            _ = await rig.server.tick()
+            let original = try #require(try await firstResults.next())
+            #expect(!original.replayed)
+            #expect(first.lastGap == nil)
+
+            let late = client.subscribe(query: "subscription { tick }", replayLast: true)
+            var lateResults = late.makeAsyncIterator()
+            let replay = try #require(try await lateResults.next())
+            #expect(replay.replayed)
+            #expect(replay.json == original.json)
+
+            await rig.server.closeAll(code: 1012, reason: "service restart")
+            await eventually("a gap told") { first.lastGap != nil && first.state == .active }
+            #expect(try #require(first.lastGap) >= .zero)
+            first.cancel()
+            late.cancel()
+            await client.close()
+        }
+    }
+}
