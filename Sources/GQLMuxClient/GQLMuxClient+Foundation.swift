@@ -14,17 +14,27 @@ extension GQLMuxClient {
     ///   - replayLast: when this subscription joins one the daemon already shares, receive its
     ///     latest result at once (marked ``GQLMuxResult/replayed``); nil: the daemon's
     ///     `[subscriptions] replay_last`.
+    ///   - resnapshot: a query to run each time the stream resumes after an outage (once for every
+    ///     subscriber that names the same one); its result comes first, marked
+    ///     ``GQLMuxResult/snapshot``, with this subscription's variables.
     ///   - onStateChange: called with each lifecycle state (pending, active, reconnecting, paused).
     public func subscribe(
         query: String,
         variables: [String: any Sendable]? = nil,
         operationName: String? = nil,
         replayLast: Bool? = nil,
+        resnapshot: String? = nil,
         onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil
     ) -> GQLMuxSubscription {
         let request: String
         do {
-            request = try Self.requestJSON(query: query, variables: variables, operationName: operationName, replayLast: replayLast)
+            request = try Self.requestJSON(
+                query: query,
+                variables: variables,
+                operationName: operationName,
+                replayLast: replayLast,
+                resnapshot: resnapshot
+            )
         } catch {
             return failedSubscription(error)
         }
@@ -45,7 +55,8 @@ extension GQLMuxClient {
         query: String,
         variables: [String: any Sendable]?,
         operationName: String?,
-        replayLast: Bool? = nil
+        replayLast: Bool? = nil,
+        resnapshot: String? = nil
     ) throws -> String {
         var variablesJSON: String?
         if let variables {
@@ -55,7 +66,7 @@ extension GQLMuxClient {
             let data = try JSONSerialization.data(withJSONObject: variables, options: [.sortedKeys])
             variablesJSON = String(decoding: data, as: UTF8.self)
         }
-        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName, replayLast: replayLast)
+        return requestJSON(query: query, variablesJSON: variablesJSON, operationName: operationName, replayLast: replayLast, resnapshot: resnapshot)
     }
 
 }

@@ -191,7 +191,7 @@ extension GQLMuxClient {
         let payload = envelope.payload.map { String(buffer: $0) }
         switch LocalMessageType(rawValue: envelope.type) {
         case .next:
-            if let payload { operation.onNext(GQLMuxResult(json: payload, replayed: envelope.replayed)) }
+            if let payload { operation.onNext(GQLMuxResult(json: payload, replayed: envelope.replayed, snapshot: envelope.snapshot)) }
         case .state:
             if let state = envelope.state.flatMap(GQLMuxSubscriptionState.init(rawValue:)) {
                 operation.onState(state, envelope.gapMs.map { .milliseconds($0) })

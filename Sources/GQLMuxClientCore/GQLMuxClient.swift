@@ -217,12 +217,23 @@ public final class GQLMuxClient: @unchecked Sendable {
     }
 
     /// The `subscribe` payload object; `variablesJSON` must already be a JSON object.
-    /// - Parameter replayLast: `extensions.gqlmux.replayLast` (nil: the daemon's default).
-    package static func requestJSON(query: String, variablesJSON: String?, operationName: String?, replayLast: Bool? = nil) -> String {
+    /// - Parameters:
+    ///   - replayLast: `extensions.gqlmux.replayLast` (nil: the daemon's default).
+    ///   - resnapshot: `extensions.gqlmux.resnapshot`, a query to run at each resume.
+    package static func requestJSON(
+        query: String,
+        variablesJSON: String?,
+        operationName: String?,
+        replayLast: Bool? = nil,
+        resnapshot: String? = nil
+    ) -> String {
         var request = #"{"query":\#(jsonString(query))"#
         if let variablesJSON { request += #","variables":"# + variablesJSON }
         if let operationName { request += #","operationName":\#(jsonString(operationName))"# }
-        if let replayLast { request += #","extensions":{"gqlmux":{"replayLast":\#(replayLast)}}"# }
+        var options: [String] = []
+        if let replayLast { options.append(#""replayLast":\#(replayLast)"#) }
+        if let resnapshot { options.append(#""resnapshot":\#(jsonString(resnapshot))"#) }
+        if !options.isEmpty { request += #","extensions":{"gqlmux":{"# + options.joined(separator: ",") + "}}" }
         return request + "}"
     }
 }

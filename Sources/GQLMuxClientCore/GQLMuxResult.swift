@@ -11,11 +11,15 @@ public struct GQLMuxResult: Sendable, Hashable, CustomStringConvertible {
     /// The daemon gave this result again: the shared subscription's latest, to a subscriber
     /// that joined after it and asked (`replayLast`).
     public let replayed: Bool
+    /// The result of the query this subscription named for its stream's resumes
+    /// (`resnapshot`): the current state, right after a gap, before the stream's next results.
+    public let snapshot: Bool
 
     /// A result from its JSON text.
-    public init(json: String, replayed: Bool = false) {
+    public init(json: String, replayed: Bool = false, snapshot: Bool = false) {
         self.json = json
         self.replayed = replayed
+        self.snapshot = snapshot
     }
 
     /// The JSON text.

@@ -76,6 +76,9 @@ struct Request: ParsableArguments {
     )
     var replayLast = false
 
+    @Option(name: .long, help: "A query to run each time the subscription's stream resumes after an outage; its result comes first (extensions.gqlmux.resnapshot).")
+    var resnapshot: String?
+
     func validate() throws {
         if let variables {
             guard JSONValue.parse(variables)?.isObject == true else { throw ValidationError("--variables must be a JSON object") }
@@ -83,7 +86,7 @@ struct Request: ParsableArguments {
     }
 
     var json: String {
-        GQLMuxClient.requestJSON(query: query, variablesJSON: variables, operationName: operationName, replayLast: replayLast ? true : nil)
+        GQLMuxClient.requestJSON(query: query, variablesJSON: variables, operationName: operationName, replayLast: replayLast ? true : nil, resnapshot: resnapshot)
     }
 }
 

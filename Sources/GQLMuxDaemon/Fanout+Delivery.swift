@@ -64,4 +64,23 @@ extension Fanout {
         }
         return delivered
     }
+
+    /// The same, to the subscribers `including` accepts only (while some wait for a snapshot).
+    func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) -> Int {
+        var delivered = 0
+        payload.withUnsafeReadableBytes { body in
+            subscribers.withUnsafeBufferPointer { subscribers in
+                for index in subscribers.indices where including(subscribers[index]) {
+                    let head = subscribers[index].tag.prefixBytes
+                    subscribers[index].tag.handle._withUnsafeGuaranteedRef { session in
+                        if session.writeNext(prefix: head, body: body, payload: payload) {
+                            delivered += 1
+                            markDirty(session)
+                        }
+                    }
+                }
+            }
+        }
+        return delivered
+    }
 }

@@ -115,7 +115,8 @@ final class Fanout: @unchecked Sendable {
                 key: key,
                 payload: request.payload,
                 tag: delivery,
-                replay: request.options.replayLast ?? replayLast
+                replay: request.options.replayLast ?? replayLast,
+                snapshot: request.snapshotPayload
             )
             perform(actions, asker: session)
         }
@@ -189,11 +190,18 @@ final class Fanout: @unchecked Sendable {
         eventLoop.assertInEventLoop()
         switch update {
         case .next(let payload):
-            // The hot path: the core's subscriber list read in place, no action values
-            // (`Fanout+Delivery.swift`).
             messagesIn += 1
-            let delivered = deliver(payload, to: core.subscribers(of: id))
-            messagesOut += delivered
+            if core.isSnapshot(id) { return perform(core.snapshotAnswered(id, payload)) }
+            if core.isHolding(id) {
+                // Some subscribers wait for their snapshot: the others get it now, theirs is held.
+                let waiting = core.waiting(on: id)
+                messagesOut += deliver(payload, to: core.subscribers(of: id)) { !waiting.contains($0.key) }
+                perform(core.hold(id, payload))
+            } else {
+                // The hot path: the core's subscriber list read in place, no action values
+                // (`Fanout+Delivery.swift`).
+                messagesOut += deliver(payload, to: core.subscribers(of: id))
+            }
             if core.keepsLast(id) { core.remember(id, payload, budget: max(0, totalBufferBytes - totalBuffered - pendingInbound)) }
         case .state(let state):
             perform(core.upstreamState(id, state, now: Self.now()))
@@ -230,7 +238,18 @@ final class Fanout: @unchecked Sendable {
                 subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs), flush: false)
                 markDirty(subscriber.tag.session)
             case .replay(let subscriber, let payload):
-                replay(payload, to: subscriber)
+                deliverMarked(payload, "replayed", to: subscriber)
+            case .snapshot(let subscriber, let payload):
+                deliverMarked(payload, "snapshot", to: subscriber)
+            case .deliverHeld(let subscriber, let payload):
+                let session = subscriber.tag.session
+                let written = payload.withUnsafeReadableBytes { body in
+                    session.writeNext(prefix: subscriber.tag.prefixBytes, body: body, payload: payload)
+                }
+                if written {
+                    messagesOut += 1
+                    markDirty(session)
+                }
             case .finish(let subscriber, let finish):
                 subscriber.tag.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
                 markDirty(subscriber.tag.session)
@@ -357,15 +376,15 @@ final class Fanout: @unchecked Sendable {
         }
     }
 
-    /// The latest result of a shared subscription, to a subscriber that joined it and asked
-    /// (`replayLast`): marked `"replayed": true` on the line protocol's `next`, and in the
-    /// result's `extensions.gqlmux` for the endpoint's clients, whose frames carry the result.
-    private func replay(_ payload: ByteBuffer, to subscriber: Core.Subscriber) {
+    /// A result gqlmuxd itself gives one subscriber (a replay, a snapshot): marked
+    /// `"<mark>": true` on the line protocol's `next`, and in the result's `extensions.gqlmux`
+    /// for the endpoint's clients, whose frames carry the result.
+    private func deliverMarked(_ payload: ByteBuffer, _ mark: StaticString, to subscriber: Core.Subscriber) {
         let session = subscriber.tag.session
         if session.framing == .line {
-            session.send(LocalEncode.replayedNext(id: subscriber.localID, payload: payload), flush: false)
+            session.send(LocalEncode.markedNext(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         } else {
-            let marked = ResultMarks.marked(payload, "replayed")
+            let marked = ResultMarks.marked(payload, "\(mark)")
             let written = marked.withUnsafeReadableBytes { body in
                 session.writeNext(prefix: subscriber.tag.prefixBytes, body: body, payload: marked)
             }

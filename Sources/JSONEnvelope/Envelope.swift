@@ -14,6 +14,8 @@ package struct Envelope: Sendable {
     package var gapMs: Int?
     /// A local-protocol `next` that replays a shared subscription's latest result.
     package var replayed = false
+    /// A local-protocol `next` that answers the subscription's `resnapshot` query.
+    package var snapshot = false
 
     /// Scans a whole message; `type` must be a string, `id` a string when present.
     package init(_ message: ByteBuffer) throws(JSONScanError) {
@@ -23,6 +25,7 @@ package struct Envelope: Sendable {
         var payload: JSONMember?
         var gapMs: Int?
         var replayed = false
+        var snapshot = false
         try message.withUnsafeReadableBytes { bytes throws(JSONScanError) in
             for member in try JSONScanner.scanObject(bytes) {
                 switch member.key {
@@ -44,6 +47,8 @@ package struct Envelope: Sendable {
                     gapMs = Int(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[member.range]), as: UTF8.self))
                 case "replayed" where member.kind == .bool:
                     replayed = bytes[member.range.lowerBound] == UInt8(ascii: "t")
+                case "snapshot" where member.kind == .bool:
+                    snapshot = bytes[member.range.lowerBound] == UInt8(ascii: "t")
                 default:
                     continue
                 }
@@ -57,5 +62,6 @@ package struct Envelope: Sendable {
         self.payloadKind = payload?.kind
         self.gapMs = gapMs
         self.replayed = replayed
+        self.snapshot = snapshot
     }
 }

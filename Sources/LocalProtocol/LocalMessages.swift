@@ -106,14 +106,16 @@ package enum LocalEncode {
         return b
     }
 
-    /// `{"type":"next","id":ID,"payload":PAYLOAD,"replayed":true}`: the latest result of a
-    /// shared subscription, given again to a subscriber that joined after it (`replayLast`).
-    package static func replayedNext(id: String, payload: ByteBuffer) -> ByteBuffer {
+    /// `{"type":"next","id":ID,"payload":PAYLOAD,MARK:true}`: a result gqlmuxd itself gives,
+    /// marked `replayed` (a shared subscription's latest result, to a subscriber that joined
+    /// after it) or `snapshot` (the query a subscriber named for its stream's resumes).
+    package static func markedNext(id: String, payload: ByteBuffer, mark: StaticString) -> ByteBuffer {
         var b = nextPrefix(id: id)
         var payload = payload
         b.writeBuffer(&payload)
-        b.writeStaticString(#","replayed":true}"#)
-        b.writeStaticString("\n")
+        b.writeStaticString(",\"")
+        b.writeStaticString(mark)
+        b.writeStaticString("\":true}\n")
         return b
     }
 

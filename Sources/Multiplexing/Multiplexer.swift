@@ -30,14 +30,24 @@ package struct Multiplexer<Client: Hashable, Tag> {
         package let client: Client
         package let localID: String
         package let tag: Tag
-        /// It asked for the latest result when it joins (`replayLast`).
-        package let replay: Bool
 
-        package init(client: Client, localID: String, tag: Tag, replay: Bool = false) {
+        package init(client: Client, localID: String, tag: Tag) {
             self.client = client
             self.localID = localID
             self.tag = tag
-            self.replay = replay
+        }
+
+        package var key: SubscriberKey { SubscriberKey(client: client, localID: localID) }
+    }
+
+    /// A local operation's name: its client and the client's id for it.
+    package struct SubscriberKey: Hashable {
+        package let client: Client
+        package let localID: String
+
+        package init(client: Client, localID: String) {
+            self.client = client
+            self.localID = localID
         }
     }
 
@@ -64,6 +74,11 @@ package struct Multiplexer<Client: Hashable, Tag> {
         /// Give `subscriber`, which just joined and asked for it, the subscription's latest
         /// result, marked as replayed (it follows its `joined`).
         case replay(Subscriber, ByteBuffer)
+        /// Give `subscriber` the result of the query it named for its stream's resumes
+        /// (`resnapshot`), marked as a snapshot; its stream's results held meanwhile follow.
+        case snapshot(Subscriber, ByteBuffer)
+        /// Give `subscriber` a result of its stream that was held until its snapshot came.
+        case deliverHeld(Subscriber, ByteBuffer)
         /// Complete the upstream operation on its carrier: its last subscriber left.
         case close(OperationID, on: Placement)
         /// Tell one subscriber its operation's new state; an `active` after the stream was down
@@ -109,6 +124,22 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// Bytes of the latest results kept for replays, all operations together.
     package private(set) var retainedBytes = 0
 
+    /// A query that subscribers of one stream named to run at each of its resumes, and who.
+    private struct SnapshotRequest {
+        let payload: ByteBuffer
+        var readers: [SubscriberKey]
+    }
+    /// Each stream's snapshot requests.
+    private var snapshotRequests: [OperationID: [SnapshotRequest]] = [:]
+    /// Snapshot queries in flight: for which stream, and who waits for the answer.
+    private var snapshotQueries: [OperationID: (stream: OperationID, readers: [SubscriberKey])] = [:]
+    /// Streams some of whose subscribers wait for their snapshot: who waits, and the stream's
+    /// results held for them meanwhile (copies).
+    private var holds: [OperationID: (waiting: Set<SubscriberKey>, results: [ByteBuffer])] = [:]
+    /// At most this many results are held for a stream; past it the waiting subscribers get
+    /// them at once, and their snapshot when it comes.
+    package static var maxHeldResults: Int { 1_000 }
+
     package init(maxOperationsPerClient: Int, layout: UpstreamLayout = UpstreamLayout()) {
         self.maxOperationsPerClient = maxOperationsPerClient
         self.layout = layout
@@ -151,17 +182,19 @@ package struct Multiplexer<Client: Hashable, Tag> {
         key: String?,
         payload: ByteBuffer = ByteBuffer(),
         tag: Tag,
-        replay: Bool = false
+        replay: Bool = false,
+        snapshot: ByteBuffer? = nil
     ) -> [Action] {
         if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
         let sharedKey = kind == .subscription ? key : nil
-        let subscriber = Subscriber(client: client, localID: localID, tag: tag, replay: replay && sharedKey != nil)
+        let subscriber = Subscriber(client: client, localID: localID, tag: tag)
         if let sharedKey, let id = byKey[sharedKey] {
             operations[id]!.subscribers.append(subscriber)
             clients[client, default: [:]][localID] = id
+            if let snapshot { addSnapshotRequest(snapshot, for: subscriber.key, on: id) }
             let operation = operations[id]!
             var actions: [Action] = [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
-            if subscriber.replay, operation.state == .active, let last = operation.last { actions.append(.replay(subscriber, last)) }
+            if replay, operation.state == .active, let last = operation.last { actions.append(.replay(subscriber, last)) }
             return actions
         }
         guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
@@ -171,6 +204,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         load[placement, default: 0] += 1
         if let sharedKey { byKey[sharedKey] = id }
         clients[client, default: [:]][localID] = id
+        if let snapshot, sharedKey != nil { addSnapshotRequest(snapshot, for: subscriber.key, on: id) }
         return [.open(id, kind: kind, payload: payload, on: placement, first: subscriber)]
     }
 
@@ -210,6 +244,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
     private mutating func leave(_ id: OperationID, client: Client, localID: String) -> [Action] {
         guard var operation = operations[id] else { return [] }
         operation.subscribers.removeAll { $0.client == client && $0.localID == localID }
+        removeSnapshotReader(SubscriberKey(client: client, localID: localID), of: id)
         guard operation.subscribers.isEmpty else {
             operations[id] = operation
             return []
@@ -236,7 +271,95 @@ package struct Multiplexer<Client: Hashable, Tag> {
         operation.state = state
         operations[id] = operation
         guard operation.kind == .subscription else { return [] }
-        return operation.subscribers.map { .tellState($0, state, gap: gap) }
+        var actions: [Action] = operation.subscribers.map { .tellState($0, state, gap: gap) }
+        if gap != nil { actions += openSnapshots(of: id) }
+        return actions
+    }
+
+    // MARK: - Snapshots at resumes (resnapshot)
+
+    private mutating func addSnapshotRequest(_ payload: ByteBuffer, for reader: SubscriberKey, on id: OperationID) {
+        if let index = snapshotRequests[id]?.firstIndex(where: { $0.payload == payload }) {
+            snapshotRequests[id]![index].readers.append(reader)
+        } else {
+            snapshotRequests[id, default: []].append(SnapshotRequest(payload: payload, readers: [reader]))
+        }
+    }
+
+    private mutating func removeSnapshotReader(_ reader: SubscriberKey, of id: OperationID) {
+        if var requests = snapshotRequests[id] {
+            for index in requests.indices { requests[index].readers.removeAll { $0 == reader } }
+            requests.removeAll { $0.readers.isEmpty }
+            snapshotRequests[id] = requests.isEmpty ? nil : requests
+        }
+        if holds[id] != nil {
+            holds[id]!.waiting.remove(reader)
+            if holds[id]!.waiting.isEmpty { holds[id] = nil }
+        }
+    }
+
+    /// The stream resumed after a gap: each distinct snapshot query its subscribers named is
+    /// sent once, and their results of the stream are held until it answers.
+    private mutating func openSnapshots(of stream: OperationID) -> [Action] {
+        var actions: [Action] = []
+        for request in snapshotRequests[stream] ?? [] {
+            guard let first = operations[stream]?.subscribers.first(where: { request.readers.contains($0.key) }),
+                let placement = place(.query)
+            else { continue }
+            let id = OperationID(nextID)
+            nextID += 1
+            operations[id] = Operation(kind: .query, placement: placement, key: nil)
+            load[placement, default: 0] += 1
+            snapshotQueries[id] = (stream, request.readers)
+            holds[stream, default: ([], [])].waiting.formUnion(request.readers)
+            actions.append(.open(id, kind: .query, payload: request.payload, on: placement, first: first))
+        }
+        return actions
+    }
+
+    /// Whether some subscribers of `stream` wait for their snapshot (its results are then
+    /// delivered to the others only, and held for them: ``hold(_:_:)``).
+    package func isHolding(_ stream: OperationID) -> Bool { holds[stream] != nil }
+
+    /// The subscribers of `stream` that wait for their snapshot.
+    package func waiting(on stream: OperationID) -> Set<SubscriberKey> { holds[stream]?.waiting ?? [] }
+
+    /// A result of `stream` while some of its subscribers wait for their snapshot: kept for
+    /// them (a copy). Past ``maxHeldResults`` they get what is held at once.
+    package mutating func hold(_ stream: OperationID, _ payload: ByteBuffer) -> [Action] {
+        guard holds[stream] != nil else { return [] }
+        var copy = ByteBuffer()
+        copy.writeImmutableBuffer(payload)
+        holds[stream]!.results.append(copy)
+        guard holds[stream]!.results.count >= Self.maxHeldResults else { return [] }
+        return release(stream, holds[stream]!.waiting)
+    }
+
+    /// Whether operation `id` is a snapshot query.
+    package func isSnapshot(_ id: OperationID) -> Bool { snapshotQueries[id] != nil }
+
+    /// The snapshot query `id` answered: each of its readers still subscribed gets it, then
+    /// the results held for it.
+    package mutating func snapshotAnswered(_ id: OperationID, _ payload: ByteBuffer) -> [Action] {
+        guard let query = snapshotQueries.removeValue(forKey: id) else { return [] }
+        var actions: [Action] = []
+        for subscriber in operations[query.stream]?.subscribers ?? [] where query.readers.contains(subscriber.key) {
+            actions.append(.snapshot(subscriber, payload))
+        }
+        return actions + release(query.stream, Set(query.readers))
+    }
+
+    /// `readers` of `stream` wait no more: each gets the results held for it, in order.
+    private mutating func release(_ stream: OperationID, _ readers: Set<SubscriberKey>) -> [Action] {
+        guard let hold = holds[stream] else { return [] }
+        let released = hold.waiting.intersection(readers)
+        var actions: [Action] = []
+        for subscriber in operations[stream]?.subscribers ?? [] where released.contains(subscriber.key) {
+            actions += hold.results.map { .deliverHeld(subscriber, $0) }
+        }
+        let waiting = hold.waiting.subtracting(released)
+        holds[stream] = waiting.isEmpty ? nil : (waiting, hold.results)
+        return actions
     }
 
     // MARK: - Latest results (replays)
@@ -290,6 +413,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
     package mutating func upstreamFinished(_ id: OperationID, _ finish: OperationFinish) -> [Action] {
         guard let operation = operations[id] else { return [] }
         forget(id)
+        if let query = snapshotQueries.removeValue(forKey: id) {
+            // A snapshot that never answered: its readers get what was held, without it.
+            return release(query.stream, Set(query.readers)) + [.finished(id, finish, subscribers: 0)]
+        }
         var actions: [Action] = operation.subscribers.map { subscriber in
             release(subscriber, id)
             return .finish(subscriber, finish)
@@ -313,12 +440,17 @@ package struct Multiplexer<Client: Hashable, Tag> {
         clients.removeAll()
         load.removeAll()
         retainedBytes = 0
+        snapshotRequests.removeAll()
+        snapshotQueries.removeAll()
+        holds.removeAll()
         return actions
     }
 
     private mutating func forget(_ id: OperationID) {
         guard var operation = operations.removeValue(forKey: id) else { return }
         drop(&operation)
+        snapshotRequests[id] = nil
+        holds[id] = nil
         if let key = operation.key, byKey[key] == id { byKey[key] = nil }
         load[operation.placement, default: 1] -= 1
         if load[operation.placement] == 0 { load[operation.placement] = nil }

@@ -14,15 +14,22 @@ package struct SubscribeRequest {
     package var dedupKey: String
     /// What the client asked of gqlmuxd itself (`extensions.gqlmux`); never sent upstream.
     package var options = Options()
+    /// `extensions.gqlmux.resnapshot` as it goes upstream at each resume of the stream: the
+    /// query, with the subscription's variables.
+    package var snapshotPayload: ByteBuffer?
 
     /// `extensions.gqlmux`: per-operation requests to gqlmuxd.
     package struct Options: Sendable, Equatable {
         /// `replayLast`: receive the shared subscription's latest result at once when joining
         /// (nil: the daemon's `[subscriptions] replay_last`).
         package var replayLast: Bool?
+        /// `resnapshot`: a query document to run at each resume of the shared stream; its
+        /// result comes first, marked as a snapshot.
+        package var resnapshot: String?
 
-        package init(replayLast: Bool? = nil) {
+        package init(replayLast: Bool? = nil, resnapshot: String? = nil) {
             self.replayLast = replayLast
+            self.resnapshot = resnapshot
         }
     }
 
@@ -60,6 +67,7 @@ package struct SubscribeRequest {
         var variables = "null"
         var extensions = "null"
         var options = Options()
+        var rawVariables: String?
         /// The payload as it goes upstream: changed only when it carried `extensions.gqlmux`.
         var forwarded = payload
         let members: [JSONMember]
@@ -81,6 +89,7 @@ package struct SubscribeRequest {
                 break
             case ("variables", .object), ("variables", .null):
                 variables = canonicalJSON(raw(member))
+                if member.kind == .object { rawVariables = raw(member) }
             case ("extensions", .object):
                 let own = try Self.ownExtensions(raw(member))
                 options = own.options
@@ -131,7 +140,43 @@ package struct SubscribeRequest {
         }
         let kind = selected.kind
         let key = [String(decoding: tokenText ?? [], as: UTF8.self), operationName ?? "", variables, extensions].joined(separator: "\u{0}")
-        return SubscribeRequest(payload: forwarded, kind: kind, dedupKey: key, options: options)
+        var snapshotPayload: ByteBuffer?
+        if let resnapshot = options.resnapshot {
+            guard kind == .subscription else {
+                throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux.resnapshot applies to subscriptions only")
+            }
+            try checkSnapshot(resnapshot, limits: limits)
+            var snapshot = ByteBuffer()
+            snapshot.writeStaticString(#"{"query":"#)
+            snapshot.writeJSONString(resnapshot)
+            if let rawVariables {
+                snapshot.writeStaticString(#","variables":"#)
+                snapshot.writeString(rawVariables)
+            }
+            snapshot.writeStaticString("}")
+            snapshotPayload = snapshot
+        }
+        return SubscribeRequest(payload: forwarded, kind: kind, dedupKey: key, options: options, snapshotPayload: snapshotPayload)
+    }
+
+    /// A snapshot query is held to the same bounds and syntax check as any document, and must
+    /// be one query (a mutation at every resume would be a disaster).
+    private static func checkSnapshot(_ query: String, limits: Limits) throws(Invalid) {
+        var ignored: [UInt8]? = nil
+        do {
+            _ = try DocumentBounds.check(query, maxTokens: limits.maxTokens, maxDepth: limits.maxDepth, tokenText: &ignored)
+        } catch {
+            throw Invalid(code: LocalErrorCode.limitExceeded, message: "extensions.gqlmux.resnapshot is over max_document_tokens or max_document_depth")
+        }
+        let operations: [ExecutableDocument.Operation]
+        do {
+            operations = try ExecutableDocument.parse(query).operations
+        } catch {
+            throw Invalid(code: LocalErrorCode.invalidDocument, message: "extensions.gqlmux.resnapshot: \(error.description)")
+        }
+        guard operations.count == 1, operations[0].kind == .query else {
+            throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux.resnapshot must hold exactly one query operation")
+        }
     }
 
     /// Reads `extensions.gqlmux` out of an `extensions` object: the options, the canonical
@@ -149,8 +194,10 @@ package struct SubscribeRequest {
             switch (setting.key, setting.value) {
             case ("replayLast", .bool(let value)): options.replayLast = value
             case ("replayLast", _): throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux.replayLast must be true or false")
+            case ("resnapshot", .string(let query)): options.resnapshot = query
+            case ("resnapshot", _): throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux.resnapshot must be a query document (a string)")
             default:
-                throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux has no option '\(setting.key)' (replayLast)")
+                throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux has no option '\(setting.key)' (replayLast, resnapshot)")
             }
         }
         let rest = members.filter { $0.key != "gqlmux" }

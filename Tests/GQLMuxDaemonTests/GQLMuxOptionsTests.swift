@@ -35,7 +35,7 @@ import Testing
         for (payload, message) in [
             (#"{"query":"subscription { a }","extensions":{"gqlmux":true}}"#, "extensions.gqlmux must be an object"),
             (#"{"query":"subscription { a }","extensions":{"gqlmux":{"replayLast":"yes"}}}"#, "extensions.gqlmux.replayLast must be true or false"),
-            (#"{"query":"subscription { a }","extensions":{"gqlmux":{"replay":true}}}"#, "extensions.gqlmux has no option 'replay' (replayLast)"),
+            (#"{"query":"subscription { a }","extensions":{"gqlmux":{"replay":true}}}"#, "extensions.gqlmux has no option 'replay' (replayLast, resnapshot)"),
         ] {
             do {
                 _ = try parse(payload)

@@ -90,12 +90,71 @@ import Testing
             #expect(replay.replayed)
             #expect(replay.json == original.json)
 
+            let snapshotting = client.subscribe(query: "subscription { tick }", resnapshot: "{ hello }")
+            var snapshotResults = snapshotting.makeAsyncIterator()
+            await eventually("three subscribers") { await rig.server.currentStats.activeSubscriptions == 1 && snapshotting.state == .active }
+
             await rig.server.closeAll(code: 1012, reason: "service restart")
             await eventually("a gap told") { first.lastGap != nil && first.state == .active }
             #expect(try #require(first.lastGap) >= .zero)
+            let afterGap = try #require(try await snapshotResults.next())
+            #expect(afterGap.snapshot)
+            #expect(afterGap.json == #"{"data":{"hello":"world"}}"#)
+            snapshotting.cancel()
             first.cancel()
             late.cancel()
             await client.close()
+        }
+    }
+}
+
+/// `resnapshot` through the daemon: after an outage, the named query runs once and its result
+/// reaches the subscribers that named it before any result of the resumed stream.
+@Suite struct SnapshotDaemonTests {
+    @Test func afterAnOutageTheSnapshotComesFirstOncePerStream() async throws {
+        try await DaemonRig.with { rig in
+            let naming = try await rig.connect()
+            let also = try await rig.connect()
+            let plain = try await rig.connect()
+            let snapshot = #","extensions":{"gqlmux":{"resnapshot":"{ hello }"}}"#
+            naming.send(#"{"type":"subscribe","id":"a","payload":{"query":"subscription { tick }"\#(snapshot)}}"#)
+            also.send(#"{"type":"subscribe","id":"b","payload":{"query":"subscription { tick }"\#(snapshot)}}"#)
+            plain.send(#"{"type":"subscribe","id":"c","payload":{"query":"subscription { tick }"}}"#)
+            await rig.upstreamActive(1)
+            for client in [naming, also, plain] {
+                await eventually("active") { client.lines(containing: #""state":"active""#).count == 1 }
+            }
+            let queriesBefore = await rig.server.currentStats.queries
+            #expect(queriesBefore == 0, "no snapshot before the first gap")
+
+            await rig.server.closeAll(code: 1012, reason: "service restart")
+            await eventually("resumed") { naming.lines(containing: "gapMs").count == 1 }
+            _ = await rig.server.tick()
+            for client in [naming, also] {
+                await eventually("snapshot and tick") { client.lines(containing: #""type":"next""#).count == 2 }
+                let nexts = client.lines(containing: #""type":"next""#)
+                #expect(nexts[0].contains(#""payload":{"data":{"hello":"world"}},"snapshot":true"#), "\(nexts)")
+                #expect(nexts[1].contains("tick") && !nexts[1].contains("snapshot"), "\(nexts)")
+                let lines = client.lines
+                let resumed = try #require(lines.firstIndex { $0.contains("gapMs") })
+                #expect(resumed < lines.firstIndex(of: nexts[0])!, "the gap is told before the snapshot")
+            }
+            await eventually("plain's tick") { plain.lines(containing: #""type":"next""#).count == 1 }
+            #expect(plain.lines(containing: "snapshot").isEmpty, "a subscriber that named none gets none")
+            #expect(await rig.server.currentStats.queries == 1, "one query for the two subscribers that named it")
+            #expect(await !rig.server.currentStats.lastSubscribePayload.contains("gqlmux"))
+        }
+    }
+
+    @Test func aSnapshotThatIsNotOneQueryIsRefused() async throws {
+        try await DaemonRig.with { rig in
+            let client = try await rig.connect()
+            client.send(
+                #"{"type":"subscribe","id":"a","payload":{"query":"subscription { tick }","extensions":{"gqlmux":{"resnapshot":"mutation { increment }"}}}}"#
+            )
+            await eventually("refused") { client.lines(containing: "BAD_REQUEST").count == 1 }
+            #expect(client.lines(containing: "exactly one query operation").count == 1)
+            #expect(await rig.server.currentStats.subscribes == 0)
         }
     }
 }

@@ -254,7 +254,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
                 case .finished(let id, _, _):
                     closed.insert(id)
                     placed[id] = nil
-                case .tellState, .shutDown, .replay:
+                case .tellState, .shutDown, .replay, .snapshot, .deliverHeld:
                     break
                 }
             }

@@ -21,7 +21,7 @@ import Testing
 
     @Test func aJoinerThatAskedGetsTheLatestResultRightAfterItsState() throws {
         var (mux, id) = try activeWithResult()
-        let joiner = Mux.Subscriber(client: "b", localID: "x", tag: 2, replay: true)
+        let joiner = Mux.Subscriber(client: "b", localID: "x", tag: 2)
         let actions = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, replay: true)
         #expect(actions == [.joined(id, subscriber: joiner, state: .active, subscribers: 2), .replay(joiner, result)])
         #expect(mux.retainedBytes == result.readableBytes)
@@ -37,7 +37,7 @@ import Testing
         var (mux, id) = try activeWithResult(firstAsks: false)
         #expect(mux.keepsLast(id))
         #expect(mux.retainedBytes == result.readableBytes)
-        let joiner = Mux.Subscriber(client: "b", localID: "x", tag: 2, replay: true)
+        let joiner = Mux.Subscriber(client: "b", localID: "x", tag: 2)
         let actions = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, replay: true)
         #expect(actions.last == .replay(joiner, result), "the first subscriber need not have asked")
     }
@@ -66,7 +66,7 @@ import Testing
         #expect(joined.count == 1, "the stale result is not replayed")
         mux.remember(id, ByteBuffer(string: #"{"data":{"price":43}}"#), budget: 1 << 20)
         let third = mux.subscribe(client: "c", localID: "y", kind: .subscription, key: "k", tag: 3, replay: true)
-        #expect(third.last == .replay(Mux.Subscriber(client: "c", localID: "y", tag: 3, replay: true), ByteBuffer(string: #"{"data":{"price":43}}"#)))
+        #expect(third.last == .replay(Mux.Subscriber(client: "c", localID: "y", tag: 3), ByteBuffer(string: #"{"data":{"price":43}}"#)))
     }
 
     @Test func theLastSubscriberLeavingOrTheBudgetForgetsTheResult() throws {

@@ -14,6 +14,8 @@ One file, standard library only (asyncio). It behaves like the Swift ``GQLMuxCli
   first result is its latest one at once, marked ``result["extensions"]["gqlmux"]["replayed"]``.
 - ``subscribe(..., on_gap=callback)``: after an outage of the shared stream, ``callback`` gets how
   long it was down, in milliseconds (events sent meanwhile are gone).
+- ``subscribe(..., resnapshot="{ price }")``: after each outage that query runs once, and its
+  result comes before the stream's next ones, marked ``extensions.gqlmux.snapshot``.
 
 - One connection to gqlmuxd per client, opened on first use, shared by every operation.
 - Subscriptions survive a daemon restart: the client reconnects (0.1 s doubling to 2 s) and
@@ -164,7 +166,8 @@ class Client:
                         operation_name: Optional[str] = None,
                         on_state: Optional[Callable[[str], Any]] = None,
                         replay_last: Optional[bool] = None,
-                        on_gap: Optional[Callable[[int], Any]] = None) -> AsyncIterator[Dict[str, Any]]:
+                        on_gap: Optional[Callable[[int], Any]] = None,
+                        resnapshot: Optional[str] = None) -> AsyncIterator[Dict[str, Any]]:
         """Yields each result of a subscription until the server completes it.
 
         Raises ``GQLMuxError`` when it ends with an error. ``on_state`` is called with
@@ -172,10 +175,17 @@ class Client:
         ``replay_last``: joining a subscription the daemon already shares, receive its latest
         result at once (marked ``extensions.gqlmux.replayed``); None: the daemon's default.
         ``on_gap`` is called with how long the stream was down (ms) when it resumes.
+        ``resnapshot``: a query run once each time the stream resumes after an outage; its result
+        comes first, marked ``extensions.gqlmux.snapshot``.
         """
         line = self._subscribe_line(query, variables, operation_name)
+        own: Dict[str, Any] = {}
         if replay_last is not None:
-            line["payload"]["extensions"] = {"gqlmux": {"replayLast": bool(replay_last)}}
+            own["replayLast"] = bool(replay_last)
+        if resnapshot is not None:
+            own["resnapshot"] = resnapshot
+        if own:
+            line["payload"]["extensions"] = {"gqlmux": own}
         operation = self._start(line, subscription=True, on_state=on_state, on_gap=on_gap)
         try:
             await self._ensure_connected(operation)
@@ -365,11 +375,12 @@ class Client:
         kind = message.get("type")
         if kind == "next":
             result = message.get("payload")
-            if message.get("replayed") is True and isinstance(result, dict):
-                # Marked as the endpoint marks it for other GraphQL clients.
-                extensions = result.setdefault("extensions", {})
-                if isinstance(extensions, dict):
-                    extensions.setdefault("gqlmux", {})["replayed"] = True
+            for mark in ("replayed", "snapshot"):
+                if message.get(mark) is True and isinstance(result, dict):
+                    # Marked as the endpoint marks it for other GraphQL clients.
+                    extensions = result.setdefault("extensions", {})
+                    if isinstance(extensions, dict):
+                        extensions.setdefault("gqlmux", {})[mark] = True
             operation.queue.put_nowait(("next", result))
             if operation.full:
                 self._room.clear()

@@ -193,6 +193,22 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         await first.aclose()
         await late.aclose()
 
+    async def test_after_an_outage_the_named_snapshot_comes_first(self) -> None:
+        stream = self.client.subscribe("subscription { tick }", resnapshot="{ hello }")
+        first = await stream.__anext__()
+        self.assertNotIn("extensions", first)
+        self.rig.stop(self.rig.upstream, signal.SIGKILL)
+        self.rig.start_upstream()  # same port
+        while True:  # results already on their way before the outage may come first
+            result = await asyncio.wait_for(stream.__anext__(), 10)
+            if "hello" in result.get("data", {}):
+                break
+            self.assertNotIn("extensions", result)
+        self.assertEqual(result, {"data": {"hello": "world"}, "extensions": {"gqlmux": {"snapshot": True}}})
+        following = await asyncio.wait_for(stream.__anext__(), 10)
+        self.assertIn("tick", following["data"])
+        await stream.aclose()
+
     async def test_a_restarted_upstream_is_told_as_reconnecting_then_active(self) -> None:
         states = []
         gaps = []
