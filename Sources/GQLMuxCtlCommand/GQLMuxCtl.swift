@@ -76,7 +76,10 @@ struct Request: ParsableArguments {
     )
     var replayLast = false
 
-    @Option(name: .long, help: "A query to run each time the subscription's stream resumes after an outage; its result comes first (extensions.gqlmux.resnapshot).")
+    @Option(
+        name: .long,
+        help: "A query to run each time the subscription's stream resumes after an outage; its result comes first (extensions.gqlmux.resnapshot)."
+    )
     var resnapshot: String?
 
     func validate() throws {
@@ -86,7 +89,13 @@ struct Request: ParsableArguments {
     }
 
     var json: String {
-        GQLMuxClient.requestJSON(query: query, variablesJSON: variables, operationName: operationName, replayLast: replayLast ? true : nil, resnapshot: resnapshot)
+        GQLMuxClient.requestJSON(
+            query: query,
+            variablesJSON: variables,
+            operationName: operationName,
+            replayLast: replayLast ? true : nil,
+            resnapshot: resnapshot
+        )
     }
 }
 

@@ -101,11 +101,6 @@ package struct Multiplexer<Client: Hashable, Tag> {
         let key: String?
         var state: OperationState = .pending
         var subscribers: [Subscriber] = []
-        /// The latest result, while the stream is active: a joiner may ask for it. A copy (a
-        /// slice would pin the whole read buffer it came in), its storage reused for the next.
-        var last: ByteBuffer?
-        /// When an active stream went down (reconnecting, pending, paused), until it is active again.
-        var downSince: Instant?
     }
 
     package var maxOperationsPerClient: Int
@@ -123,6 +118,13 @@ package struct Multiplexer<Client: Hashable, Tag> {
     private var shuttingDown = false
     /// Bytes of the latest results kept for replays, all operations together.
     package private(set) var retainedBytes = 0
+    /// The latest result of each active shared subscription that has one: a copy (a slice
+    /// would pin the whole read buffer it came in), its storage reused for the next. Beside
+    /// the operations, not in them, so an idle subscription pays nothing for it.
+    private var lastResults: [OperationID: ByteBuffer] = [:]
+    /// When each stream that is down (reconnecting, pending, paused after being active) went
+    /// down, until it is active again.
+    private var downSince: [OperationID: Instant] = [:]
 
     /// A query that subscribers of one stream named to run at each of its resumes, and who.
     private struct SnapshotRequest {
@@ -194,7 +196,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
             if let snapshot { addSnapshotRequest(snapshot, for: subscriber.key, on: id) }
             let operation = operations[id]!
             var actions: [Action] = [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
-            if replay, operation.state == .active, let last = operation.last { actions.append(.replay(subscriber, last)) }
+            if replay, operation.state == .active, let last = lastResults[id] { actions.append(.replay(subscriber, last)) }
             return actions
         }
         guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
@@ -262,11 +264,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
         guard var operation = operations[id] else { return [] }
         var gap: Duration?
         if state == .active {
-            if let since = operation.downSince, let now { gap = max(now - since, .zero) }
-            operation.downSince = nil
+            if let since = downSince.removeValue(forKey: id), let now { gap = max(now - since, .zero) }
         } else {
-            if operation.state == .active, operation.downSince == nil { operation.downSince = now }
-            drop(&operation)
+            if operation.state == .active, downSince[id] == nil, let now { downSince[id] = now }
+            forgetLast(id)
         }
         operation.state = state
         operations[id] = operation
@@ -375,37 +376,27 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// ``retainedBytes`` stays within `budget`; else the older one is forgotten too (a stale
     /// replay is worse than none).
     package mutating func remember(_ id: OperationID, _ payload: ByteBuffer, budget: Int) {
-        guard keepsLast(id), var operation = operations[id] else { return }
-        var last = operation.last
-        operation.last = nil  // the storage is uniquely referenced again: reused, not reallocated
-        retainedBytes -= last?.readableBytes ?? 0
-        guard retainedBytes + payload.readableBytes <= budget else {
-            operations[id] = operation
-            return
-        }
-        if last == nil { last = ByteBuffer() }
-        last!.clear(minimumCapacity: payload.readableBytes)
-        last!.writeImmutableBuffer(payload)
-        retainedBytes += payload.readableBytes
-        operation.last = last
-        operations[id] = operation
+        guard keepsLast(id) else { return }
+        let old = lastResults[id]?.readableBytes ?? 0
+        guard retainedBytes - old + payload.readableBytes <= budget else { return forgetLast(id) }
+        retainedBytes += payload.readableBytes - old
+        if lastResults[id] == nil { lastResults[id] = ByteBuffer() }
+        // Mutated in place in the dictionary: its storage is reused, not reallocated.
+        lastResults[id]!.clear(minimumCapacity: payload.readableBytes)
+        lastResults[id]!.writeImmutableBuffer(payload)
     }
 
     /// Forgets every kept result (the memory budget needs the room); returns the bytes freed.
     package mutating func forgetLastResults() -> Int {
         let freed = retainedBytes
-        guard freed > 0 else { return 0 }
-        for id in Array(operations.keys) where operations[id]!.last != nil {
-            operations[id]!.last = nil
-        }
+        lastResults.removeAll()
         retainedBytes = 0
         return freed
     }
 
-    private mutating func drop(_ operation: inout Operation) {
-        guard let last = operation.last else { return }
+    private mutating func forgetLast(_ id: OperationID) {
+        guard let last = lastResults.removeValue(forKey: id) else { return }
         retainedBytes -= last.readableBytes
-        operation.last = nil
     }
 
     /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
@@ -440,6 +431,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         clients.removeAll()
         load.removeAll()
         retainedBytes = 0
+        lastResults.removeAll()
+        downSince.removeAll()
         snapshotRequests.removeAll()
         snapshotQueries.removeAll()
         holds.removeAll()
@@ -447,8 +440,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
     }
 
     private mutating func forget(_ id: OperationID) {
-        guard var operation = operations.removeValue(forKey: id) else { return }
-        drop(&operation)
+        guard let operation = operations.removeValue(forKey: id) else { return }
+        forgetLast(id)
+        downSince[id] = nil
         snapshotRequests[id] = nil
         holds[id] = nil
         if let key = operation.key, byKey[key] == id { byKey[key] = nil }

@@ -112,11 +112,12 @@ import Testing
             a.subscribe(id: "a")
             await rig.upstreamActive(1)
             await rig.server.closeAll(code: 1011, reason: "restart")
-            await eventually("reconnecting then active") {
-                a.lines(containing: "state") == [
-                    #"{"type":"state","id":"a","state":"active"}"#, #"{"type":"state","id":"a","state":"reconnecting"}"#,
-                    #"{"type":"state","id":"a","state":"active"}"#,
-                ]
+            await eventually("reconnecting then active, with the gap") {
+                let states = a.lines(containing: "state")
+                return states.count == 3
+                    && states[0] == #"{"type":"state","id":"a","state":"active"}"#
+                    && states[1] == #"{"type":"state","id":"a","state":"reconnecting"}"#
+                    && states[2].hasPrefix(#"{"type":"state","id":"a","state":"active","gapMs":"#)
             }
         }
     }
