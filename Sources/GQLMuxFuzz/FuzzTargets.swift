@@ -34,7 +34,20 @@ public enum FuzzTargets {
         guard let envelope = try? Envelope(line) else { return }
         precondition(line.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "accepted a line that is not UTF-8")
         guard envelope.type == "subscribe", let payload = envelope.payload, envelope.payloadKind == .object else { return }
-        _ = try? SubscribeRequest.parse(payload, limits: SubscribeRequest.Limits(maxTokens: 2_000, maxDepth: 64))
+        guard let request = try? SubscribeRequest.parse(payload, limits: SubscribeRequest.Limits(maxTokens: 2_000, maxDepth: 64)) else { return }
+        // What goes upstream is a JSON object that no longer carries gqlmuxd's own options, and
+        // a snapshot query's request is one too.
+        let forwarded = request.payload.withUnsafeReadableBytes { try? JSONValue.parse($0) }
+        guard case .object(let members)? = forwarded else { preconditionFailure("forwarded a payload that is not a JSON object") }
+        if case .object(let extensions)? = members.first(where: { $0.key == "extensions" })?.value {
+            precondition(!extensions.contains { $0.key == "gqlmux" }, "extensions.gqlmux went upstream")
+        }
+        if let snapshot = request.snapshotPayload {
+            precondition(snapshot.withUnsafeReadableBytes { (try? JSONValue.parse($0))?.isObject } == true, "a snapshot request that is not a JSON object")
+        }
+        // A mark on a result keeps it valid JSON.
+        let marked = ResultMarks.marked(request.payload, "replayed")
+        precondition(marked.withUnsafeReadableBytes { (try? JSONValue.parse($0))?.isObject } == true, "a marked result that is not a JSON object")
     }
 
     /// One upstream text frame, given to a connected transport state machine with one
