@@ -166,6 +166,31 @@ class EndpointTests(unittest.IsolatedAsyncioTestCase):
         for ws in (first, asking, legacy, plain):
             await ws.close()
 
+    async def test_a_websocket_client_that_names_a_snapshot_gets_it_before_the_resumed_stream(self) -> None:
+        ws = await self.connect()
+        await ws.send(json.dumps({"type": "connection_init"}))
+        self.assertEqual(json.loads(await ws.recv())["type"], "connection_ack")
+        payload = {"query": "subscription { tick(intervalMs: 100) }", "extensions": {"gqlmux": {"resnapshot": "{ hello }"}}}
+        await ws.send(json.dumps({"type": "subscribe", "id": "s", "payload": payload}))
+        seen: list = []
+
+        async def read_until(done) -> None:
+            while not done():
+                message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                self.assertEqual(message["type"], "next", message)
+                seen.append(message["payload"])
+
+        await read_until(lambda: len(seen) >= 2)
+        await outage(self.server, "close")
+        await read_until(lambda: any("hello" in r.get("data", {}) for r in seen) and "tick" in seen[-1].get("data", {}))
+        at = next(i for i, r in enumerate(seen) if "hello" in r.get("data", {}))
+        print(f"endpoint snapshot after an outage: {seen[at - 1]} … {seen[at]} … {seen[at + 1]}")
+        self.assertEqual(seen[at], {"data": {"hello": "world"}, "extensions": {"gqlmux": {"snapshot": True}}})
+        before = [r["data"]["tick"] for r in seen[:at]]
+        self.assertEqual(before, list(range(1, len(before) + 1)), "no result of the resumed stream before the snapshot")
+        self.assertEqual(seen[at + 1], {"data": {"tick": 1}}, "the resumed stream follows the snapshot")
+        await ws.close()
+
     # -- raw WebSocket conformance (graphql-transport-ws, as a server) --------------------
 
     async def connect(self, subprotocol: str = "graphql-transport-ws"):
