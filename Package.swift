@@ -117,6 +117,19 @@ let package = Package(
             dependencies: ["GQLMuxVocabulary", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
+        // The endpoint's NIO handlers: GraphQL over HTTP (JSON, SSE, multipart) and over
+        // WebSocket (both subprotocols) in front of a session, the inbound meters of the memory
+        // budget; the pure translation they drive is LocalEndpoint.
+        .target(
+            name: "EndpointServer",
+            dependencies: [
+                "GQLMuxVocabulary", "LocalEndpoint", "LocalProtocol", "RequestValidation", "JSONEnvelope",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,
         // subscribers, states); events in, actions out.
         .target(
@@ -141,7 +154,7 @@ let package = Package(
             name: "GQLMuxDaemon",
             dependencies: [
                 "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
-                "CMallocTuning", "LocalEndpoint",
+                "CMallocTuning", "LocalEndpoint", "EndpointServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -253,7 +266,7 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
-                "Multiplexing", "LocalEndpoint", "GQLMuxConfiguration",
+                "Multiplexing", "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).

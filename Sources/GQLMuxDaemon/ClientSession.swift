@@ -1,3 +1,4 @@
+import EndpointServer
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalEndpoint
@@ -9,7 +10,7 @@ import RequestValidation
 ///
 /// `@unchecked Sendable` — safe because NIO calls a channel handler only on its channel's
 /// loop (the daemon's), and the daemon and fan-out call it from that loop too.
-final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
+final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -36,14 +37,7 @@ final class ClientSession: ChannelInboundHandler, @unchecked Sendable {
     var awaitingFlush = false
 
     /// Where the client came in.
-    enum Origin: String {
-        /// The line socket: local protocol v1.
-        case lineSocket = "line"
-        /// The GraphQL endpoint's Unix socket (WebSocket or HTTP, translated in front of this).
-        case endpointSocket = "endpoint"
-        /// The GraphQL endpoint's loopback TCP port: any user of the host (no peer credentials).
-        case endpointTCP = "endpoint-tcp"
-    }
+    typealias Origin = ClientOrigin
 
     let origin: Origin
     private var opened = false

@@ -1,4 +1,6 @@
+import EndpointServer
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import LocalEndpoint
 import NIOCore
 import NIOHTTP1

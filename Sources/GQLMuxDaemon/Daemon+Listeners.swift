@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import LocalEndpoint
 import LocalProtocol
 import NIOCore

@@ -1,3 +1,5 @@
+import EndpointServer
+
 /// One connection's share of the memory budget for a request it has not finished sending:
 /// the connection's reader says how many such bytes it holds now, and the fan-out's budget
 /// (`Fanout.inboundChanged`) grants or refuses the difference. Released whole when the
@@ -5,7 +7,7 @@
 /// (``onCut``), so a flood of half-sent requests cannot lock out a small one.
 ///
 /// Not `Sendable`: used on the daemon's loop only, by the handlers of one channel.
-final class InboundReservation {
+final class InboundReservation: InboundBudget {
     private let fanout: Fanout
     private(set) var held = 0
     /// Answers the connection's request with an error and closes it; set by its reader.

@@ -28,7 +28,7 @@ protocol SessionHost: AnyObject {
 }
 
 extension Daemon: SessionHost {
-    var documentLimits: SubscribeRequest.Limits { configuration.limits.document }
+    package var documentLimits: SubscribeRequest.Limits { configuration.limits.document }
 
     /// A session for `channel`, wired to this daemon's data plane and to it as the host.
     func makeSession(_ channel: any Channel, origin: ClientSession.Origin) -> ClientSession {

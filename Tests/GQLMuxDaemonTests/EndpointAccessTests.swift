@@ -1,3 +1,4 @@
+import EndpointServer
 import Foundation
 import GQLMuxConfiguration
 import GQLMuxVocabulary

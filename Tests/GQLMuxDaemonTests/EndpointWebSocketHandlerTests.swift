@@ -1,3 +1,4 @@
+import EndpointServer
 import GQLMuxVocabulary
 import LocalEndpoint
 import NIOCore

@@ -10,15 +10,15 @@ import NIOWebSocket
 /// with 1008 (or cut first, when it holds the most).
 ///
 /// Not `Sendable`: both handlers run on the channel's loop.
-final class WebSocketInboundMeter {
-    fileprivate let reservation: InboundReservation
+package final class WebSocketInboundMeter {
+    fileprivate let reservation: any InboundBudget
     private var read = 0
     private var completed = 0
     private var fragments = 0
     /// Closes the connection (the budget refused its bytes, or cut it).
     private let close: () -> Void
 
-    init(reservation: InboundReservation, close: @escaping () -> Void) {
+    package init(reservation: any InboundBudget, close: @escaping () -> Void) {
         self.reservation = reservation
         self.close = close
         reservation.onCut = close
@@ -47,30 +47,30 @@ final class WebSocketInboundMeter {
     }
 
     /// First in the pipeline: counts the bytes read.
-    final class RawBytes: ChannelInboundHandler {
-        typealias InboundIn = ByteBuffer
+    package final class RawBytes: ChannelInboundHandler {
+        package typealias InboundIn = ByteBuffer
         let meter: WebSocketInboundMeter
-        init(_ meter: WebSocketInboundMeter) { self.meter = meter }
+        package init(_ meter: WebSocketInboundMeter) { self.meter = meter }
 
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             meter.bytesRead(unwrapInboundIn(data).readableBytes)
             context.fireChannelRead(data)
         }
 
         /// The connection's share of the budget goes back when it closes.
-        func channelInactive(context: ChannelHandlerContext) {
+        package func channelInactive(context: ChannelHandlerContext) {
             meter.reservation.release()
             context.fireChannelInactive()
         }
     }
 
     /// Behind the frame decoder: counts each frame.
-    final class Frames: ChannelInboundHandler {
-        typealias InboundIn = WebSocketFrame
+    package final class Frames: ChannelInboundHandler {
+        package typealias InboundIn = WebSocketFrame
         let meter: WebSocketInboundMeter
-        init(_ meter: WebSocketInboundMeter) { self.meter = meter }
+        package init(_ meter: WebSocketInboundMeter) { self.meter = meter }
 
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             meter.frame(unwrapInboundIn(data))
             context.fireChannelRead(data)
         }

@@ -4,7 +4,7 @@ import LocalEndpoint
 import NIOCore
 import NIOWebSocket
 
-/// One GraphQL WebSocket client of the endpoint, in front of its ``ClientSession``: frames in
+/// One GraphQL WebSocket client of the endpoint, in front of its session (``EndpointSession``): frames in
 /// become local-protocol lines for the session; the session's lines become frames
 /// (``WebSocketServerSession`` decides both). Answers WebSocket pings, times the
 /// `connection_init` wait, and sends legacy `ka` keep-alives. Its close follows the same
@@ -18,21 +18,21 @@ import NIOWebSocket
 ///
 /// Not `Sendable`: NIO calls it on its channel's loop, and its timers reach it through a
 /// `NIOLoopBound`, checked on that loop.
-final class EndpointWebSocketHandler: ChannelDuplexHandler {
-    typealias InboundIn = WebSocketFrame
-    typealias InboundOut = ByteBuffer
-    typealias OutboundIn = SessionOutput
-    typealias OutboundOut = WebSocketFrame
+package final class EndpointWebSocketHandler: ChannelDuplexHandler {
+    package typealias InboundIn = WebSocketFrame
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundIn = SessionOutput
+    package typealias OutboundOut = WebSocketFrame
 
     /// graphql-ws's default wait for `connection_init`.
-    static let initTimeout = TimeAmount.seconds(3)
-    static let keepAliveInterval = TimeAmount.seconds(10)
+    package static let initTimeout = TimeAmount.seconds(3)
+    package static let keepAliveInterval = TimeAmount.seconds(10)
 
     private var session: WebSocketServerSession
     /// A close frame was sent (ours, or the echo of the client's): nothing more is sent.
     private var closeSent = false
     /// How long a client has to answer our close frame.
-    static let closeTimeout = Duration.seconds(1)
+    package static let closeTimeout = Duration.seconds(1)
     private var handshake = CloseHandshake(timeout: closeTimeout)
     private var closeTimer: Scheduled<Void>?
     private var timers: [Scheduled<Void>] = []
@@ -44,13 +44,13 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
 
     /// - Parameter token: the token the client must present in `connection_init` (a TCP client
     ///   whose upgrade carried no valid `Authorization`); nil when it need not.
-    init(wire: EndpointSubprotocol, writer: EncodedFrameWriter, token: EndpointToken? = nil, onDeniedToken: @escaping () -> Void = {}) {
+    package init(wire: EndpointSubprotocol, writer: EncodedFrameWriter, token: EndpointToken? = nil, onDeniedToken: @escaping () -> Void = {}) {
         session = WebSocketServerSession(wire: wire, token: token)
         self.writer = writer
         self.onDeniedToken = onDeniedToken
     }
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
         timers.append(
             context.eventLoop.scheduleTask(in: Self.initTimeout) {
@@ -60,9 +60,9 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         )
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { stopTimers() }
+    package func handlerRemoved(context: ChannelHandlerContext) { stopTimers() }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         stopTimers()
         handshake.socketClosed(generation: 0)
         closeTimer?.cancel()
@@ -80,7 +80,7 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
     /// The loop's clock (an `EmbeddedEventLoop`'s in tests), as the handshake counts time.
     private static func now(_ loop: any EventLoop) -> Instant { Instant(nanoseconds: Int64(loop.now.uptimeNanoseconds)) }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         switch frame.opcode {
         case .text:
@@ -114,7 +114,7 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
     }
 
     /// The session's results, already framed, as they are; its other lines, translated.
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .framed(let frames):
             guard !closeSent else {
@@ -165,7 +165,7 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
         }
     }
 
-    func flush(context: ChannelHandlerContext) { writer.flush() }
+    package func flush(context: ChannelHandlerContext) { writer.flush() }
 
     /// Our close frame is on its way: the connection is `closing` until the client's close
     /// frame arrives (``channelRead``) or the handshake's deadline passes.
@@ -183,14 +183,14 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
     }
 
     /// One unmasked server frame (RFC 6455 5.2), header and payload in one buffer.
-    static func frame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer) -> ByteBuffer {
+    package static func frame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer) -> ByteBuffer {
         var out = ByteBuffer()
         out.reserveCapacity(payload.readableBytes + 10)
         appendFrame(opcode, payload, to: &out)
         return out
     }
 
-    static func appendFrame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, to out: inout ByteBuffer) {
+    package static func appendFrame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, to out: inout ByteBuffer) {
         let length = payload.readableBytes
         out.writeInteger(UInt8(0x80) | UInt8(webSocketOpcode: opcode))
         if length < 126 {
@@ -218,16 +218,18 @@ final class EndpointWebSocketHandler: ChannelDuplexHandler {
 
 /// Sits first in an endpoint WebSocket pipeline: bytes written through it (frames already
 /// encoded) go straight to the socket, below NIO's frame encoder.
-final class EncodedFrameWriter: ChannelOutboundHandler {
-    typealias OutboundIn = ByteBuffer
+package final class EncodedFrameWriter: ChannelOutboundHandler {
+    package typealias OutboundIn = ByteBuffer
 
     /// Set while in the pipeline; used on the channel's loop only (its handler's methods).
     private var context: ChannelHandlerContext?
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    package init() {}
 
-    func write(_ bytes: ByteBuffer, flush: Bool, promise: EventLoopPromise<Void>?) {
+    package func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    package func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    package func write(_ bytes: ByteBuffer, flush: Bool, promise: EventLoopPromise<Void>?) {
         guard let context else {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
@@ -236,5 +238,5 @@ final class EncodedFrameWriter: ChannelOutboundHandler {
         if flush { context.flush() }
     }
 
-    func flush() { context?.flush() }
+    package func flush() { context?.flush() }
 }

@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import RequestValidation
 
-/// GraphQL over HTTP on the endpoint, in front of the connection's ``ClientSession`` (added at
+/// GraphQL over HTTP on the endpoint, in front of the connection's session (``EndpointSession``, added at
 /// the first request): each request becomes one local `subscribe`, its answer a JSON response
 /// or a stream (``HTTPExchange`` decides). NIO's server pipeline hands over a pipelined request
 /// only after the answer before it has ended, so one exchange runs at a time; a stream ends its
@@ -13,21 +13,21 @@ import RequestValidation
 ///
 /// Not `Sendable`: NIO calls it on its channel's loop, and the heartbeat timer reaches it
 /// through a `NIOLoopBound`, checked on that loop.
-final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias InboundOut = ByteBuffer
-    typealias OutboundIn = SessionOutput
-    typealias OutboundOut = HTTPServerResponsePart
+package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    package typealias InboundIn = HTTPServerRequestPart
+    package typealias InboundOut = ByteBuffer
+    package typealias OutboundIn = SessionOutput
+    package typealias OutboundOut = HTTPServerResponsePart
 
     private let path: String
     private let maxBodyBytes: Int
-    private let listener: ClientSession.Origin
+    private let listener: ClientOrigin
     /// The control plane; the daemon owns the listeners, so it outlives this handler.
     private unowned let host: any EndpointHost
     /// The body of the request in progress, counted in the memory budget.
-    private let reservation: InboundReservation
-    private let makeSession: (any Channel) -> ClientSession
-    private var session: ClientSession?
+    private let reservation: any InboundBudget
+    private let makeSession: (any Channel) -> any EndpointSession
+    private var session: (any EndpointSession)?
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
     private var tooLarge = false
@@ -45,13 +45,13 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// When the armed `timer` fires.
     private var timerDeadline: Instant?
 
-    init(
+    package init(
         path: String,
         maxBodyBytes: Int,
-        listener: ClientSession.Origin,
+        listener: ClientOrigin,
         host: any EndpointHost,
-        reservation: InboundReservation,
-        makeSession: @escaping (any Channel) -> ClientSession
+        reservation: any InboundBudget,
+        makeSession: @escaping (any Channel) -> any EndpointSession
     ) {
         self.path = path
         self.maxBodyBytes = maxBodyBytes
@@ -67,9 +67,9 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// This handler's own context while it is in the pipeline, for ``bytesArrived()``.
     private var context: ChannelHandlerContext?
     /// The handler in front of the HTTP decoder (set when both are added).
-    weak var activity: HTTPActivity?
+    package weak var activity: HTTPActivity?
 
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         armTimer(context)
         reservation.onCut = { [unowned self] in
@@ -80,7 +80,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         reservation.release()
         reservation.onCut = {}
@@ -88,7 +88,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         timer = nil
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closingConnection else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
@@ -127,7 +127,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Bytes arrived on the connection (``HTTPActivity`` sees them before the decoder).
-    func bytesArrived() {
+    package func bytesArrived() {
         guard let context, !closingConnection else { return }
         timeouts.bytesArrived(at: Self.now())
         armTimer(context)
@@ -165,12 +165,12 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The headers the browser checks read.
-    static func accessHeaders(_ head: HTTPRequestHead) -> EndpointAccess.Headers {
+    package static func accessHeaders(_ head: HTTPRequestHead) -> EndpointAccess.Headers {
         EndpointAccess.Headers(host: head.headers["host"], origin: head.headers["origin"], secFetchSite: head.headers["sec-fetch-site"])
     }
 
     /// Journal fields describing a refused request (printable, bounded: they are the peer's words).
-    static func requestFields(_ head: HTTPRequestHead, reason: String) -> [String: String] {
+    package static func requestFields(_ head: HTTPRequestHead, reason: String) -> [String: String] {
         var fields = ["GQLMUX_REASON": reason, "GQLMUX_METHOD": EndpointAccess.printable(head.method.rawValue)]
         if let host = head.headers.first(name: "host") { fields["GQLMUX_HOST"] = EndpointAccess.printable(host) }
         if let origin = head.headers.first(name: "origin") { fields["GQLMUX_ORIGIN"] = EndpointAccess.printable(origin) }
@@ -278,7 +278,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The session's output: a stream's results, already framed; its lines, the current
     /// exchange's answer.
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard var exchange else {
             promise?.succeed()
             return
@@ -401,7 +401,7 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         heartbeat?.cancel()
         heartbeat = nil
         timer?.cancel()
@@ -413,29 +413,29 @@ final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
 /// First in an endpoint connection's pipeline while it speaks HTTP: tells the HTTP handler
 /// that bytes arrived, so the header timeout starts at a request's first byte.
-final class HTTPActivity: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
+package final class HTTPActivity: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias InboundOut = ByteBuffer
 
     private let http: EndpointHTTPHandler
     private var context: ChannelHandlerContext?
 
-    init(http: EndpointHTTPHandler) {
+    package init(http: EndpointHTTPHandler) {
         self.http = http
         http.activity = self
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    package func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    package func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         http.bytesArrived()
         context.fireChannelRead(data)
     }
 
     /// Writes `answer` (a whole HTTP response) straight to the socket, half-closes, and closes
     /// a moment later: for a peer whose request never reached the HTTP decoder's output.
-    func closeWithRawAnswer(_ answer: ByteBuffer) {
+    package func closeWithRawAnswer(_ answer: ByteBuffer) {
         guard let context else { return }
         let channel = context.channel
         context.writeAndFlush(NIOAny(answer)).whenComplete { _ in channel.close(mode: .output, promise: nil) }

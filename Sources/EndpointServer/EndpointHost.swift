@@ -1,0 +1,46 @@
+import GQLMuxVocabulary
+import LocalEndpoint
+import NIOCore
+import RequestValidation
+
+/// What the endpoint's handlers ask the control plane, on the daemon's loop: the access
+/// settings as of now (a reload applies to every listener at once), the document limits, and
+/// where to report a refusal.
+package protocol EndpointHost: AnyObject {
+    var endpointAccess: EndpointAccess { get }
+    /// The token a TCP client must present; nil when `token_file` is not set.
+    var endpointToken: EndpointToken? { get }
+    var documentLimits: SubscribeRequest.Limits { get }
+    /// A request was refused: by the browser checks, the token check, or a timeout.
+    func endpointRefused(_ refusal: EndpointRefusal, listener: ClientOrigin, fields: [String: String], message: String)
+}
+
+/// Why the endpoint refused a request or closed a connection on its own.
+package enum EndpointRefusal: Sendable {
+    /// The browser checks (Host, Origin, Sec-Fetch-Site) refused it.
+    case requestRefused
+    /// The TCP port's token was missing or wrong.
+    case unauthorized
+    /// A header, body or keep-alive timeout.
+    case requestTimeout
+}
+
+/// The session behind one endpoint connection, as its handlers see it: a channel handler that
+/// reads local-protocol lines and writes ``SessionOutput``, told how to frame results.
+package protocol EndpointSession: AnyObject, ChannelHandler {
+    /// How results reach the client: set before each subscribe.
+    var framing: NextFraming { get set }
+}
+
+/// A connection's share of the memory budget for what it has not finished sending: its reader
+/// says how many such bytes it holds now; the budget grants or refuses, and may cut the
+/// connection to make room for a smaller request (``onCut``).
+package protocol InboundBudget: AnyObject {
+    /// The connection now holds `bytes` of unfinished requests; false when that does not fit
+    /// (nothing is reserved then).
+    func hold(_ bytes: Int) -> Bool
+    /// The connection holds nothing any more.
+    func release()
+    /// Answers the connection's request with an error and closes it; set by its reader.
+    var onCut: () -> Void { get set }
+}
