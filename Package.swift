@@ -41,7 +41,7 @@ let package = Package(
         .package(url: "https://github.com/GraphQLSwift/GraphQL", from: "4.3.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        // Metrics (DESIGN.md section 8): swift-prometheus's registry writes the text exposition
+        // Metrics (docs/metrics.md): swift-prometheus's registry writes the text exposition
         // (it brings swift-metrics and swift-atomics; pure Swift, seconds on a cold build).
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // gqlmuxd's lifecycle: graceful shutdown on SIGTERM/SIGINT with a deadline, SIGHUP read

@@ -38,7 +38,7 @@ final class Fanout: @unchecked Sendable {
     private var waiting: [Event] = []
     private(set) var messagesIn = 0
     private(set) var messagesOut = 0
-    /// Unwritten bytes of all clients together, as last measured (see `MemoryBudget.swift`).
+    /// Unwritten bytes of all clients together, as last measured (see `Fanout+MemoryBudget.swift`).
     var totalBuffered = 0
     /// Bytes of unfinished requests of all clients together (see `inboundChanged`).
     var pendingInbound = 0

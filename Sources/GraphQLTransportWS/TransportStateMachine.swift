@@ -74,7 +74,7 @@ package struct TransportStateMachine {
     /// When each query or mutation ends if no result came (`operationTimeout`); subscriptions
     /// have none.
     var singleDeadlines = SingleDeadlines<OperationID>()
-    /// Charged operations in groups, tried one group at a time after each ack (see `Quarantine.swift`).
+    /// Charged operations in groups, tried one group at a time after each ack (see `TransportStateMachine+Quarantine.swift`).
     var probation: [[OperationID]] = []
     /// Completed reconnects, for the `status` verb.
     package private(set) var reconnects = 0

@@ -5,7 +5,7 @@ import NIOCore
 
 /// The two GraphQL-over-WebSocket subprotocols the endpoint serves.
 package enum EndpointSubprotocol: String, Sendable, CaseIterable {
-    /// graphql-ws PROTOCOL.md.
+    /// graphql-transport-ws, the protocol of the graphql-ws library.
     case transportWS = "graphql-transport-ws"
     /// subscriptions-transport-ws, the legacy protocol.
     case legacyWS = "graphql-ws"
