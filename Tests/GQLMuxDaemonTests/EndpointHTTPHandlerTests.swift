@@ -1,0 +1,128 @@
+import EndpointServer
+import GQLMuxVocabulary
+import LocalEndpoint
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import RequestValidation
+import Testing
+
+/// The endpoint's HTTP handler on an `EmbeddedChannel`, in front of a session and a control
+/// plane of the test's own: the handler knows no daemon type, so nothing else is needed.
+@Suite struct EndpointHTTPHandlerTests {
+    final class Host: EndpointHost {
+        var endpointAccess = EndpointAccess()
+        var endpointToken: EndpointToken?
+        var documentLimits = SubscribeRequest.Limits()
+        var refusals: [EndpointRefusal] = []
+        func endpointRefused(_ refusal: EndpointRefusal, listener: ClientOrigin, fields: [String: String], message: String) {
+            refusals.append(refusal)
+        }
+    }
+
+    /// Records the lines it is given and answers through the handler when told to.
+    final class Session: ChannelInboundHandler, EndpointSession {
+        typealias InboundIn = ByteBuffer
+        var framing = NextFraming.line
+        var lines: [String] = []
+        var context: ChannelHandlerContext?
+        func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) { lines.append(String(buffer: unwrapInboundIn(data))) }
+        func answer(_ text: String) { context?.writeAndFlush(NIOAny(SessionOutput.lines(ByteBuffer(string: text))), promise: nil) }
+    }
+
+    final class Budget: InboundBudget {
+        func hold(_ bytes: Int) -> Bool { true }
+        func release() {}
+        var onCut: () -> Void = {}
+    }
+
+    private func channel(_ host: Host, _ session: Session) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        let handler = EndpointHTTPHandler(path: "/graphql", maxBodyBytes: 1 << 20, listener: .endpointSocket, host: host, reservation: Budget()) { _ in
+            session
+        }
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return channel
+    }
+
+    private func request(_ channel: EmbeddedChannel, _ method: HTTPMethod, _ uri: String, headers: [(String, String)], body: String? = nil) throws {
+        var head = HTTPRequestHead(version: .http1_1, method: method, uri: uri)
+        for (name, value) in headers { head.headers.add(name: name, value: value) }
+        try channel.writeInbound(HTTPServerRequestPart.head(head))
+        if let body { try channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(string: body))) }
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+    }
+
+    /// The response written so far: its status and its body.
+    private func response(_ channel: EmbeddedChannel) throws -> (status: UInt, body: String)? {
+        var status: UInt?
+        var body = ""
+        while let part = try channel.readOutbound(as: HTTPServerResponsePart.self) {
+            switch part {
+            case .head(let head): status = head.status.code
+            case .body(.byteBuffer(let bytes)): body += String(buffer: bytes)
+            case .body, .end: break
+            }
+        }
+        return status.map { ($0, body) }
+    }
+
+    @Test func aForeignPageIsRefusedAtTheHeadAndNeverReachesASession() throws {
+        let host = Host()
+        let session = Session()
+        let channel = try channel(host, session)
+        try request(
+            channel,
+            .POST,
+            "/graphql",
+            headers: [("Host", "localhost"), ("Origin", "https://evil.example"), ("Content-Type", "application/json")],
+            body: #"{"query":"mutation { increment }"}"#
+        )
+        #expect(try response(channel)?.status == 403)
+        #expect(host.refusals == [.requestRefused])
+        #expect(session.lines.isEmpty, "nothing went to a session")
+    }
+
+    @Test func aQueryBecomesOneSubscribeAndItsLinesOneJSONAnswer() throws {
+        let host = Host()
+        let session = Session()
+        let channel = try channel(host, session)
+        try request(
+            channel,
+            .POST,
+            "/graphql",
+            headers: [("Host", "localhost"), ("Content-Type", "application/json"), ("Accept", "application/json")],
+            body: #"{"query":"{ hello }"}"#
+        )
+        #expect(session.lines == [#"{"type":"subscribe","id":"http-1","payload":{"query":"{ hello }"}}"#])
+        #expect(session.framing == .line, "a JSON answer is assembled from lines")
+        session.answer(#"{"type":"next","id":"http-1","payload":{"data":{"hello":"world"}}}"# + "\n" + #"{"type":"complete","id":"http-1"}"# + "\n")
+        let answer = try #require(try response(channel))
+        #expect(answer.status == 200)
+        #expect(answer.body == #"{"data":{"hello":"world"}}"#)
+        #expect(host.refusals.isEmpty)
+    }
+
+    @Test func aSubscriptionOverSSEFramesItsResultsAsEvents() throws {
+        let host = Host()
+        let session = Session()
+        let channel = try channel(host, session)
+        try request(
+            channel,
+            .POST,
+            "/graphql",
+            headers: [("Host", "localhost"), ("Content-Type", "application/json"), ("Accept", "text/event-stream")],
+            body: #"{"query":"subscription { tick }"}"#
+        )
+        #expect(session.framing == .sse, "results are framed by the fan-out as SSE events")
+        #expect(try response(channel)?.status == 200)
+        session.context?.writeAndFlush(NIOAny(SessionOutput.framed(ByteBuffer(string: "event: next\ndata: {\"data\":1}\n\n"))), promise: nil)
+        var chunks: [String] = []
+        while let part = try channel.readOutbound(as: HTTPServerResponsePart.self) {
+            guard case .body(.byteBuffer(let bytes)) = part else { continue }
+            chunks.append(String(buffer: bytes))
+        }
+        #expect(chunks == ["event: next\ndata: {\"data\":1}\n\n"], "framed results go out as they are, one body part")
+    }
+}
