@@ -138,9 +138,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// Streams some of whose subscribers wait for their snapshot: who waits, and the stream's
     /// results held for them meanwhile (copies).
     private var holds: [OperationID: (waiting: Set<SubscriberKey>, results: [ByteBuffer])] = [:]
-    /// At most this many results are held for a stream; past it the waiting subscribers get
-    /// them at once, and their snapshot when it comes.
+    /// At most this many results, and this many bytes, are held for a stream; past either the
+    /// waiting subscribers get them at once, and their snapshot when it comes.
     package static var maxHeldResults: Int { 1_000 }
+    package static var maxHeldBytes: Int { 8 << 20 }
 
     package init(maxOperationsPerClient: Int, layout: UpstreamLayout = UpstreamLayout()) {
         self.maxOperationsPerClient = maxOperationsPerClient
@@ -332,7 +333,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         var copy = ByteBuffer()
         copy.writeImmutableBuffer(payload)
         holds[stream]!.results.append(copy)
-        guard holds[stream]!.results.count >= Self.maxHeldResults else { return [] }
+        let results = holds[stream]!.results
+        guard results.count >= Self.maxHeldResults || results.reduce(0, { $0 + $1.readableBytes }) >= Self.maxHeldBytes else { return [] }
         return release(stream, holds[stream]!.waiting)
     }
 

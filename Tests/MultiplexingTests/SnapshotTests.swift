@@ -71,6 +71,16 @@ import Testing
         #expect(opens(mux.upstreamState(id, .active, now: at(400))).isEmpty, "nobody names a snapshot any more")
     }
 
+    @Test func heldBytesAreBoundedToo() throws {
+        var (mux, id) = try stream()
+        _ = mux.upstreamState(id, .reconnecting, now: at(100))
+        _ = mux.upstreamState(id, .active, now: at(200))
+        let big = ByteBuffer(repeating: UInt8(ascii: "x"), count: Mux.maxHeldBytes / 2)
+        #expect(mux.hold(id, big).isEmpty)
+        #expect(mux.hold(id, big).count == 6, "past maxHeldBytes, three waiting subscribers get both held results")
+        #expect(!mux.isHolding(id))
+    }
+
     @Test func heldResultsAreBoundedThenGivenAtOnce() throws {
         var (mux, id) = try stream()
         _ = mux.upstreamState(id, .reconnecting, now: at(100))
