@@ -106,7 +106,7 @@ final class Fanout: @unchecked Sendable {
     func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) {
         eventLoop.assertInEventLoop()
         let delivery = Delivery(session: session, prefix: session.framing.prefix(id: localID))
-        let key = request.kind == .subscription ? request.dedupKey : nil
+        let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
         serially {
             let actions = core.subscribe(
                 client: ObjectIdentifier(session),

@@ -98,7 +98,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         let kind: OperationKind
         let placement: Placement
         /// Set for deduplicated subscriptions; nil for queries and mutations (never shared).
-        let key: String?
+        let key: DedupKey?
         var state: OperationState = .pending
         var subscribers: [Subscriber] = []
     }
@@ -111,7 +111,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
     private var load: [Placement: Int] = [:]
     /// Pool connections that exist (the first always does): a new one is the next index.
     private var connections = 1
-    private var byKey: [String: OperationID] = [:]
+    private var byKey: [DedupKey: OperationID] = [:]
     /// Each client's local ids and the upstream operation each reads.
     private var clients: [Client: [String: OperationID]] = [:]
     private var nextID = 1
@@ -182,7 +182,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         client: Client,
         localID: String,
         kind: OperationKind,
-        key: String?,
+        key: DedupKey?,
         payload: ByteBuffer = ByteBuffer(),
         tag: Tag,
         replay: Bool = false,

@@ -218,7 +218,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
             switch Int.random(in: 0..<10, using: &random) {
             case 0..<4:
                 let kind: OperationKind = Int.random(in: 0..<4, using: &random) == 0 ? .query : .subscription
-                actions = mux.subscribe(client: client, localID: local, kind: kind, key: keys.randomElement(using: &random)!, tag: 0)
+                actions = mux.subscribe(client: client, localID: local, kind: kind, key: DedupKey(keys.randomElement(using: &random)!), tag: 0)
             case 4..<6:
                 actions = mux.complete(client: client, localID: local)
                 model[name(client, local)] = nil
