@@ -384,7 +384,7 @@ final class Fanout: @unchecked Sendable {
         if session.framing == .line {
             session.send(LocalEncode.markedNext(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         } else {
-            let marked = ResultMarks.marked(payload, "\(mark)")
+            let marked = ResultMarks.marked(payload, mark)
             let written = marked.withUnsafeReadableBytes { body in
                 session.writeNext(prefix: subscriber.tag.prefixBytes, body: body, payload: marked)
             }

@@ -59,6 +59,19 @@ import Testing
                 == #"{"data":null,"extensions":{"cost":3,"gqlmux":{"replayed":true}}}"#
         )
         #expect(String(buffer: ResultMarks.marked(ByteBuffer(string: "[1]"), "replayed")) == "[1]")
+        // The server's bytes are kept as they came: escapes, number spellings, white space inside values.
+        #expect(
+            String(buffer: ResultMarks.marked(ByteBuffer(string: #"{ "data" : {"s":"\u00e9", "n":1.0e2} }"#), "snapshot"))
+                == #"{"data":{"s":"\u00e9", "n":1.0e2},"extensions":{"gqlmux":{"snapshot":true}}}"#
+        )
+        #expect(
+            String(buffer: ResultMarks.marked(ByteBuffer(string: #"{"extensions":{"gqlmux":{"replayed":true}},"data":{}}"#), "snapshot"))
+                == #"{"extensions":{"gqlmux":{"replayed":true,"snapshot":true}},"data":{}}"#
+        )
+        #expect(String(buffer: ResultMarks.marked(ByteBuffer(string: "{}"), "replayed")) == #"{"extensions":{"gqlmux":{"replayed":true}}}"#)
+        #expect(
+            String(buffer: ResultMarks.marked(ByteBuffer(string: #"{"extensions":{}}"#), "replayed")) == #"{"extensions":{"gqlmux":{"replayed":true}}}"#
+        )
     }
 
     @Test func theDaemonDefaultIsReadFromSubscriptions() throws {
