@@ -48,39 +48,33 @@ extension Fanout {
     /// Writes one `next` line to every subscriber of an operation: the core's list read in
     /// place, the payload's bytes taken once. Returns how many were written.
     func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber]) -> Int {
+        deliver(payload, to: subscribers) { _ in true }
+    }
+
+    /// The same, to the subscribers `including` accepts only (while some wait for a snapshot).
+    /// Inlined into both callers, so the hot path's closure is a constant the optimizer removes.
+    @inline(__always)
+    func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) -> Int {
         var delivered = 0
         payload.withUnsafeReadableBytes { body in
             subscribers.withUnsafeBufferPointer { subscribers in
-                for index in subscribers.indices {
-                    let head = subscribers[index].tag.prefixBytes
-                    subscribers[index].tag.handle._withUnsafeGuaranteedRef { session in
-                        if session.writeNext(prefix: head, body: body, payload: payload) {
-                            delivered += 1
-                            markDirty(session)
-                        }
-                    }
+                for index in subscribers.indices where including(subscribers[index]) {
+                    if write(body, payload, to: subscribers[index].tag) { delivered += 1 }
                 }
             }
         }
         return delivered
     }
 
-    /// The same, to the subscribers `including` accepts only (while some wait for a snapshot).
-    func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) -> Int {
-        var delivered = 0
-        payload.withUnsafeReadableBytes { body in
-            subscribers.withUnsafeBufferPointer { subscribers in
-                for index in subscribers.indices where including(subscribers[index]) {
-                    let head = subscribers[index].tag.prefixBytes
-                    subscribers[index].tag.handle._withUnsafeGuaranteedRef { session in
-                        if session.writeNext(prefix: head, body: body, payload: payload) {
-                            delivered += 1
-                            markDirty(session)
-                        }
-                    }
-                }
-            }
+    /// One result to one subscriber (its prefix, the payload's bytes, its suffix), marked for
+    /// the next flush; false when its session is closing.
+    @inline(__always)
+    func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to delivery: Delivery) -> Bool {
+        let head = delivery.prefixBytes
+        return delivery.handle._withUnsafeGuaranteedRef { session in
+            guard session.writeNext(prefix: head, body: body, payload: payload) else { return false }
+            markDirty(session)
+            return true
         }
-        return delivered
     }
 }

@@ -202,7 +202,7 @@ final class Fanout: @unchecked Sendable {
                 // (`Fanout+Delivery.swift`).
                 messagesOut += deliver(payload, to: core.subscribers(of: id))
             }
-            if core.keepsLast(id) { core.remember(id, payload, budget: max(0, totalBufferBytes - totalBuffered - pendingInbound)) }
+            core.remember(id, payload, budget: max(0, totalBufferBytes - totalBuffered - pendingInbound))
         case .state(let state):
             perform(core.upstreamState(id, state, now: Self.now()))
         case .finished(let finish):
@@ -242,14 +242,7 @@ final class Fanout: @unchecked Sendable {
             case .snapshot(let subscriber, let payload):
                 deliverMarked(payload, "snapshot", to: subscriber)
             case .deliverHeld(let subscriber, let payload):
-                let session = subscriber.tag.session
-                let written = payload.withUnsafeReadableBytes { body in
-                    session.writeNext(prefix: subscriber.tag.prefixBytes, body: body, payload: payload)
-                }
-                if written {
-                    messagesOut += 1
-                    markDirty(session)
-                }
+                if payload.withUnsafeReadableBytes({ write($0, payload, to: subscriber.tag) }) { messagesOut += 1 }
             case .finish(let subscriber, let finish):
                 subscriber.tag.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
                 markDirty(subscriber.tag.session)
@@ -381,15 +374,12 @@ final class Fanout: @unchecked Sendable {
     /// for the endpoint's clients, whose frames carry the result.
     private func deliverMarked(_ payload: ByteBuffer, _ mark: StaticString, to subscriber: Core.Subscriber) {
         let session = subscriber.tag.session
-        if session.framing == .line {
-            session.send(LocalEncode.markedNext(id: subscriber.localID, payload: payload, mark: mark), flush: false)
-        } else {
+        guard session.framing == .line else {
             let marked = ResultMarks.marked(payload, mark)
-            let written = marked.withUnsafeReadableBytes { body in
-                session.writeNext(prefix: subscriber.tag.prefixBytes, body: body, payload: marked)
-            }
-            guard written else { return }
+            if marked.withUnsafeReadableBytes({ write($0, marked, to: subscriber.tag) }) { messagesOut += 1 }
+            return
         }
+        session.send(LocalEncode.markedNext(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         messagesOut += 1
         markDirty(session)
     }

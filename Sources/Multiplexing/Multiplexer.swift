@@ -135,9 +135,15 @@ package struct Multiplexer<Client: Hashable, Tag> {
     private var snapshotRequests: [OperationID: [SnapshotRequest]] = [:]
     /// Snapshot queries in flight: for which stream, and who waits for the answer.
     private var snapshotQueries: [OperationID: (stream: OperationID, readers: [SubscriberKey])] = [:]
-    /// Streams some of whose subscribers wait for their snapshot: who waits, and the stream's
-    /// results held for them meanwhile (copies).
-    private var holds: [OperationID: (waiting: Set<SubscriberKey>, results: [ByteBuffer])] = [:]
+    /// A stream's results held for the subscribers waiting for their snapshot.
+    private struct Hold {
+        var waiting: Set<SubscriberKey> = []
+        /// Copies, in the order they came.
+        var results: [ByteBuffer] = []
+        var bytes = 0
+    }
+    /// Streams some of whose subscribers wait for their snapshot.
+    private var holds: [OperationID: Hold] = [:]
     /// At most this many results, and this many bytes, are held for a stream; past either the
     /// waiting subscribers get them at once, and their snapshot when it comes.
     package static var maxHeldResults: Int { 1_000 }
@@ -313,7 +319,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
             operations[id] = Operation(kind: .query, placement: placement, key: nil)
             load[placement, default: 0] += 1
             snapshotQueries[id] = (stream, request.readers)
-            holds[stream, default: ([], [])].waiting.formUnion(request.readers)
+            holds[stream, default: Hold()].waiting.formUnion(request.readers)
             actions.append(.open(id, kind: .query, payload: request.payload, on: placement, first: first))
         }
         return actions
@@ -327,15 +333,16 @@ package struct Multiplexer<Client: Hashable, Tag> {
     package func waiting(on stream: OperationID) -> Set<SubscriberKey> { holds[stream]?.waiting ?? [] }
 
     /// A result of `stream` while some of its subscribers wait for their snapshot: kept for
-    /// them (a copy). Past ``maxHeldResults`` they get what is held at once.
+    /// them (a copy). Past ``maxHeldResults`` or ``maxHeldBytes`` they get what is held at once.
     package mutating func hold(_ stream: OperationID, _ payload: ByteBuffer) -> [Action] {
-        guard holds[stream] != nil else { return [] }
+        guard var hold = holds.removeValue(forKey: stream) else { return [] }
         var copy = ByteBuffer()
         copy.writeImmutableBuffer(payload)
-        holds[stream]!.results.append(copy)
-        let results = holds[stream]!.results
-        guard results.count >= Self.maxHeldResults || results.reduce(0, { $0 + $1.readableBytes }) >= Self.maxHeldBytes else { return [] }
-        return release(stream, holds[stream]!.waiting)
+        hold.results.append(copy)
+        hold.bytes += copy.readableBytes
+        holds[stream] = hold
+        guard hold.results.count >= Self.maxHeldResults || hold.bytes >= Self.maxHeldBytes else { return [] }
+        return release(stream, hold.waiting)
     }
 
     /// Whether operation `id` is a snapshot query.
@@ -360,8 +367,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
         for subscriber in operations[stream]?.subscribers ?? [] where released.contains(subscriber.key) {
             actions += hold.results.map { .deliverHeld(subscriber, $0) }
         }
-        let waiting = hold.waiting.subtracting(released)
-        holds[stream] = waiting.isEmpty ? nil : (waiting, hold.results)
+        var rest = hold
+        rest.waiting.subtract(released)
+        holds[stream] = rest.waiting.isEmpty ? nil : rest
         return actions
     }
 
