@@ -353,17 +353,7 @@ package final class Daemon: @unchecked Sendable {
 
     /// The Prometheus text exposition (docs/metrics.md). On the loop.
     package func metricsText() -> [UInt8] {
-        let report = reportOnLoop
-        return metrics.render(
-            .init(
-                clients: report.clients,
-                localSubscriptions: report.localSubscriptions,
-                upstreamSubscriptions: report.upstreamSubscriptions,
-                upstream: report.upstream,
-                messagesIn: report.messagesIn,
-                deliveries: report.messagesOut
-            )
-        )
+        metrics.render(reportOnLoop)
     }
 
     /// The one-line status operators see (sd_notify STATUS=).

@@ -17,17 +17,6 @@ import Upstream
 /// up to date when the text is rendered, so a delivery costs no atomic operation. Lives on the
 /// daemon's event loop, like the daemon.
 final class DaemonMetrics {
-    /// What the daemon knows at render time.
-    struct Snapshot {
-        var clients: Int
-        var localSubscriptions: Int
-        var upstreamSubscriptions: Int
-        /// The upstream's connections and streams, as `status` shows them too.
-        var upstream: UpstreamSnapshot
-        var messagesIn: Int
-        var deliveries: Int
-    }
-
     /// The `code` labels of `gqlmux_errors_total`, pre-registered at 0 so rates work from the
     /// start: every local error code, and `upstream` for GraphQL `error` messages passed
     /// through from the server.
@@ -140,8 +129,9 @@ final class DaemonMetrics {
 
     // MARK: - Rendering
 
-    /// The Prometheus text exposition (format 0.0.4) of everything, as of `snapshot`.
-    func render(_ snapshot: Snapshot) -> [UInt8] {
+    /// The Prometheus text exposition (format 0.0.4) of everything, as of `snapshot` (the same
+    /// value `status` and `STATUS=` are written from).
+    func render(_ snapshot: StatusReport) -> [UInt8] {
         clients.set(Int64(snapshot.clients))
         localSubscriptions.set(Int64(snapshot.localSubscriptions))
         upstreamSubscriptions.set(Int64(snapshot.upstreamSubscriptions))
@@ -159,8 +149,8 @@ final class DaemonMetrics {
         }
         messagesReceived.increment(by: Int64(snapshot.messagesIn - exportedIn))
         exportedIn = snapshot.messagesIn
-        deliveries.increment(by: Int64(snapshot.deliveries - exportedDeliveries))
-        exportedDeliveries = snapshot.deliveries
+        deliveries.increment(by: Int64(snapshot.messagesOut - exportedDeliveries))
+        exportedDeliveries = snapshot.messagesOut
         return registry.emitToBuffer()
     }
 
