@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import NIOConcurrencyHelpers
 import NIOCore
 
 /// The one owner of everything that talks to the server: the pool of WebSocket connections,
@@ -26,20 +27,16 @@ package final class UpstreamCarriers {
     private var configuration: UpstreamConfiguration
     /// Where every carrier tells its operations' updates, each named by its ``OperationID``.
     private let updates: OperationSink
-    private let events = EventRelay()
-
-    /// Every carrier's transport events (the daemon's journal and metrics); set by the owner
-    /// before start, or on the loop.
-    package var observer: Observer {
-        get { events.observer }
-        set { events.observer = newValue }
-    }
-
     /// The carriers are made before their observer is known (it is the daemon, which is being
-    /// made too): they tell this, and this tells whoever is set.
-    private final class EventRelay: @unchecked Sendable {
-        // @unchecked: written before start or on the loop, read on the loop.
-        var observer: Observer = { _, _ in }
+    /// made too): they tell this box, and it tells whoever is set. A lock, not loop
+    /// confinement: the daemon sets it from its initializer, off the loop; transport events
+    /// are rare, so the lock costs nothing that matters.
+    private let events = NIOLockedValueBox<Observer>({ _, _ in })
+
+    /// Every carrier's transport events (the daemon's journal and metrics).
+    package var observer: Observer {
+        get { events.withLockedValue { $0 } }
+        set { events.withLockedValue { $0 = newValue } }
     }
 
     /// - Parameters:
@@ -51,11 +48,11 @@ package final class UpstreamCarriers {
         self.updates = updates
         let events = self.events
         pool = ConnectionPool(upstream: upstream, eventLoop: eventLoop)
-        pool.observer = { connection, event in events.observer(connection, event) }
+        pool.observer = { connection, event in events.withLockedValue { $0 }(connection, event) }
         pool.updates = updates
         streams = upstream.configuration.httpStreams.map { settings in
             let streams = HTTPStreamTransport(configuration: settings, sslContext: upstream.streamTLS, eventLoop: eventLoop) { event in
-                events.observer(0, event)
+                events.withLockedValue { $0 }(0, event)
             }
             streams.updates = updates
             return streams
