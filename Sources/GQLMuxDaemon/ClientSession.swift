@@ -9,7 +9,10 @@ import RequestValidation
 /// One local client connection: parses its lines, owns its operations, writes to it.
 ///
 /// `@unchecked Sendable` — safe because NIO calls a channel handler only on its channel's
-/// loop (the daemon's), and the daemon and fan-out call it from that loop too.
+/// loop (the daemon's), and the daemon and fan-out call it from that loop too: `send`, `flush`
+/// and `fail` check `eventLoop.assertInEventLoop()` (debug builds and tests); the hot path's
+/// `writeNext` is called only from the fan-out's deliveries, whose entry (`Fanout.upstream`)
+/// makes the same check, so a delivery pays for no check of its own.
 final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -214,6 +217,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// Writes one line; flushes unless the caller batches. A client whose results are framed
     /// gets it after them, for its handler to translate, and at once.
     func send(_ line: ByteBuffer, flush: Bool = true) {
+        eventLoop.assertInEventLoop()
         guard !closing else { return }
         if framed {
             let written = writeAll(then: line) + unreported
@@ -336,6 +340,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// estimate passes it, and a drain is measured when the channel turns writable again).
     @discardableResult
     func flush() -> Int {
+        eventLoop.assertInEventLoop()
         guard !closing else { return 0 }
         defer { unreported = 0 }
         guard batch.readableBytes > 0 || !queued.isEmpty else { return unreported }
@@ -391,6 +396,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// Ends the session with an error line. `force` closes at once (the buffer is full).
     func fail(code: LocalErrorCode, _ message: String, force: Bool = false) {
+        eventLoop.assertInEventLoop()
         guard !closing else { return }
         dropOperations()
         metrics.errorSent(code)
