@@ -46,6 +46,15 @@ import Testing
         return channel
     }
 
+    /// A channel with a fresh control plane and session, and one JSON POST of `body` to it.
+    private func posted(_ body: String, headers: [(String, String)]) throws -> (EmbeddedChannel, Host, Session) {
+        let host = Host()
+        let session = Session()
+        let channel = try channel(host, session)
+        try request(channel, .POST, "/graphql", headers: [("Host", "localhost"), ("Content-Type", "application/json")] + headers, body: body)
+        return (channel, host, session)
+    }
+
     private func request(_ channel: EmbeddedChannel, _ method: HTTPMethod, _ uri: String, headers: [(String, String)], body: String? = nil) throws {
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: uri)
         for (name, value) in headers { head.headers.add(name: name, value: value) }
@@ -69,32 +78,14 @@ import Testing
     }
 
     @Test func aForeignPageIsRefusedAtTheHeadAndNeverReachesASession() throws {
-        let host = Host()
-        let session = Session()
-        let channel = try channel(host, session)
-        try request(
-            channel,
-            .POST,
-            "/graphql",
-            headers: [("Host", "localhost"), ("Origin", "https://evil.example"), ("Content-Type", "application/json")],
-            body: #"{"query":"mutation { increment }"}"#
-        )
+        let (channel, host, session) = try posted(#"{"query":"mutation { increment }"}"#, headers: [("Origin", "https://evil.example")])
         #expect(try response(channel)?.status == 403)
         #expect(host.refusals == [.requestRefused])
         #expect(session.lines.isEmpty, "nothing went to a session")
     }
 
     @Test func aQueryBecomesOneSubscribeAndItsLinesOneJSONAnswer() throws {
-        let host = Host()
-        let session = Session()
-        let channel = try channel(host, session)
-        try request(
-            channel,
-            .POST,
-            "/graphql",
-            headers: [("Host", "localhost"), ("Content-Type", "application/json"), ("Accept", "application/json")],
-            body: #"{"query":"{ hello }"}"#
-        )
+        let (channel, host, session) = try posted(#"{"query":"{ hello }"}"#, headers: [("Accept", "application/json")])
         #expect(session.lines == [#"{"type":"subscribe","id":"http-1","payload":{"query":"{ hello }"}}"#])
         #expect(session.framing == .line, "a JSON answer is assembled from lines")
         session.answer(#"{"type":"next","id":"http-1","payload":{"data":{"hello":"world"}}}"# + "\n" + #"{"type":"complete","id":"http-1"}"# + "\n")
@@ -105,16 +96,7 @@ import Testing
     }
 
     @Test func aSubscriptionOverSSEFramesItsResultsAsEvents() throws {
-        let host = Host()
-        let session = Session()
-        let channel = try channel(host, session)
-        try request(
-            channel,
-            .POST,
-            "/graphql",
-            headers: [("Host", "localhost"), ("Content-Type", "application/json"), ("Accept", "text/event-stream")],
-            body: #"{"query":"subscription { tick }"}"#
-        )
+        let (channel, _, session) = try posted(#"{"query":"subscription { tick }"}"#, headers: [("Accept", "text/event-stream")])
         #expect(session.framing == .sse, "results are framed by the fan-out as SSE events")
         #expect(try response(channel)?.status == 200)
         session.context?.writeAndFlush(NIOAny(SessionOutput.framed(ByteBuffer(string: "event: next\ndata: {\"data\":1}\n\n"))), promise: nil)
