@@ -107,22 +107,7 @@ package struct SubscribeRequest {
         }
         guard let query else { throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload needs a string 'query'") }
         var tokenText: [UInt8]? = []
-        do {
-            _ = try DocumentBounds.check(query, maxTokens: limits.maxTokens, maxDepth: limits.maxDepth, tokenText: &tokenText)
-        } catch {
-            switch error {
-            case .tokens(let limit):
-                throw Invalid(code: LocalErrorCode.limitExceeded, message: "document has more than max_document_tokens (\(limit)) tokens")
-            case .depth(let limit):
-                throw Invalid(code: LocalErrorCode.limitExceeded, message: "document nests deeper than max_document_depth (\(limit))")
-            }
-        }
-        let operations: [ExecutableDocument.Operation]
-        do {
-            operations = try ExecutableDocument.parse(query).operations
-        } catch {
-            throw Invalid(code: LocalErrorCode.invalidDocument, message: error.description)
-        }
+        let operations = try Self.operations(of: query, limits: limits, tokenText: &tokenText)
         let selected: ExecutableDocument.Operation
         if let operationName {
             guard let match = operations.first(where: { $0.name == operationName }) else {
@@ -159,21 +144,37 @@ package struct SubscribeRequest {
         return SubscribeRequest(payload: forwarded, kind: kind, dedupKey: key, options: options, snapshotPayload: snapshotPayload)
     }
 
+    /// A document's operations: bounded first (`max_document_tokens`, `max_document_depth`),
+    /// then parsed. `context` names where the document was (nil: the `query`) in the errors.
+    private static func operations(
+        of query: String,
+        limits: Limits,
+        tokenText: inout [UInt8]?,
+        context: String? = nil
+    ) throws(Invalid) -> [ExecutableDocument.Operation] {
+        let prefix = context.map { "\($0): " } ?? ""
+        do {
+            _ = try DocumentBounds.check(query, maxTokens: limits.maxTokens, maxDepth: limits.maxDepth, tokenText: &tokenText)
+        } catch {
+            switch error {
+            case .tokens(let limit):
+                throw Invalid(code: LocalErrorCode.limitExceeded, message: prefix + "document has more than max_document_tokens (\(limit)) tokens")
+            case .depth(let limit):
+                throw Invalid(code: LocalErrorCode.limitExceeded, message: prefix + "document nests deeper than max_document_depth (\(limit))")
+            }
+        }
+        do {
+            return try ExecutableDocument.parse(query).operations
+        } catch {
+            throw Invalid(code: LocalErrorCode.invalidDocument, message: prefix + error.description)
+        }
+    }
+
     /// A snapshot query is held to the same bounds and syntax check as any document, and must
     /// be one query (a mutation at every resume would be a disaster).
     private static func checkSnapshot(_ query: String, limits: Limits) throws(Invalid) {
-        var ignored: [UInt8]? = nil
-        do {
-            _ = try DocumentBounds.check(query, maxTokens: limits.maxTokens, maxDepth: limits.maxDepth, tokenText: &ignored)
-        } catch {
-            throw Invalid(code: LocalErrorCode.limitExceeded, message: "extensions.gqlmux.resnapshot is over max_document_tokens or max_document_depth")
-        }
-        let operations: [ExecutableDocument.Operation]
-        do {
-            operations = try ExecutableDocument.parse(query).operations
-        } catch {
-            throw Invalid(code: LocalErrorCode.invalidDocument, message: "extensions.gqlmux.resnapshot: \(error.description)")
-        }
+        var noTokens: [UInt8]? = nil
+        let operations = try operations(of: query, limits: limits, tokenText: &noTokens, context: "extensions.gqlmux.resnapshot")
         guard operations.count == 1, operations[0].kind == .query else {
             throw Invalid(code: LocalErrorCode.badRequest, message: "extensions.gqlmux.resnapshot must hold exactly one query operation")
         }
