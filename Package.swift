@@ -131,6 +131,13 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What a restarting gqlmuxd leaves the next process beside its clients' connections in
+        // systemd's file descriptor store: a versioned, checksummed record. Pure.
+        .target(
+            name: "Handover",
+            dependencies: ["GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,
         // subscribers, states); events in, actions out.
         .target(
@@ -155,7 +162,7 @@ let package = Package(
             name: "GQLMuxDaemon",
             dependencies: [
                 "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
-                "CMallocTuning", "LocalEndpoint", "EndpointServer",
+                "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -300,7 +307,7 @@ let package = Package(
         .testTarget(
             name: "SystemdTests",
             dependencies: [
-                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport",
+                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "Handover",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

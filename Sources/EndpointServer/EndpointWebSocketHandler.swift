@@ -44,13 +44,39 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
 
     /// - Parameter token: the token the client must present in `connection_init` (a TCP client
     ///   whose upgrade carried no valid `Authorization`); nil when it need not.
-    package init(wire: EndpointSubprotocol, writer: EncodedFrameWriter, token: EndpointToken? = nil, onDeniedToken: @escaping () -> Void = {}) {
-        session = WebSocketServerSession(wire: wire, token: token)
+    /// - Parameter acknowledged: the client was acknowledged before a restart: no
+    ///   `connection_init` wait, and legacy keep-alives from the start.
+    package init(
+        wire: EndpointSubprotocol,
+        writer: EncodedFrameWriter,
+        token: EndpointToken? = nil,
+        acknowledged: Bool = false,
+        onDeniedToken: @escaping () -> Void = {}
+    ) {
+        session = WebSocketServerSession(wire: wire, token: token, acknowledged: acknowledged)
         self.writer = writer
         self.onDeniedToken = onDeniedToken
     }
 
+    /// Whether the client's `connection_init` was acknowledged.
+    package var acknowledged: Bool { session.acknowledged }
+
+    /// Whether this connection can be carried over a restart as it is: open, no close frame
+    /// sent.
+    package var isOpen: Bool { !closeSent }
+
+    /// The connection goes to the next process: nothing more is written from this one (no
+    /// keep-alive, no close frame).
+    package func handOver() {
+        closeSent = true
+        stopTimers()
+    }
+
     package func handlerAdded(context: ChannelHandlerContext) {
+        if session.acknowledged {
+            if session.wire == .legacyWS, context.channel.isActive { startKeepAlive(context) }
+            return
+        }
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
         timers.append(
             context.eventLoop.scheduleTask(in: Self.initTimeout) {

@@ -1,6 +1,7 @@
 import EndpointServer
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import Handover
 import LocalEndpoint
 import LocalProtocol
 import NIOCore
@@ -26,7 +27,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     let channel: any Channel
     var eventLoop: any EventLoop { channel.eventLoop }
     private(set) var credentials: PeerCredentials?
-    private(set) var name = ""
+    var name = ""
     /// Once closing (error, slow consumer, shutdown) nothing more is written.
     private var closing = false
     /// Lines written since the last flush, sent as one write.
@@ -41,6 +42,10 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// Where the client came in.
     typealias Origin = ClientOrigin
+
+    /// Its share of the memory budget for what it has not finished sending (a partial line or
+    /// frame): such a client cannot be carried over a restart.
+    var inbound: InboundReservation?
 
     let origin: Origin
     private var opened = false
@@ -181,6 +186,33 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         }
         fanout.subscribe(request, session: self, localID: id)
         host.statusChanged()
+    }
+
+    /// Subscribes again to what this client had open in the previous process (a restart
+    /// carried its connection): as resuming since `since`, when it was told `reconnecting`.
+    /// A subscription the current limits refuse gets its error, as a new one would.
+    func resume(_ subscriptions: [HandoverState.Subscription], since: Instant) {
+        eventLoop.assertInEventLoop()
+        for subscription in subscriptions {
+            if let refusal = fanout.admission(session: self, localID: subscription.id) {
+                fanout.refuse(self, subscription.id, refusal)
+                continue
+            }
+            do {
+                var request = try SubscribeRequest.parse(ByteBuffer(string: subscription.payload), limits: host.documentLimits)
+                request.snapshotPayload = subscription.snapshot.map { ByteBuffer(string: $0) }
+                fanout.subscribe(request, session: self, localID: subscription.id, resumingSince: since)
+            } catch {
+                sendError(id: subscription.id, code: error.code, message: error.message)
+            }
+        }
+        host.statusChanged()
+    }
+
+    /// The handover failed after this client was set aside for it: it is closed as in a stop.
+    func shutDownAfterHandover() {
+        closing = false
+        shutDown()
     }
 
     private func admin(_ verb: LocalMessageType, id: String?) {
@@ -418,6 +450,19 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         // only after what is queued before it: it gets longer to drain it. Nothing new is queued.
         let grace: TimeAmount = force ? (origin == .lineSocket ? .seconds(1) : .seconds(10)) : .milliseconds(500)
         channel.eventLoop.scheduleTask(in: grace) { channel.close(promise: nil) }
+    }
+
+    /// The connection goes to the next process (a restart under systemd): everything batched is
+    /// written, then nothing more. The future completes once NIO has handed all of it to the
+    /// kernel, so no frame or line is left half-written.
+    func handOver() -> EventLoopFuture<Void> {
+        eventLoop.assertInEventLoop()
+        flush()
+        closing = true
+        let written = eventLoop.makePromise(of: Void.self)
+        write(ByteBuffer(), framed: true, promise: written)
+        channel.flush()
+        return written.futureResult
     }
 
     /// Graceful daemon stop, after the fan-out told each operation `SHUTTING_DOWN`: close.

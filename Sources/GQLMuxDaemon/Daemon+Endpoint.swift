@@ -17,7 +17,9 @@ import Glibc
 /// front of it, so limits, dedup, the memory budget and the slow-consumer cut are the same.
 extension Daemon {
     /// Binds the endpoint's listeners (or adopts the Unix one from systemd).
-    func bindEndpoint(_ configuration: DaemonConfiguration, adoptedFD: CInt?) async throws -> [any Channel] {
+    /// `adoptedTCP`: this process's TCP listener from before a restart, used when `listen` is
+    /// still set (closed otherwise).
+    func bindEndpoint(_ configuration: DaemonConfiguration, adoptedFD: CInt?, adoptedTCP: CInt? = nil) async throws -> [any Channel] {
         let settings = configuration.graphqlEndpoint
         var channels: [any Channel] = []
         do {
@@ -33,8 +35,11 @@ extension Daemon {
                 }
             }
             if let listen = settings.listen {
-                let channel = try await endpointBootstrap(configuration, origin: .endpointTCP).bind(host: listen.host, port: listen.port).get()
+                let bootstrap = endpointBootstrap(configuration, origin: .endpointTCP)
+                let channel = try await (adoptedTCP.map { bootstrap.withBoundSocket($0) } ?? bootstrap.bind(host: listen.host, port: listen.port)).get()
                 channels.append(channel)
+            } else if let adoptedTCP {
+                close(adoptedTCP)
             }
         } catch {
             for channel in channels { try? await channel.close() }
@@ -91,42 +96,9 @@ extension Daemon {
                             let removed = channel.eventLoop.makePromise(of: Void.self)
                             channel.pipeline.syncOperations.removeHandler(http, promise: removed)
                             return removed.futureResult.flatMapThrowing {
-                                let sync = channel.pipeline.syncOperations
-                                let (_, activity, makeSession, reservation) = bound.value
-                                sync.removeHandler(activity, promise: nil)
-                                // Frames out are encoded by EndpointWebSocketHandler, a batch at a
-                                // time, and written below NIO's frame encoder.
-                                let writer = EncodedFrameWriter()
-                                try sync.addHandler(writer, position: .first)
-                                let meter = WebSocketInboundMeter(reservation: reservation) {
-                                    var reason = ByteBuffer()
-                                    reason.writeInteger(UInt16(1008))
-                                    reason.writeString("gqlmuxd's memory budget (total_buffer_bytes) cannot hold this message")
-                                    writer.write(EndpointWebSocketHandler.frame(.connectionClose, reason), flush: true, promise: nil)
-                                    channel.close(promise: nil)
-                                }
-                                try sync.addHandler(WebSocketInboundMeter.RawBytes(meter), position: .first)
-                                try sync.addHandler(WebSocketInboundMeter.Frames(meter))
-                                try sync.addHandler(
-                                    NIOWebSocketFrameAggregator(
-                                        minNonFinalFragmentSize: 0,
-                                        maxAccumulatedFrameCount: 1 << 12,
-                                        maxAccumulatedFrameSize: limits.maxLineBytes
-                                    )
-                                )
-                                try sync.addHandler(
-                                    EndpointWebSocketHandler(wire: wire, writer: writer, token: token) {
-                                        self.endpointRefused(
-                                            .unauthorized,
-                                            listener: origin,
-                                            fields: ["GQLMUX_REASON": "connection_init_token"],
-                                            message: "WebSocket client without a valid token closed (4403)"
-                                        )
-                                    }
-                                )
-                                let session = makeSession(channel)
-                                session.framing = .webSocket(wire)  // results framed once, by the fan-out
-                                try sync.addHandler(session)
+                                let (_, activity, _, reservation) = bound.value
+                                channel.pipeline.syncOperations.removeHandler(activity, promise: nil)
+                                _ = try self.addWebSocketHandlers(channel, wire: wire, token: token, origin: origin, reservation: reservation)
                             }
                         }
                     )
@@ -138,6 +110,56 @@ extension Daemon {
                     try sync.addHandler(http)
                 }
             }
+    }
+
+    /// An endpoint WebSocket client's handlers, its session last: after its upgrade, or carried
+    /// over a restart (`acknowledged`: its `connection_init` was answered before). On the
+    /// channel's loop.
+    func addWebSocketHandlers(
+        _ channel: any Channel,
+        wire: EndpointSubprotocol,
+        token: EndpointToken?,
+        origin: ClientSession.Origin,
+        reservation: InboundReservation,
+        acknowledged: Bool = false
+    ) throws -> ClientSession {
+        let limits = configuration.limits
+        let sync = channel.pipeline.syncOperations
+        // Frames out are encoded by EndpointWebSocketHandler, a batch at a time, and written
+        // below NIO's frame encoder.
+        let writer = EncodedFrameWriter()
+        try sync.addHandler(writer, position: .first)
+        let meter = WebSocketInboundMeter(reservation: reservation) {
+            var reason = ByteBuffer()
+            reason.writeInteger(UInt16(1008))
+            reason.writeString("gqlmuxd's memory budget (total_buffer_bytes) cannot hold this message")
+            writer.write(EndpointWebSocketHandler.frame(.connectionClose, reason), flush: true, promise: nil)
+            channel.close(promise: nil)
+        }
+        try sync.addHandler(WebSocketInboundMeter.RawBytes(meter), position: .first)
+        try sync.addHandler(WebSocketInboundMeter.Frames(meter))
+        try sync.addHandler(
+            NIOWebSocketFrameAggregator(
+                minNonFinalFragmentSize: 0,
+                maxAccumulatedFrameCount: 1 << 12,
+                maxAccumulatedFrameSize: limits.maxLineBytes
+            )
+        )
+        try sync.addHandler(
+            EndpointWebSocketHandler(wire: wire, writer: writer, token: token, acknowledged: acknowledged) {
+                self.endpointRefused(
+                    .unauthorized,
+                    listener: origin,
+                    fields: ["GQLMUX_REASON": "connection_init_token"],
+                    message: "WebSocket client without a valid token closed (4403)"
+                )
+            }
+        )
+        let session = makeSession(channel, origin: origin)
+        session.framing = .webSocket(wire)  // results framed once, by the fan-out
+        session.inbound = reservation
+        try sync.addHandler(session)
+        return session
     }
 
     /// Whether an upgrade passes the browser checks and carries no wrong token (a missing one

@@ -17,6 +17,8 @@ extension Daemon: Service {
         // Cancellation (a sibling failed) ends the wait too; the drain is the same.
         try? await gracefulShutdown()
         onLifecycle?(.stopping)
+        // Under systemd with a file descriptor store, clients go to the next process instead.
+        if let handoverStore, await handOver(to: handoverStore) { return }
         await shutdown()
     }
 }
@@ -43,9 +45,12 @@ extension Daemon {
     package struct AdoptedListeners: Sendable {
         package var line: CInt?
         package var graphql: CInt?
-        package init(line: CInt? = nil, graphql: CInt? = nil) {
+        /// What the previous process handed over (an online restart), if anything.
+        package var inheritance: Inheritance
+        package init(line: CInt? = nil, graphql: CInt? = nil, inheritance: Inheritance = Inheritance()) {
             self.line = line
             self.graphql = graphql
+            self.inheritance = inheritance
         }
     }
 }

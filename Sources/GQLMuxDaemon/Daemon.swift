@@ -28,8 +28,8 @@ package final class Daemon: @unchecked Sendable {
     let fanout: Fanout
     /// Everything that talks to the server (WebSocket pool, HTTP streams, `http_url`).
     var upstream: UpstreamCarriers { fanout.carriers }
-    private var sessions: [ObjectIdentifier: ClientSession] = [:]
-    private var serverChannel: (any Channel)?
+    var sessions: [ObjectIdentifier: ClientSession] = [:]
+    var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
     let listeners: AdoptedListeners
     /// `[metrics] listen` (a start-only key): served by the sibling ``MetricsEndpoint``.
@@ -38,16 +38,16 @@ package final class Daemon: @unchecked Sendable {
     /// for it.
     let metricsBinding = AsyncThrowingStream<String, any Error>.makeStream()
     /// The GraphQL endpoint's listeners (Unix socket, loopback TCP).
-    private var endpointChannels: [any Channel] = []
+    var endpointChannels: [any Channel] = []
     /// Its Unix socket file, when this process created it.
-    private var endpointSocketFile: String?
+    var endpointSocketFile: String?
     /// Where the endpoint listens, for `status` and the started event.
     private(set) var endpointAddresses: [String] = []
     /// Prometheus metrics (`metrics` verb, `[metrics] listen`).
     let metrics = DaemonMetrics()
     /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
     private var metricsAddress: String?
-    private var stopping = false
+    var stopping = false
     /// Open connections of each listener (``admitConnection``).
     var connectionCounts: [ClientSession.Origin: Int] = [:]
     /// When a full listener's refusal, or an accept failure, was last logged (once a second).
@@ -58,12 +58,15 @@ package final class Daemon: @unchecked Sendable {
     /// Each listener's connection limit within the open-file limit (made again at each reload).
     var descriptorPlan: DescriptorPlan
     /// Whether this process created the socket file (an adopted one belongs to systemd).
-    private var ownsSocketFile = true
+    var ownsSocketFile = true
     /// Called on the loop after each lifecycle change (sd_notify STATUS in production),
     /// at most once per loop turn.
     package var onStatusChange: (@Sendable (String) -> Void)?
     /// Called when the daemon is ready, reloading or stopping (READY=1, RELOADING=1, STOPPING=1).
     package var onLifecycle: (@Sendable (LifecycleChange) -> Void)?
+    /// Where SIGTERM hands the clients over instead of closing them (systemd's file descriptor
+    /// store, set by gqlmuxd when the unit has one); nil: a stop closes them.
+    package var handoverStore: HandoverStore?
     private var statusScheduled = false
     /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
     var reloadError: String?
@@ -109,8 +112,10 @@ package final class Daemon: @unchecked Sendable {
     package func start() async throws {
         Fanout.keepFreedHeap()
         let configuration = try await onLoop { self.configuration }
-        let listeningFD = listeners.line
-        let endpointFD = listeners.graphql
+        // A socket unit's listener, else this process's own from before a restart.
+        let inheritance = listeners.inheritance
+        let listeningFD = listeners.line ?? inheritance.line
+        let endpointFD = listeners.graphql ?? inheritance.graphql
         var bound: String?
         if metricsListen != nil {
             for try await address in metricsBinding.stream {
@@ -122,31 +127,31 @@ package final class Daemon: @unchecked Sendable {
         let server = try await bindLocalSocket(configuration, listeningFD: listeningFD)
         let endpoint: [any Channel]
         do {
-            endpoint = try await bindEndpoint(configuration, adoptedFD: endpointFD)
+            endpoint = try await bindEndpoint(configuration, adoptedFD: endpointFD, adoptedTCP: inheritance.tcp)
         } catch {
             try? await server.close()
             throw error
         }
-        let endpointFile = endpointFD == nil ? configuration.graphqlEndpoint.socketPath(beside: configuration.socketPath) : nil
+        let endpointFile = listeners.graphql == nil ? configuration.graphqlEndpoint.socketPath(beside: configuration.socketPath) : nil
         let endpointAddresses = endpoint.map { channel -> String in
             if let path = channel.localAddress?.pathname { return path }
             return "http://" + (channel.localAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?") + configuration.graphqlEndpoint.path
         }
         try await onLoop {
             self.serverChannel = server
-            self.ownsSocketFile = listeningFD == nil
+            self.ownsSocketFile = self.listeners.line == nil
             self.metricsAddress = metricsAddress
             self.endpointChannels = endpoint
             self.endpointSocketFile = endpointFile
             self.endpointAddresses = endpointAddresses
             var fields = [
-                "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": listeningFD == nil ? "no" : "yes",
+                "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": self.listeners.line == nil ? "no" : "yes",
                 "GQLMUX_NOFILE": "\(self.descriptorPlan.openFiles)",
             ]
             if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
             if !endpointAddresses.isEmpty {
                 fields["GQLMUX_GRAPHQL_ENDPOINT"] = endpointAddresses.joined(separator: " ")
-                fields["GQLMUX_GRAPHQL_ACTIVATED"] = endpointFD == nil ? "no" : "yes"
+                fields["GQLMUX_GRAPHQL_ACTIVATED"] = self.listeners.graphql == nil ? "no" : "yes"
             }
             self.events.emit(
                 .started,
@@ -160,6 +165,10 @@ package final class Daemon: @unchecked Sendable {
             )
             self.upstream.start()
             self.statusChanged()
+        }
+        // The previous process's clients, if it handed them over, before anyone new.
+        await adopt(inheritance)
+        try await onLoop {
             for listener in [server] + endpoint { Self.startAccepting(listener) }
         }
     }
@@ -189,19 +198,7 @@ package final class Daemon: @unchecked Sendable {
                     guard self.admitConnection(channel, origin: .lineSocket) else {
                         return try sync.addHandler(RefuseConnection(self.refusal(for: .lineSocket)))
                     }
-                    let reservation = NIOLoopBound(InboundReservation(fanout: self.fanout), eventLoop: channel.eventLoop)
-                    channel.closeFuture.whenComplete { _ in reservation.value.release() }
-                    reservation.value.onCut = {
-                        let error = LocalEncode.error(
-                            id: nil,
-                            code: .limitExceeded,
-                            message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped"
-                        )
-                        channel.writeAndFlush(error).whenComplete { _ in channel.close(promise: nil) }
-                    }
-                    let decoder = LineFrameDecoder(maxLineBytes: limits.maxLineBytes, holding: { reservation.value.hold($0) })
-                    try sync.addHandler(ByteToMessageHandler(decoder))
-                    try sync.addHandler(self.makeSession(channel, origin: .lineSocket))
+                    _ = try self.addLineHandlers(channel)
                 }
             }
         if let fd = listeningFD {
@@ -215,6 +212,29 @@ package final class Daemon: @unchecked Sendable {
             throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
         }
         return channel
+    }
+
+    /// A line-protocol client's handlers, its session last: accepted now, or carried over a
+    /// restart. On the channel's loop.
+    func addLineHandlers(_ channel: any Channel) throws -> ClientSession {
+        let limits = configuration.limits
+        let sync = channel.pipeline.syncOperations
+        let reservation = NIOLoopBound(InboundReservation(fanout: self.fanout), eventLoop: channel.eventLoop)
+        channel.closeFuture.whenComplete { _ in reservation.value.release() }
+        reservation.value.onCut = {
+            let error = LocalEncode.error(
+                id: nil,
+                code: .limitExceeded,
+                message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped"
+            )
+            channel.writeAndFlush(error).whenComplete { _ in channel.close(promise: nil) }
+        }
+        let decoder = LineFrameDecoder(maxLineBytes: limits.maxLineBytes, holding: { reservation.value.hold($0) })
+        try sync.addHandler(ByteToMessageHandler(decoder))
+        let session = makeSession(channel, origin: .lineSocket)
+        session.inbound = reservation.value
+        try sync.addHandler(session)
+        return session
     }
 
     /// Refuses to steal the socket of a live daemon; creates the directory if missing.
@@ -379,7 +399,7 @@ package final class Daemon: @unchecked Sendable {
 
 package struct DaemonError: Error, CustomStringConvertible {
     package var description: String
-    init(_ description: String) { self.description = description }
+    package init(_ description: String) { self.description = description }
 }
 
 extension ServerBootstrap {

@@ -10,6 +10,7 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
     case quarantined, memoryBudget = "memory_budget"
     case listening, requestRefused = "request_refused", unauthorized, acceptFailed = "accept_failed", requestTimeout = "request_timeout"
     case protocolFallback = "protocol_fallback"
+    case handedOver = "handed_over", handoverFailed = "handover_failed", adopted, handoverUnreadable = "handover_unreadable"
 
     /// The fixed journald `MESSAGE_ID` of this event; `systemd/gqlmuxd.catalog` explains each.
     package var messageID: String {
@@ -45,6 +46,10 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         case .acceptFailed: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1d"
         case .requestTimeout: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1e"
         case .protocolFallback: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a1f"
+        case .handedOver: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a20"
+        case .handoverFailed: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a21"
+        case .adopted: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a22"
+        case .handoverUnreadable: "5b0c4a0f6d2e4e8f9a3b1c7d2e6f8a23"
         }
     }
 
@@ -53,9 +58,10 @@ package enum DaemonEvent: String, Sendable, CaseIterable {
         switch self {
         case .ping, .pong: .debug
         case .connecting, .subscribed, .completed, .clientConnected, .clientDisconnected, .requestTimeout: .info
-        case .listening, .started, .connected, .reconnected, .paused, .resumed, .reloaded, .stopping: .notice
+        case .listening, .started, .connected, .reconnected, .paused, .resumed, .reloaded, .stopping, .handedOver, .adopted: .notice
         case .disconnected, .reconnecting, .reloadFailed, .operationError, .clientRefused, .clientProtocolError,
-            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget, .requestRefused, .unauthorized, .acceptFailed, .protocolFallback:
+            .slowConsumer, .limitExceeded, .quarantined, .memoryBudget, .requestRefused, .unauthorized, .acceptFailed, .protocolFallback,
+            .handoverFailed, .handoverUnreadable:
             .warning
         case .failed: .error
         }

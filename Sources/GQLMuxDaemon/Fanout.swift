@@ -103,7 +103,9 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
-    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String) {
+    /// `resumingSince`: the operation was carried over a restart from the previous process,
+    /// whose client was told `reconnecting` at that instant.
+    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String, resumingSince: Instant? = nil) {
         eventLoop.assertInEventLoop()
         let delivery = Delivery(session: session, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
@@ -116,7 +118,8 @@ final class Fanout: @unchecked Sendable {
                 payload: request.payload,
                 tag: delivery,
                 replay: request.options.replayLast ?? replayLast,
-                snapshot: request.snapshotPayload
+                snapshot: request.snapshotPayload,
+                resumingSince: resumingSince
             )
             perform(actions, asker: session)
         }
@@ -133,6 +136,18 @@ final class Fanout: @unchecked Sendable {
     func clientGone(_ session: ClientSession) {
         eventLoop.assertInEventLoop()
         handle(.clientGone(session))
+    }
+
+    /// What a restart carries of `session`: its subscriptions (never a query or mutation).
+    func subscriptions(of session: ClientSession) -> [Core.CarriedSubscription] {
+        eventLoop.assertInEventLoop()
+        return core.subscriptions(of: ObjectIdentifier(session))
+    }
+
+    /// Whether `session` waits for a query's or mutation's answer.
+    func awaitsAnswer(_ session: ClientSession) -> Bool {
+        eventLoop.assertInEventLoop()
+        return core.hasSingleOperation(ObjectIdentifier(session))
     }
 
     /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
@@ -225,6 +240,12 @@ final class Fanout: @unchecked Sendable {
                     .subscribed,
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
                     message: "operation \(subscriber.localID) joined upstream subscription \(id) (\(count) subscribers)"
+                )
+            case .resumed(let id, let subscriber, let count):
+                events.emit(
+                    .subscribed,
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true", "GQLMUX_RESUMED": "true"],
+                    message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .close(let id, let placement):
                 carriers.cancelOnLoop(id, on: placement)

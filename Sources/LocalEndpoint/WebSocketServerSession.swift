@@ -45,9 +45,12 @@ package struct WebSocketServerSession: Sendable {
     private var closed = false
     private var splitter = LineSplitter()
 
-    package init(wire: EndpointSubprotocol, token: EndpointToken? = nil) {
+    /// - Parameter acknowledged: the client's `connection_init` was answered already (by the
+    ///   process before a restart): it is not asked again, and needs no token.
+    package init(wire: EndpointSubprotocol, token: EndpointToken? = nil, acknowledged: Bool = false) {
         self.wire = wire
-        self.token = token
+        self.token = acknowledged ? nil : token
+        self.acknowledged = acknowledged
     }
 
     // MARK: - Client → daemon

@@ -71,6 +71,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
         case open(OperationID, kind: OperationKind, payload: ByteBuffer, on: Placement, first: Subscriber)
         /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
         case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
+        /// `subscriber`, carried over from the previous process, joined a subscription that is
+        /// not active yet: it was told `reconnecting` before the restart, so it is told nothing
+        /// now (its `active` comes with the stream's).
+        case resumed(OperationID, subscriber: Subscriber, subscribers: Int)
         /// Give `subscriber`, which just joined and asked for it, the subscription's latest
         /// result, marked as replayed (it follows its `joined`).
         case replay(Subscriber, ByteBuffer)
@@ -101,6 +105,11 @@ package struct Multiplexer<Client: Hashable, Tag> {
         let key: DedupKey?
         var state: OperationState = .pending
         var subscribers: [Subscriber] = []
+        /// What was sent upstream (a handover carries it to the next process).
+        var payload = ByteBuffer()
+        /// Opened for subscribers carried over a restart, and not active since: its `pending`
+        /// is not told (they already know they are `reconnecting`).
+        var resuming = false
     }
 
     package var maxOperationsPerClient: Int
@@ -168,6 +177,30 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// The upstream operation a client's local id reads.
     package func operation(of client: Client, localID: String) -> OperationID? { clients[client]?[localID] }
     package func placement(of id: OperationID) -> Placement? { operations[id]?.placement }
+
+    /// One local subscription as a restart carries it: the client's id, what went upstream,
+    /// and the query it named for resumes, if any.
+    package struct CarriedSubscription: Equatable {
+        package var localID: String
+        package var payload: ByteBuffer
+        package var snapshot: ByteBuffer?
+    }
+
+    /// A client's subscriptions, in id order (its queries and mutations are not carried: a
+    /// mutation is never sent twice).
+    package func subscriptions(of client: Client) -> [CarriedSubscription] {
+        (clients[client] ?? [:]).sorted { $0.key < $1.key }.compactMap { localID, id in
+            guard let operation = operations[id], operation.kind == .subscription else { return nil }
+            let reader = SubscriberKey(client: client, localID: localID)
+            let snapshot = snapshotRequests[id]?.first { $0.readers.contains(reader) }?.payload
+            return CarriedSubscription(localID: localID, payload: operation.payload, snapshot: snapshot)
+        }
+    }
+
+    /// Whether `client` has a query or mutation in flight.
+    package func hasSingleOperation(_ client: Client) -> Bool {
+        (clients[client] ?? [:]).values.contains { operations[$0]?.kind != .subscription }
+    }
     /// Live operations on `placement`.
     package func load(on placement: Placement) -> Int { load[placement] ?? 0 }
 
@@ -192,7 +225,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         payload: ByteBuffer = ByteBuffer(),
         tag: Tag,
         replay: Bool = false,
-        snapshot: ByteBuffer? = nil
+        snapshot: ByteBuffer? = nil,
+        resumingSince: Instant? = nil
     ) -> [Action] {
         if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
         let sharedKey = kind == .subscription ? key : nil
@@ -202,6 +236,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
             clients[client, default: [:]][localID] = id
             if let snapshot { addSnapshotRequest(snapshot, for: subscriber.key, on: id) }
             let operation = operations[id]!
+            if let since = resumingSince, operation.state != .active {
+                downSince[id] = min(downSince[id] ?? since, since)
+                return [.resumed(id, subscriber: subscriber, subscribers: operation.subscribers.count)]
+            }
             var actions: [Action] = [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
             if replay, operation.state == .active, let last = lastResults[id] { actions.append(.replay(subscriber, last)) }
             return actions
@@ -209,7 +247,15 @@ package struct Multiplexer<Client: Hashable, Tag> {
         guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
         let id = OperationID(nextID)
         nextID += 1
-        operations[id] = Operation(kind: kind, placement: placement, key: sharedKey, subscribers: [subscriber])
+        operations[id] = Operation(
+            kind: kind,
+            placement: placement,
+            key: sharedKey,
+            subscribers: [subscriber],
+            payload: kind == .subscription ? payload : ByteBuffer(),
+            resuming: resumingSince != nil
+        )
+        if let since = resumingSince, kind == .subscription { downSince[id] = since }
         load[placement, default: 0] += 1
         if let sharedKey { byKey[sharedKey] = id }
         clients[client, default: [:]][localID] = id
@@ -276,9 +322,11 @@ package struct Multiplexer<Client: Hashable, Tag> {
             if operation.state == .active, downSince[id] == nil, let now { downSince[id] = now }
             forgetLast(id)
         }
+        let quiet = operation.resuming && state == .pending
+        if state == .active { operation.resuming = false }
         operation.state = state
         operations[id] = operation
-        guard operation.kind == .subscription else { return [] }
+        guard operation.kind == .subscription, !quiet else { return [] }
         var actions: [Action] = operation.subscribers.map { .tellState($0, state, gap: gap) }
         if gap != nil { actions += openSnapshots(of: id) }
         return actions

@@ -16,6 +16,8 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     /// Close frames received (gqlmuxd cut this client).
     let closed = ManagedAtomicCounter()
     private(set) var channel: (any Channel)?
+    /// The restart probe's view: results, and closes (a close frame, or the connection's end).
+    let probeCounters = ProbeCounters()
 
     /// Connects to `path`, upgrades to graphql-transport-ws, sends `connection_init` and a
     /// subscribe of `query` with `id`.
@@ -125,7 +127,18 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
                 if opcode == 8 { closes += 1 }
             }
         }
-        if results > 0 { frames.add(results) }
-        if closes > 0 { closed.add(closes) }
+        if results > 0 {
+            frames.add(results)
+            probeCounters.results.add(results)
+        }
+        if closes > 0 {
+            closed.add(closes)
+            probeCounters.disconnects.add(closes)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        probeCounters.disconnects.add(1)
+        context.fireChannelInactive()
     }
 }

@@ -18,6 +18,9 @@ guard arguments.count > 1 else {
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
+if arguments.count > 2, arguments[2] == "restart-probe" {
+    exit(try await runRestartProbe(Array(arguments.dropFirst(3))) ? 0 : 1)
+}
 if arguments.count > 2, arguments[2] == "reference" {
     for n in [1, 10, 100, 500] {
         let runs = (0..<3).map { _ in SocketpairReference.run(subscribers: n, lineBytes: 296, messages: 20_000).deliveriesPerSecond }

@@ -77,14 +77,15 @@ struct GQLMuxd: AsyncParsableCommand {
         }
         let events = Self.events(configuration)
 
-        let adopted: (line: CInt?, graphql: CInt?)
+        let adopted: ListenFDs.Passed
         do {
-            adopted = try ListenFDs.adoptUnixListeners()
+            adopted = try ListenFDs.adopt()
         } catch {
             throw startFailure("socket activation: \(error)", errno: EBADF, notifier)
         }
         if let fd = adopted.line, let path = ListenFDs.boundPath(fd) { configuration.socketPath = path }
         if let fd = adopted.graphql, let path = ListenFDs.boundPath(fd) { configuration.graphqlEndpoint.socket = path }
+        let inheritance = Handover.inheritance(adopted.stored, configuration: configuration)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let daemon: Daemon
@@ -92,12 +93,15 @@ struct GQLMuxd: AsyncParsableCommand {
             daemon = try Daemon(
                 configuration: configuration,
                 configPath: config,
-                listeners: .init(line: adopted.line, graphql: adopted.graphql),
+                listeners: .init(line: adopted.line, graphql: adopted.graphql, inheritance: inheritance),
                 eventLoop: group.next(),
                 events: events
             )
         } catch {
             throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
+        }
+        if let capacity = FileDescriptorStore.capacity {
+            daemon.handoverStore = { package in try Handover.store(package, capacity: capacity) }
         }
         let lastStatus = NIOLockedValueBox("")
         daemon.onStatusChange = { line in

@@ -1,0 +1,133 @@
+import EndpointServer
+import GQLMuxVocabulary
+import Handover
+import LocalEndpoint
+import NIOCore
+import NIOPosix
+import NIOWebSocket
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The online restart, the next process's side: the client connections the previous gqlmuxd
+/// left in systemd's file descriptor store are adopted as they are (a line-protocol client
+/// past its `connection_init`, an endpoint WebSocket past its upgrade and `connection_ack`),
+/// and each of their subscriptions is subscribed again, deduplicated as ever, as resuming:
+/// line clients, told `reconnecting` by the previous process, hear `active` with `gapMs` when
+/// the stream is back; WebSocket clients see only the gap. A record that cannot be read
+/// closes every passed connection and the daemon starts clean.
+extension Daemon {
+    /// What the previous process left in the file descriptor store.
+    package struct Inheritance: Sendable {
+        /// The record (``HandoverState``'s bytes), or why it could not be read.
+        package var record: Result<[UInt8], DaemonError>?
+        /// The client connections, each with its `SO_COOKIE`.
+        package var clients: [(fd: CInt, cookie: UInt64?)]
+        /// Its own listeners, adopted instead of binding: the line socket, the endpoint's Unix
+        /// socket and its TCP port.
+        package var line: CInt?
+        package var graphql: CInt?
+        package var tcp: CInt?
+
+        package init(
+            record: Result<[UInt8], DaemonError>? = nil,
+            clients: [(fd: CInt, cookie: UInt64?)] = [],
+            line: CInt? = nil,
+            graphql: CInt? = nil,
+            tcp: CInt? = nil
+        ) {
+            self.record = record
+            self.clients = clients
+            self.line = line
+            self.graphql = graphql
+            self.tcp = tcp
+        }
+
+        /// Whether anything was left at all.
+        package var isEmpty: Bool { record == nil && clients.isEmpty && line == nil && graphql == nil && tcp == nil }
+    }
+
+    /// Adopts the clients of `inheritance`; on the daemon's loop only for what touches its
+    /// state. Returns how many were adopted.
+    @discardableResult
+    func adopt(_ inheritance: Inheritance) async -> Int {
+        guard inheritance.record != nil || !inheritance.clients.isEmpty else { return 0 }
+        let state: HandoverState
+        do {
+            guard let record = inheritance.record else { throw DaemonError("client connections came without their record") }
+            state = try HandoverState(decoding: record.get())
+        } catch {
+            for client in inheritance.clients { close(client.fd) }
+            events.emit(
+                .handoverUnreadable,
+                ["GQLMUX_ERROR": "\(error)", "GQLMUX_CLIENTS": "\(inheritance.clients.count)"],
+                message: "the previous process's handover cannot be read (\(error)); closed its \(inheritance.clients.count) client connections"
+            )
+            return 0
+        }
+        var records: [UInt64: HandoverState.Client] = [:]
+        for client in state.clients { records[client.cookie] = client }
+        var adopted = 0
+        var unmatched = 0
+        var subscriptions = 0
+        for client in inheritance.clients {
+            guard let cookie = client.cookie, let record = records.removeValue(forKey: cookie) else {
+                close(client.fd)
+                unmatched += 1
+                continue
+            }
+            do {
+                try await adoptClient(client.fd, record, since: state.handedAt)
+                adopted += 1
+                subscriptions += record.subscriptions.count
+            } catch {
+                unmatched += 1
+            }
+        }
+        events.emit(
+            .adopted,
+            ["GQLMUX_CLIENTS": "\(adopted)", "GQLMUX_SUBSCRIPTIONS": "\(subscriptions)", "GQLMUX_UNMATCHED": "\(unmatched)"],
+            message: "adopted \(adopted) clients with \(subscriptions) subscriptions from the previous process"
+        )
+        return adopted
+    }
+
+    /// One carried connection: its handlers as they were after its handshake, then its
+    /// subscriptions again.
+    private func adoptClient(_ fd: CInt, _ record: HandoverState.Client, since: Instant) async throws {
+        let limits = try await eventLoop.submit { self.configuration.limits }.get()
+        let channel = try await ClientBootstrap(group: eventLoop)
+            .channelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    guard self.admitConnection(channel, origin: record.origin) else { throw DaemonError("its listener is full") }
+                    let session: ClientSession
+                    switch record.kind {
+                    case .line:
+                        session = try self.addLineHandlers(channel)
+                    case .transportWS, .legacyWS:
+                        // What NIO's upgrader puts in front of a WebSocket after its upgrade.
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(WebSocketFrameEncoder())
+                        try sync.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: limits.maxLineBytes)))
+                        try sync.addHandler(WebSocketProtocolErrorHandler())
+                        session = try self.addWebSocketHandlers(
+                            channel,
+                            wire: record.kind == .legacyWS ? .legacyWS : .transportWS,
+                            token: nil,
+                            origin: record.origin,
+                            reservation: InboundReservation(fanout: self.fanout),
+                            acknowledged: record.acknowledged
+                        )
+                    }
+                    session.name = record.name
+                }
+            }
+            .withConnectedSocket(fd).get()
+        try await eventLoop.submit {
+            let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
+            session.resume(record.subscriptions, since: since)
+        }.get()
+    }
+}

@@ -1,0 +1,228 @@
+import EndpointServer
+import GQLMuxVocabulary
+import Handover
+import LocalEndpoint
+import LocalProtocol
+import Multiplexing
+import NIOCore
+import Upstream
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The online restart, this process's side: instead of closing its clients on SIGTERM, it
+/// hands their connections and its own listeners to the service manager's file descriptor
+/// store, with a record of what each client is (``HandoverState``), and the next process
+/// adopts them (`Daemon+Adoption.swift`).
+///
+///     serving ──SIGTERM, store present──▶ draining: nothing more is read or accepted;
+///        queries and mutations in flight get their answers (at most 3 s)
+///     draining ──▶ sorting: each client is carried (line protocol, or an endpoint WebSocket,
+///        with no half-read request) or closed with SHUTTING_DOWN (HTTP, a half-sent line or
+///        frame, a query still unanswered); line clients are told `reconnecting`
+///     sorting ──▶ flushing: every carried client's pending bytes reach the kernel (at most 2 s;
+///        one that does not read is closed, not carried half-written)
+///     flushing ──▶ stored: the record, the connections and the listeners go to the store; the
+///        upstream closes 1000; the process exits and keeps every carried socket open in the store
+///     stored ✗ (the store refused) ──▶ the ordinary stop for the carried clients
+extension Daemon {
+    /// What this process leaves the next one.
+    package struct HandoverPackage: Sendable {
+        /// ``HandoverState``'s bytes.
+        package var record: [UInt8]
+        /// The cookies (`SO_COOKIE`) of the client connections the record describes.
+        package var clients: [UInt64]
+        /// This process's own listeners (not a socket unit's), by the name the next process
+        /// knows them by: `line`, `graphql` or `tcp`, and their cookies.
+        package var listeners: [String: UInt64]
+        /// Clients closed instead of carried (a half-sent request, an HTTP client, …).
+        package var closed: Int
+    }
+
+    /// Where a handover goes: gqlmuxd stores it in systemd's file descriptor store. Throws when
+    /// it cannot; the clients are then closed as in an ordinary stop.
+    package typealias HandoverStore = @Sendable (HandoverPackage) throws -> Void
+
+    /// How long queries and mutations in flight may take to answer before the handover.
+    static let answerWait: TimeAmount = .seconds(3)
+    /// How long carried clients may take to read what was written to them before.
+    static let flushWait: TimeAmount = .seconds(2)
+
+    /// Hands every client that can be carried to `store`, closes the rest as a stop does, and
+    /// closes the upstream. Returns false when the daemon was already stopping.
+    package func handOver(to store: HandoverStore) async -> Bool {
+        let began = try? await eventLoop.submit { () -> Bool in
+            guard !self.stopping else { return false }
+            self.stopping = true
+            for channel in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels {
+                _ = channel.setOption(.autoRead, value: false)
+            }
+            for session in self.sessions.values { _ = session.channel.setOption(.autoRead, value: false) }
+            return true
+        }.get()
+        guard began == true else { return false }
+        events.emit(.stopping, [:], message: "stopping: handing clients to the next process")
+
+        // Draining: what is in flight gets its answer.
+        let deadline = NIODeadline.now() + Self.answerWait
+        while NIODeadline.now() < deadline {
+            let waiting = try? await eventLoop.submit { self.sessions.values.contains { self.fanout.awaitsAnswer($0) } }.get()
+            guard waiting == true else { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+
+        // Sorting and flushing, on the loop.
+        let sorted = try? await eventLoop.flatSubmit { self.sortAndFlush() }.get()
+        let carried = sorted?.carried ?? []
+        let closedEarly = sorted?.closed ?? 0
+        let listeners = (try? await eventLoop.flatSubmit { self.ownListenerCookies() }.get()) ?? [:]
+        let state = HandoverState(handedAt: sorted?.at ?? Instant(nanoseconds: 0), clients: carried.map(\.record))
+        let package = HandoverPackage(record: state.encoded(), clients: carried.map(\.record.cookie), listeners: listeners, closed: closedEarly)
+        do {
+            try store(package)
+            events.emit(
+                .handedOver,
+                [
+                    "GQLMUX_CLIENTS": "\(carried.count)", "GQLMUX_SUBSCRIPTIONS": "\(carried.reduce(0) { $0 + $1.record.subscriptions.count })",
+                    "GQLMUX_CLOSED": "\(closedEarly)", "GQLMUX_LISTENERS": listeners.keys.sorted().joined(separator: " "),
+                ],
+                message: "handed \(carried.count) clients to the next process (\(closedEarly) closed instead)"
+            )
+        } catch {
+            events.emit(.handoverFailed, ["GQLMUX_ERROR": "\(error)"], message: "could not hand clients to the next process: \(error); stopping instead")
+            try? await eventLoop.submit {
+                for (session, _) in carried { session.shutDownAfterHandover() }
+            }.get()
+        }
+        // The stored sockets stay open in the store; this process's copies close with it.
+        _ = try? await eventLoop.flatSubmit {
+            self.fanout.shutDown()
+            return self.upstream.shutdownOnLoop()
+        }.get()
+        return true
+    }
+
+    private struct Sorted: Sendable {
+        var carried: [(session: ClientSession, record: HandoverState.Client)]
+        var closed: Int
+        var at: Instant
+    }
+
+    /// Splits the sessions into carried and closed, tells the carried line clients
+    /// `reconnecting`, and completes once every carried client's bytes are written (or the
+    /// flush wait passed; a client that did not read by then is closed instead).
+    private func sortAndFlush() -> EventLoopFuture<Sorted> {
+        eventLoop.assertInEventLoop()
+        let at = Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds))
+        var carried: [(session: ClientSession, record: HandoverState.Client)] = []
+        var closed = 0
+        for session in sessions.values.sorted(by: { ObjectIdentifier($0) < ObjectIdentifier($1) }) {
+            guard let record = carriedRecord(session) else {
+                closed += 1
+                session.shutDown()
+                continue
+            }
+            if session.origin == .lineSocket {
+                for subscription in record.subscriptions {
+                    session.send(LocalEncode.state(id: subscription.id, .reconnecting), flush: false)
+                }
+            }
+            carried.append((session, record))
+        }
+        // Written and flushed before the WebSocket handlers stop writing.
+        let flushed = carried.map { $0.session.handOver() }
+        for (session, _) in carried {
+            sessions.removeValue(forKey: ObjectIdentifier(session))
+            (try? session.channel.pipeline.syncOperations.handler(type: EndpointWebSocketHandler.self))?.handOver()
+        }
+        let done = eventLoop.makePromise(of: Sorted.self)
+        var finished = false
+        let finish = NIOLoopBound(
+            { (written: [Bool]) in
+                guard !finished else { return }
+                finished = true
+                var kept: [(session: ClientSession, record: HandoverState.Client)] = []
+                var closedLate = 0
+                for (index, entry) in carried.enumerated() {
+                    if written[index] {
+                        kept.append(entry)
+                    } else {
+                        closedLate += 1
+                        entry.session.channel.close(promise: nil)
+                    }
+                }
+                done.succeed(Sorted(carried: kept, closed: closed + closedLate, at: at))
+            },
+            eventLoop: eventLoop
+        )
+        let state = NIOLoopBoundBox([Bool](repeating: false, count: carried.count), eventLoop: eventLoop)
+        for (index, future) in flushed.enumerated() {
+            future.whenSuccess { state.value[index] = true }
+        }
+        EventLoopFuture.whenAllComplete(flushed, on: eventLoop).whenComplete { _ in finish.value(state.value) }
+        eventLoop.scheduleTask(in: Self.flushWait) { finish.value(state.value) }
+        return done.futureResult
+    }
+
+    /// What the next process needs to rebuild `session`, or nil when it cannot be carried
+    /// whole: an HTTP client, a half-sent line or frame, a query or mutation still in flight,
+    /// a connection already closing.
+    private func carriedRecord(_ session: ClientSession) -> HandoverState.Client? {
+        guard session.channel.isActive, (session.inbound?.held ?? 0) == 0, !fanout.awaitsAnswer(session),
+            let cookie = Self.cookie(session.channel)
+        else { return nil }
+        let kind: HandoverState.Kind
+        var acknowledged = true
+        if session.origin == .lineSocket {
+            kind = .line
+        } else {
+            guard let handler = try? session.channel.pipeline.syncOperations.handler(type: EndpointWebSocketHandler.self), handler.isOpen,
+                case .webSocket(let wire) = session.framing
+            else { return nil }
+            kind = wire == .legacyWS ? .legacyWS : .transportWS
+            acknowledged = handler.acknowledged
+        }
+        let subscriptions = fanout.subscriptions(of: session).map {
+            HandoverState.Subscription(
+                id: $0.localID,
+                payload: String(buffer: $0.payload),
+                snapshot: $0.snapshot.map { String(buffer: $0) }
+            )
+        }
+        return HandoverState.Client(
+            cookie: cookie,
+            origin: session.origin,
+            kind: kind,
+            name: session.name,
+            acknowledged: acknowledged,
+            subscriptions: subscriptions
+        )
+    }
+
+    /// This process's own listeners (the socket units' stay with their units), by name.
+    private func ownListenerCookies() -> EventLoopFuture<[String: UInt64]> {
+        var found: [String: UInt64] = [:]
+        if ownsSocketFile, let server = serverChannel, let cookie = Self.cookie(server) { found["line"] = cookie }
+        for channel in endpointChannels {
+            if channel.localAddress?.pathname != nil {
+                if endpointSocketFile != nil, let cookie = Self.cookie(channel) { found["graphql"] = cookie }
+            } else if let cookie = Self.cookie(channel) {
+                found["tcp"] = cookie
+            }
+        }
+        return eventLoop.makeSucceededFuture(found)
+    }
+
+    /// A socket's `SO_COOKIE`, read through NIO (on the channel's loop).
+    static func cookie(_ channel: any Channel) -> UInt64? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let future: EventLoopFuture<UInt64> = provider.unsafeGetSocketOption(
+            level: NIOBSDSocket.OptionLevel.socket,
+            name: NIOBSDSocket.Option(rawValue: 57)  // SO_COOKIE
+        )
+        var cookie: UInt64?
+        future.whenSuccess { cookie = $0 }
+        return cookie
+    }
+}

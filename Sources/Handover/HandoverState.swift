@@ -1,0 +1,172 @@
+import GQLMuxVocabulary
+import JSONEnvelope
+import NIOCore
+
+/// What one gqlmuxd process leaves the next when it restarts under systemd: its clients'
+/// connections are kept open in the service manager's file descriptor store, and this record,
+/// stored beside them in a memory file, says what each one is. The next process reads it,
+/// adopts each connection, and subscribes again to everything the clients had open.
+///
+/// A client is found again by its socket's cookie (`SO_COOKIE`): the kernel's name for the
+/// socket, the same in every process that holds it, so the order in which the store passes
+/// the descriptors back does not matter.
+///
+/// On disk: one header line, `gqlmux-handover <version> <body bytes> <FNV-1a 64 of the body,
+/// hex>`, then the body, one JSON object. A record of another version, cut short or damaged is
+/// refused whole (``Unreadable``): the next process then closes what it was passed and starts
+/// clean, never half-adopting.
+package struct HandoverState: Equatable, Sendable {
+    package static let format = "gqlmux-handover"
+    /// Bumped whenever the record's meaning changes; a process reads only its own version.
+    package static let version = 1
+
+    /// When the previous process told its line-protocol clients `reconnecting` (the system's
+    /// monotonic clock, the same in both processes): the start of their gap.
+    package var handedAt: Instant
+    package var clients: [Client]
+
+    package init(handedAt: Instant, clients: [Client]) {
+        self.handedAt = handedAt
+        self.clients = clients
+    }
+
+    /// One client connection as the next process must rebuild it.
+    package struct Client: Equatable, Sendable {
+        /// The socket's `SO_COOKIE`.
+        package var cookie: UInt64
+        package var origin: ClientOrigin
+        package var kind: Kind
+        /// The name it gave in `connection_init` (logs only).
+        package var name: String
+        /// A WebSocket client's `connection_init` was acknowledged.
+        package var acknowledged: Bool
+        package var subscriptions: [Subscription]
+
+        package init(cookie: UInt64, origin: ClientOrigin, kind: Kind, name: String = "", acknowledged: Bool = true, subscriptions: [Subscription] = []) {
+            self.cookie = cookie
+            self.origin = origin
+            self.kind = kind
+            self.name = name
+            self.acknowledged = acknowledged
+            self.subscriptions = subscriptions
+        }
+    }
+
+    /// The protocol a carried connection speaks, past any HTTP upgrade.
+    package enum Kind: String, Sendable, CaseIterable {
+        /// Local protocol v1, on the line socket.
+        case line
+        /// An endpoint WebSocket, graphql-transport-ws.
+        case transportWS = "graphql-transport-ws"
+        /// An endpoint WebSocket, graphql-ws (subscriptions-transport-ws).
+        case legacyWS = "graphql-ws"
+    }
+
+    /// One open subscription: the client's id for it, the payload that went upstream, and the
+    /// query it named for resumes.
+    package struct Subscription: Equatable, Sendable {
+        package var id: String
+        /// JSON text.
+        package var payload: String
+        /// JSON text of the resnapshot query's payload.
+        package var snapshot: String?
+
+        package init(id: String, payload: String, snapshot: String? = nil) {
+            self.id = id
+            self.payload = payload
+            self.snapshot = snapshot
+        }
+    }
+
+    /// Why a stored record was not used.
+    package struct Unreadable: Error, Equatable, CustomStringConvertible {
+        package var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    // MARK: - Writing
+
+    /// The record's bytes, header included.
+    package func encoded() -> [UInt8] {
+        var writer = JSONObjectWriter()
+        writer.field("handedAtNs", Int(handedAt.nanoseconds))
+        writer.field("clients", objects: clients.map { client in
+            { (out: inout JSONObjectWriter) in
+                out.field("cookie", String(client.cookie))
+                out.field("origin", client.origin.rawValue)
+                out.field("kind", client.kind.rawValue)
+                out.field("name", client.name)
+                out.field("acknowledged", client.acknowledged ? 1 : 0)
+                out.field("subscriptions", objects: client.subscriptions.map { subscription in
+                    { (out: inout JSONObjectWriter) in
+                        out.field("id", subscription.id)
+                        out.field("payload", subscription.payload)
+                        out.field("snapshot", subscription.snapshot)
+                    }
+                })
+            }
+        })
+        let body = Array(writer.finish().readableBytesView)
+        let header = "\(Self.format) \(Self.version) \(body.count) \(Self.hex(Self.fnv1a64(body)))\n"
+        return Array(header.utf8) + body
+    }
+
+    // MARK: - Reading
+
+    /// The record in `bytes`.
+    /// - Throws: ``Unreadable`` for another format or version, a wrong length or checksum, or
+    ///   a body that is not the record.
+    package init(decoding bytes: [UInt8]) throws(Unreadable) {
+        guard let newline = bytes.prefix(200).firstIndex(of: UInt8(ascii: "\n")) else { throw Unreadable("no header line") }
+        let header = String(decoding: bytes[..<newline], as: UTF8.self).split(separator: " ")
+        guard header.count == 4, header[0] == Self.format else { throw Unreadable("not a gqlmux handover record") }
+        guard header[1] == "\(Self.version)" else {
+            throw Unreadable("handover record version \(header[1]); this gqlmuxd reads version \(Self.version)")
+        }
+        let body = Array(bytes[(newline + 1)...])
+        guard Int(header[2]) == body.count else { throw Unreadable("handover record cut short: \(body.count) of \(header[2]) bytes") }
+        guard header[3] == Self.hex(Self.fnv1a64(body)) else { throw Unreadable("handover record damaged: checksum mismatch") }
+        let root: JSONValue
+        do {
+            root = try body.withUnsafeBytes { bytes throws(JSONScanError) in try JSONValue.parse(bytes) }
+        } catch {
+            throw Unreadable("handover record is not JSON: \(error)")
+        }
+        guard case .number(let at)? = root["handedAtNs"], let nanoseconds = Int64(at), let list = root["clients"]?.arrayValue else {
+            throw Unreadable("handover record lacks handedAtNs or clients")
+        }
+        var clients: [Client] = []
+        for entry in list {
+            guard let cookie = entry["cookie"]?.stringValue.flatMap(UInt64.init),
+                let origin = entry["origin"]?.stringValue.flatMap(ClientOrigin.init(rawValue:)),
+                let kind = entry["kind"]?.stringValue.flatMap(Kind.init(rawValue:)),
+                let name = entry["name"]?.stringValue,
+                case .number(let acknowledged)? = entry["acknowledged"],
+                let subscriptions = entry["subscriptions"]?.arrayValue
+            else { throw Unreadable("handover record has a client without cookie, origin, kind, name, acknowledged or subscriptions") }
+            var carried: [Subscription] = []
+            for subscription in subscriptions {
+                guard let id = subscription["id"]?.stringValue, let payload = subscription["payload"]?.stringValue else {
+                    throw Unreadable("handover record has a subscription without id or payload")
+                }
+                carried.append(Subscription(id: id, payload: payload, snapshot: subscription["snapshot"]?.stringValue))
+            }
+            clients.append(Client(cookie: cookie, origin: origin, kind: kind, name: name, acknowledged: acknowledged == "1", subscriptions: carried))
+        }
+        self.init(handedAt: Instant(nanoseconds: nanoseconds), clients: clients)
+    }
+
+    static func fnv1a64(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    private static func hex(_ value: UInt64) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// `gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS FDS_COMMAND
+/// STEP...`: the online restart, measured from the apps' side. Connects LINE_CLIENTS
+/// line-protocol clients and WS_CLIENTS endpoint WebSocket clients (half graphql-transport-ws,
+/// half graphql-ws), each subscribed to `subscription { tick }`, waits until every one
+/// receives, then runs each STEP (a shell command: `systemctl restart gqlmuxd`, a package
+/// install, …). After each it waits until every subscription received a result it had not
+/// before, and prints a row: the step, how long until every subscription received again,
+/// connections closed so far (by EOF or a WebSocket close frame), and FDS_COMMAND's output
+/// (the daemon's descriptors and the store's) before and after. One line client's
+/// transcript follows. Exits 1 when a client was closed or a subscription did not receive
+/// again within 60 s.
+func runRestartProbe(_ arguments: [String]) async throws -> Bool {
+    guard arguments.count >= 5, let lines = Int(arguments[2]), let webSockets = Int(arguments[3]) else {
+        print("usage: gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS FDS_COMMAND STEP...")
+        return false
+    }
+    let (lineSocket, graphqlSocket, fdsCommand) = (arguments[0], arguments[1], arguments[4])
+    let steps = Array(arguments.dropFirst(5))
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    var probes: [ProbeCounters] = []
+    for index in 0..<lines {
+        let client = try await ProbeLineClient.connect(lineSocket, group: group, transcript: index == 0)
+        client.send(#"{"type":"connection_init","payload":{"client":"restart-probe"}}"# + "\n")
+        client.send(#"{"type":"subscribe","id":"t\#(index)","payload":{"query":"subscription { tick }"}}"# + "\n")
+        probes.append(client.counters)
+    }
+    for index in 0..<webSockets {
+        let client = try await BenchWebSocketClient.subscribe(
+            graphqlSocket,
+            group: group,
+            id: "w\(index)",
+            query: "subscription { tick }",
+            subprotocol: index % 2 == 0 ? "graphql-transport-ws" : "graphql-ws"
+        )
+        probes.append(client.probeCounters)
+    }
+    let total = probes.count
+    func receivingAgain(since counts: [Int], timeout: Duration = .seconds(60)) async -> Bool {
+        await waitUntil(timeout) { zip(probes, counts).allSatisfy { $0.results.value > $1 } }
+    }
+    guard await receivingAgain(since: [Int](repeating: 0, count: total)) else {
+        print("restart-probe: not every client received a first result within 60 s")
+        return false
+    }
+    func shell(_ command: String) -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        do { try process.run() } catch { return (127, "\(error)") }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+    print("clients: \(lines) line protocol, \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws)")
+    print("step | command | exit | disconnects | every subscription receiving again after | descriptors before → after")
+    var ok = true
+    let firstFDs = shell(fdsCommand).output
+    for (number, step) in steps.enumerated() {
+        let before = shell(fdsCommand).output
+        let counts = probes.map(\.results.value)
+        let start = ContinuousClock.now
+        let ran = shell(step)
+        let back = await receivingAgain(since: counts)
+        let elapsed = ContinuousClock.now - start
+        let disconnects = probes.reduce(0) { $0 + $1.disconnects.value }
+        let after = shell(fdsCommand).output
+        let recovery = back ? String(format: "%.2f s", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) : "NOT within 60 s"
+        print("\(number + 1) | \(step) | \(ran.status) | \(disconnects) | \(recovery) | \(before) → \(after)")
+        if ran.status != 0 { print("    output: \(ran.output.prefix(400))") }
+        if !back || disconnects > 0 || ran.status != 0 { ok = false }
+    }
+    print("descriptors at the start: \(firstFDs); at the end: \(shell(fdsCommand).output)")
+    print("line client t0's transcript (results elided):")
+    for line in ProbeLineClient.transcript.withLockedValue({ $0 }) { print("    \(line)") }
+    return ok
+}
+
+/// What the probe reads of each client: results received, and whether it was closed.
+struct ProbeCounters: Sendable {
+    let results = ManagedAtomicCounter()
+    let disconnects = ManagedAtomicCounter()
+}
+
+/// A line-protocol client that counts its `next` lines and notices its connection closing;
+/// the first one keeps its other lines (states) as a transcript.
+/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop only, and what the
+/// probe reads from its task is in lock-protected counters and the locked transcript.
+final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    let counters = ProbeCounters()
+    static let transcript = NIOLockedValueBox<[String]>([])
+    private let keepsTranscript: Bool
+    private var partial: [UInt8] = []
+    private var elided = 0
+    private var channel: (any Channel)?
+
+    init(transcript: Bool) { keepsTranscript = transcript }
+
+    static func connect(_ path: String, group: any EventLoopGroup, transcript: Bool) async throws -> ProbeLineClient {
+        let client = ProbeLineClient(transcript: transcript)
+        client.channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) } }
+            .connect(unixDomainSocketPath: path).get()
+        return client
+    }
+
+    func send(_ text: String) { channel?.writeAndFlush(ByteBuffer(string: text), promise: nil) }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        var results = 0
+        for byte in buffer.readableBytesView {
+            guard byte == UInt8(ascii: "\n") else {
+                partial.append(byte)
+                continue
+            }
+            let isNext = partial.starts(with: Array(#"{"type":"next""#.utf8))
+            if isNext { results += 1 }
+            if keepsTranscript {
+                if isNext {
+                    elided += 1
+                } else {
+                    let line = String(decoding: partial, as: UTF8.self)
+                    Self.transcript.withLockedValue {
+                        if elided > 0 { $0.append("(\(elided) results)") }
+                        $0.append(line)
+                    }
+                    elided = 0
+                }
+            }
+            partial.removeAll(keepingCapacity: true)
+        }
+        if results > 0 { counters.results.add(results) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        counters.disconnects.add(1)
+        context.fireChannelInactive()
+    }
+}

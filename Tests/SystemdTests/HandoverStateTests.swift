@@ -1,0 +1,68 @@
+import GQLMuxVocabulary
+import Handover
+import Testing
+
+/// The record a restarting gqlmuxd leaves the next process: read back exactly as written, and
+/// refused whole when it is of another version, cut short or damaged.
+@Suite struct HandoverStateTests {
+    private let state = HandoverState(
+        handedAt: Instant(nanoseconds: 123_456_789_000),
+        clients: [
+            .init(
+                cookie: UInt64.max - 7,
+                origin: .lineSocket,
+                kind: .line,
+                name: "app \"one\"",
+                subscriptions: [
+                    .init(id: "1", payload: #"{"query":"subscription { tick }","variables":{"a":"é\n"}}"#),
+                    .init(id: "two", payload: #"{"query":"subscription { price }"}"#, snapshot: #"{"query":"{ price }"}"#),
+                ]
+            ),
+            .init(cookie: 42, origin: .endpointTCP, kind: .legacyWS, acknowledged: false),
+            .init(cookie: 43, origin: .endpointSocket, kind: .transportWS),
+        ]
+    )
+
+    @Test func aRecordReadsBackAsWritten() throws {
+        #expect(try HandoverState(decoding: state.encoded()) == state)
+        #expect(try HandoverState(decoding: HandoverState(handedAt: Instant(nanoseconds: 0), clients: []).encoded()).clients.isEmpty)
+    }
+
+    @Test func anotherVersionIsRefusedAndSaysWhich() {
+        var bytes = state.encoded()
+        bytes[HandoverState.format.utf8.count + 1] = UInt8(ascii: "9")
+        #expect(throws: HandoverState.Unreadable("handover record version 9; this gqlmuxd reads version 1")) { try HandoverState(decoding: bytes) }
+    }
+
+    @Test func aRecordCutShortIsRefused() {
+        let bytes = state.encoded()
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: Array(bytes.dropLast(5))) }
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: []) }
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: Array("gqlmux-handover 1".utf8)) }
+    }
+
+    @Test func everySingleFlippedByteIsCaught() {
+        let bytes = state.encoded()
+        for index in bytes.indices {
+            var damaged = bytes
+            damaged[index] ^= 0x20
+            #expect(throws: HandoverState.Unreadable.self, "byte \(index)") { try HandoverState(decoding: damaged) }
+        }
+    }
+
+    @Test func aWellFormedBodyThatIsNotARecordIsRefused() {
+        let body = Array(#"{"handedAtNs":1,"clients":[{"cookie":"1"}]}"#.utf8)
+        let header = "gqlmux-handover 1 \(body.count) \(Self.checksum(body))\n"
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: Array(header.utf8) + body) }
+    }
+
+    private static func checksum(_ bytes: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
