@@ -49,7 +49,7 @@ TOML
 echo '{"token":"e2e-token"}' >"$work/etc/token.json"
 chmod 0600 "$work/etc/token.json"
 
-timeout 150 systemd-nspawn --quiet --register=no --keep-unit -D / --volatile=yes --private-network \
+timeout 400 systemd-nspawn --quiet --register=no --keep-unit -D / --volatile=yes --private-network \
     --bind-ro=/opt/swift \
     --bind-ro="$bin":/opt/gqlmux-test/bin \
     --bind-ro="$root/scripts":/opt/gqlmux-test/scripts \

@@ -16,10 +16,12 @@ import NIOPosix
 /// again within 60 s.
 func runRestartProbe(_ arguments: [String]) async throws -> Bool {
     guard arguments.count >= 5, let lines = Int(arguments[2]), let webSockets = Int(arguments[3]) else {
-        print("usage: gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS FDS_COMMAND STEP...")
+        say("usage: gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS FDS_COMMAND STEP...")
         return false
     }
     let (lineSocket, graphqlSocket, fdsCommand) = (arguments[0], arguments[1], arguments[4])
+    // systemd refuses a sixth start within 10 s (StartLimitBurst=5): restarts are paced.
+    let pause = Double(ProcessInfo.processInfo.environment["PROBE_PAUSE_SECONDS"] ?? "") ?? 2.5
     let steps = Array(arguments.dropFirst(5))
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     var probes: [ProbeCounters] = []
@@ -44,7 +46,7 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         await waitUntil(timeout) { zip(probes, counts).allSatisfy { $0.results.value > $1 } }
     }
     guard await receivingAgain(since: [Int](repeating: 0, count: total)) else {
-        print("restart-probe: not every client received a first result within 60 s")
+        say("restart-probe: not every client received a first result within 60 s")
         return false
     }
     func shell(_ command: String) -> (status: Int32, output: String) {
@@ -59,11 +61,12 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
-    print("clients: \(lines) line protocol, \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws)")
-    print("step | command | exit | disconnects | every subscription receiving again after | descriptors before → after")
+    say("clients: \(lines) line protocol, \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws)")
+    say("step | command | exit | disconnects | every subscription receiving again after | descriptors before → after")
     var ok = true
     let firstFDs = shell(fdsCommand).output
     for (number, step) in steps.enumerated() {
+        if number > 0 { try await Task.sleep(for: .milliseconds(Int(pause * 1000))) }
         let before = shell(fdsCommand).output
         let counts = probes.map(\.results.value)
         let start = ContinuousClock.now
@@ -73,13 +76,16 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         let disconnects = probes.reduce(0) { $0 + $1.disconnects.value }
         let after = shell(fdsCommand).output
         let recovery = back ? String(format: "%.2f s", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) : "NOT within 60 s"
-        print("\(number + 1) | \(step) | \(ran.status) | \(disconnects) | \(recovery) | \(before) → \(after)")
-        if ran.status != 0 { print("    output: \(ran.output.prefix(400))") }
-        if !back || disconnects > 0 || ran.status != 0 { ok = false }
+        say("\(number + 1) | \(step) | \(ran.status) | \(disconnects) | \(recovery) | \(before) → \(after)")
+        if ran.status != 0 { say("    output: \(ran.output.prefix(400))") }
+        if !back || disconnects > 0 || ran.status != 0 {
+            ok = false
+            break
+        }
     }
-    print("descriptors at the start: \(firstFDs); at the end: \(shell(fdsCommand).output)")
-    print("line client t0's transcript (results elided):")
-    for line in ProbeLineClient.transcript.withLockedValue({ $0 }) { print("    \(line)") }
+    say("descriptors at the start: \(firstFDs); at the end: \(shell(fdsCommand).output)")
+    say("line client t0's transcript (results elided):")
+    for line in ProbeLineClient.transcript.withLockedValue({ $0 }) { say("    \(line)") }
     return ok
 }
 
@@ -145,4 +151,10 @@ final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
         counters.disconnects.add(1)
         context.fireChannelInactive()
     }
+}
+
+/// Prints a line at once (stdout into a file is block-buffered): rows appear as measured.
+private func say(_ line: String) {
+    print(line)
+    fflush(nil)
 }
