@@ -119,7 +119,8 @@ final class Fanout: @unchecked Sendable {
                 tag: delivery,
                 replay: request.options.replayLast ?? replayLast,
                 snapshot: request.snapshotPayload,
-                resumingSince: resumingSince
+                resumingSince: resumingSince,
+                now: resumingSince == nil ? nil : Self.now()
             )
             perform(actions, asker: session)
         }

@@ -81,7 +81,7 @@ package struct HandoverState: Equatable, Sendable {
     /// Why a stored record was not used.
     package struct Unreadable: Error, Equatable, CustomStringConvertible {
         package var description: String
-        init(_ description: String) { self.description = description }
+        package init(_ description: String) { self.description = description }
     }
 
     // MARK: - Writing

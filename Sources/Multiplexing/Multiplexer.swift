@@ -71,9 +71,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
         case open(OperationID, kind: OperationKind, payload: ByteBuffer, on: Placement, first: Subscriber)
         /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
         case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
-        /// `subscriber`, carried over from the previous process, joined a subscription that is
-        /// not active yet: it was told `reconnecting` before the restart, so it is told nothing
-        /// now (its `active` comes with the stream's).
+        /// `subscriber`, carried over from the previous process, joined a subscription: it was
+        /// told `reconnecting` before the restart, so it is told nothing now; its `active` comes
+        /// with the stream's, or right after this when the stream is active already.
         case resumed(OperationID, subscriber: Subscriber, subscribers: Int)
         /// Give `subscriber`, which just joined and asked for it, the subscription's latest
         /// result, marked as replayed (it follows its `joined`).
@@ -184,6 +184,12 @@ package struct Multiplexer<Client: Hashable, Tag> {
         package var localID: String
         package var payload: ByteBuffer
         package var snapshot: ByteBuffer?
+
+        package init(localID: String, payload: ByteBuffer, snapshot: ByteBuffer?) {
+            self.localID = localID
+            self.payload = payload
+            self.snapshot = snapshot
+        }
     }
 
     /// A client's subscriptions, in id order (its queries and mutations are not carried: a
@@ -226,7 +232,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         tag: Tag,
         replay: Bool = false,
         snapshot: ByteBuffer? = nil,
-        resumingSince: Instant? = nil
+        resumingSince: Instant? = nil,
+        now: Instant? = nil
     ) -> [Action] {
         if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
         let sharedKey = kind == .subscription ? key : nil
@@ -236,9 +243,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
             clients[client, default: [:]][localID] = id
             if let snapshot { addSnapshotRequest(snapshot, for: subscriber.key, on: id) }
             let operation = operations[id]!
-            if let since = resumingSince, operation.state != .active {
-                downSince[id] = min(downSince[id] ?? since, since)
-                return [.resumed(id, subscriber: subscriber, subscribers: operation.subscribers.count)]
+            if let since = resumingSince {
+                let resumed = Action.resumed(id, subscriber: subscriber, subscribers: operation.subscribers.count)
+                guard operation.state == .active else {
+                    downSince[id] = min(downSince[id] ?? since, since)
+                    return [resumed]
+                }
+                // The stream is back already: this subscriber's gap ends now.
+                return [resumed, .tellState(subscriber, .active, gap: now.map { max($0 - since, .zero) })]
             }
             var actions: [Action] = [.joined(id, subscriber: subscriber, state: operation.state, subscribers: operation.subscribers.count)]
             if replay, operation.state == .active, let last = lastResults[id] { actions.append(.replay(subscriber, last)) }

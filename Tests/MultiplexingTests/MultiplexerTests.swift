@@ -241,7 +241,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
                     #expect(!closed.contains(id))
                     model[name(first.client, first.localID)] = id
                     placed[id] = placement
-                case .joined(let id, let joiner, _, _):
+                case .joined(let id, let joiner, _, _), .resumed(let id, let joiner, _):
                     model[name(joiner.client, joiner.localID)] = id
                 case .close(let id, let placement):
                     #expect(!model.values.contains(id), "closed while still read")

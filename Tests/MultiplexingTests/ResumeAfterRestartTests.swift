@@ -32,6 +32,17 @@ import Testing
         ])
     }
 
+    @Test func aResumedSubscriberJoiningAStreamThatIsBackHearsActiveWithItsGapAtOnce() throws {
+        var mux = Mux(maxOperationsPerClient: 10)
+        let id = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1, resumingSince: at(100))))
+        _ = mux.upstreamState(id, .active, now: at(200))
+        let joined = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, resumingSince: at(100), now: at(260))
+        #expect(joined == [
+            .resumed(id, subscriber: subscriber("b", "x", 2), subscribers: 2),
+            .tellState(subscriber("b", "x", 2), .active, gap: .milliseconds(160)),
+        ])
+    }
+
     @Test func aNewClientJoiningAResumingStreamIsToldPendingAsUsual() throws {
         var mux = Mux(maxOperationsPerClient: 10)
         let id = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1, resumingSince: at(0))))

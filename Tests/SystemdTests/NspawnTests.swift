@@ -13,7 +13,7 @@ import Glibc
     func shippedUnitsUnderRealSystemd() async throws {
         let out = try Paths.temporaryDirectory("gqlmux-e2e-out")
         let run = try Child("/bin/bash", [Paths.root + "/scripts/nspawn-e2e.sh", out, Paths.binDir])
-        #expect(await run.wait(seconds: 200) == 0, "\(run.stderr)")
+        #expect(await run.wait(seconds: 420) == 0, "\(run.stderr)")
         let read = { (name: String) in
             ((try? String(contentsOfFile: out + "/" + name, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -40,6 +40,18 @@ import Glibc
         #expect(before > 0 && after > before, "ticks \(before) → \(after)")
         #expect(!read("subscription.err").contains("error"), "\(read("subscription.err"))")
         #expect(read("subscription.err").contains("state: reconnecting"))
+
+        // Online restart: 100 line-protocol and 100 endpoint WebSocket clients across 21
+        // `systemctl restart`s: none closed, every subscription receiving again after each, the
+        // same descriptors at the end, and the store empty while gqlmuxd runs.
+        let probe = read("restart-probe.txt")
+        print("gqlmux-bench restart-probe (inside nspawn):\n" + probe)
+        #expect(read("restart-probe.rc") == "0", "\(probe)")
+        #expect(probe.contains("\n21 | systemctl restart gqlmuxd.service | 0 | 0 |"), "\(probe)")
+        #expect(probe.contains(#""state":"reconnecting"}"#) && probe.contains(#""gapMs":"#), "line clients are told reconnecting, then active with gapMs: \(probe)")
+        let descriptors = probe.split(separator: "\n").first { $0.hasPrefix("descriptors at the start: ") }.map(String.init) ?? ""
+        let counts = descriptors.replacingOccurrences(of: "descriptors at the start: ", with: "").components(separatedBy: "; at the end: ")
+        #expect(counts.count == 2 && counts[0] == counts[1] && counts[0].hasSuffix("store 0"), "descriptors: \(descriptors)")
 
         // The watchdog restarts a frozen (SIGSTOP) process.
         let pids = read("watchdog-pids.txt").split(separator: " ")
