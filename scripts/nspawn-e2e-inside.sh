@@ -61,6 +61,8 @@ systemctl status gqlmuxd.service --no-pager -l >"$out/systemctl-status.txt" 2>&1
 fds='echo "gqlmuxd $(ls /proc/$(systemctl show -P MainPID gqlmuxd.service)/fd | wc -l) fds, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
 steps=()
 for _ in $(seq 21); do steps+=("systemctl restart gqlmuxd.service"); done
+# gqlmuxctl restart: the daemon hands over and exits 75; systemd starts it again (RestartSec=).
+steps+=("$ctl restart && sleep 0.2 && until [ \"\$(systemctl is-active gqlmuxd.service)\" = active ]; do sleep 0.1; done")
 timeout 240 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 "$fds" "${steps[@]}" \
     >"$out/restart-probe.txt" 2>&1
 echo $? >"$out/restart-probe.rc"

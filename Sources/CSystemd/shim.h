@@ -8,4 +8,46 @@
 #include <unistd.h>
 // memfd_create(2) with MFD_CLOEXEC: glibc declares it only under _GNU_SOURCE.
 static inline int gqlmux_memfd_create(const char *name) { return (int)syscall(SYS_memfd_create, name, 1u); }
+
+#include <systemd/sd-bus.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The type of the job the service manager runs on this process's unit ("restart", "stop", …),
+// copied into `out` ("" when it runs none). Asked over the system bus, at most 2 s. Returns 0,
+// or a negative errno when it cannot be known (no unit, no bus). sd_bus_message_read is
+// variadic, which Swift cannot call: hence C.
+static inline int gqlmux_unit_job_type(char *out, size_t size) {
+    out[0] = 0;
+    char *job_type = NULL;
+    const char *unit_path = NULL, *job_path = NULL;
+    uint32_t job_id = 0;
+    sd_bus *bus = NULL;
+    sd_bus_message *unit = NULL, *job = NULL;
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    // The unit by our PID: the manager knows it (reading /proc/self/cgroup may be refused).
+    int r = sd_bus_open_system(&bus);
+    if (r >= 0) r = sd_bus_set_method_call_timeout(bus, 2000000);
+    if (r >= 0)
+        r = sd_bus_call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                               "GetUnitByPID", &error, &unit, "u", (uint32_t)getpid());
+    if (r >= 0) r = sd_bus_message_read(unit, "o", &unit_path);
+    if (r >= 0)
+        r = sd_bus_get_property(bus, "org.freedesktop.systemd1", unit_path, "org.freedesktop.systemd1.Unit", "Job", &error, &job, "(uo)");
+    if (r >= 0) r = sd_bus_message_read(job, "(uo)", &job_id, &job_path);
+    if (r >= 0 && job_id != 0) {
+        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", job_path, "org.freedesktop.systemd1.Job", "JobType", &error, &job_type);
+        if (r >= 0 && job_type != NULL && size > 0) {
+            strncpy(out, job_type, size - 1);
+            out[size - 1] = 0;
+        }
+    }
+    free(job_type);
+    sd_bus_message_unref(job);
+    sd_bus_message_unref(unit);
+    sd_bus_error_free(&error);
+    sd_bus_flush_close_unref(bus);
+    return r < 0 ? r : 0;
+}
 #endif

@@ -185,6 +185,10 @@ public final class GQLMuxClient: @unchecked Sendable {
     /// Makes gqlmuxd re-read its configuration and credentials (admin); throws the daemon's
     /// error when the new file is refused (the running configuration is kept).
     public func reload() async throws { _ = try await admin(.reload) }
+    /// Restarts gqlmuxd without closing a client (admin; under systemd with its file
+    /// descriptor store, as gqlmuxd.service sets up): the next process adopts every connection.
+    /// Throws the daemon's error where it cannot.
+    public func restart() async throws { _ = try await admin(.restart) }
 
     /// Closes the connection; open operations end with ``GQLMuxError/clientClosed``.
     public func close() async {

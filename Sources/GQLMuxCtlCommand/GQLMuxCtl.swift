@@ -39,7 +39,7 @@ public enum GQLMuxCtlEntry {
 struct GQLMuxCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gqlmuxctl",
-        abstract: "Talk to gqlmuxd: subscribe, query, status, metrics, pause, resume, reload.",
+        abstract: "Talk to gqlmuxd: subscribe, query, status, metrics, pause, resume, reload, restart.",
         discussion: """
             Exit codes: 0 success; 1 the operation failed (GraphQL or daemon error); 64 usage error; \
             69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids). \
@@ -47,7 +47,7 @@ struct GQLMuxCtl: AsyncParsableCommand {
             {"error":{"code":"...","message":"..."}}.
             """,
         version: LocalProtocol.release,
-        subcommands: [Status.self, Subscribe.self, Query.self, Metrics.self, Pause.self, Resume.self, Reload.self]
+        subcommands: [Status.self, Subscribe.self, Query.self, Metrics.self, Pause.self, Resume.self, Reload.self, Restart.self]
     )
 }
 
@@ -279,6 +279,24 @@ struct Reload: AsyncParsableCommand {
     @OptionGroup var output: Output
     func run() async throws {
         try await withClient(connection.client(), json: output.json) { try await $0.reload() }
+        if output.json { printLine(jsonLine(["ok": .bool(true)])) }
+    }
+}
+
+struct Restart: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Restart gqlmuxd without closing a client: the next process adopts every connection (admin; needs systemd).",
+        discussion: """
+            gqlmuxd hands its clients' connections to systemd's file descriptor store and exits; \
+            systemd starts it again (RestartForceExitStatus=75 in gqlmuxd.service) and the new \
+            process adopts them. Apps see a gap in their results, never a close. Without systemd \
+            (no file descriptor store) the daemon refuses.
+            """
+    )
+    @OptionGroup var connection: Connection
+    @OptionGroup var output: Output
+    func run() async throws {
+        try await withClient(connection.client(), json: output.json) { try await $0.restart() }
         if output.json { printLine(jsonLine(["ok": .bool(true)])) }
     }
 }

@@ -163,7 +163,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             send(LocalEncode.message(.status, id: envelope.id, payload: host.statusPayload()))
         case .metrics:
             send(LocalEncode.metrics(id: envelope.id, text: String(decoding: host.metricsText(), as: UTF8.self)))
-        case .pause, .resume, .reload:
+        case .pause, .resume, .reload, .restart:
             admin(type, id: envelope.id)
         case .connectionAck, .next, .error, .state, .ok:
             protocolError("'\(envelope.type)' is sent by the daemon, not to it")
@@ -227,6 +227,12 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         case .resume:
             host.resume()
             send(LocalEncode.ok(id: id))
+        case .restart:
+            if let refusal = host.restart() {
+                sendError(id: id, code: LocalErrorCode.badRequest, message: refusal)
+            } else {
+                send(LocalEncode.ok(id: id))
+            }
         default:
             host.reload().whenComplete { result in
                 switch result {

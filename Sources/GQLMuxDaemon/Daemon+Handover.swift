@@ -44,6 +44,19 @@ extension Daemon {
     /// it cannot; the clients are then closed as in an ordinary stop.
     package typealias HandoverStore = @Sendable (HandoverPackage) throws -> Void
 
+    /// `gqlmuxctl restart`: begins an online restart, or says why it cannot. On the loop.
+    func restart() -> String? {
+        eventLoop.assertInEventLoop()
+        guard handoverStore != nil, let requestStop else {
+            return "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
+        }
+        guard !stopping, !restartRequested else { return "gqlmuxd is already stopping" }
+        restartRequested = true
+        // After this turn, so the `ok` is written first (and handed over with the rest).
+        eventLoop.execute { requestStop() }
+        return nil
+    }
+
     /// How long queries and mutations in flight may take to answer before the handover.
     static let answerWait: TimeAmount = .seconds(3)
     /// How long carried clients may take to read what was written to them before.
@@ -51,7 +64,7 @@ extension Daemon {
 
     /// Hands every client that can be carried to `store`, closes the rest as a stop does, and
     /// closes the upstream. Returns false when the daemon was already stopping.
-    package func handOver(to store: HandoverStore) async -> Bool {
+    package func handOver(to store: HandoverStore, reason: String = "SIGTERM") async -> Bool {
         let began = try? await eventLoop.submit { () -> Bool in
             guard !self.stopping else { return false }
             self.stopping = true
@@ -62,7 +75,7 @@ extension Daemon {
             return true
         }.get()
         guard began == true else { return false }
-        events.emit(.stopping, [:], message: "stopping: handing clients to the next process")
+        events.emit(.stopping, ["GQLMUX_REASON": reason], message: "stopping for a restart (\(reason)): handing clients to the next process")
 
         // Draining: what is in flight gets its answer.
         let deadline = NIODeadline.now() + Self.answerWait

@@ -17,8 +17,17 @@ extension Daemon: Service {
         // Cancellation (a sibling failed) ends the wait too; the drain is the same.
         try? await gracefulShutdown()
         onLifecycle?(.stopping)
-        // Under systemd with a file descriptor store, clients go to the next process instead.
-        if let handoverStore, await handOver(to: handoverStore) { return }
+        // Under systemd with a file descriptor store, a restart hands the clients to the next
+        // process; a stop closes them.
+        if let handoverStore {
+            let requested = (try? await eventLoop.submit { self.restartRequested }.get()) ?? false
+            let (restart, why) = requested ? (true, "gqlmuxctl restart") : (stopIsRestart?() ?? (true, "SIGTERM"))
+            if restart, await handOver(to: handoverStore, reason: why) { return }
+            if !restart {
+                await shutdown(reason: why)
+                return
+            }
+        }
         await shutdown()
     }
 }

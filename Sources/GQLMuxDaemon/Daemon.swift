@@ -67,6 +67,16 @@ package final class Daemon: @unchecked Sendable {
     /// Where SIGTERM hands the clients over instead of closing them (systemd's file descriptor
     /// store, set by gqlmuxd when the unit has one); nil: a stop closes them.
     package var handoverStore: HandoverStore?
+    /// At SIGTERM: whether this stop is a restart (the store is kept for the next process), and
+    /// why, for the journal. Unset: every SIGTERM with a store hands over.
+    package var stopIsRestart: (@Sendable () -> (Bool, String))?
+    /// `gqlmuxctl restart` asked for this stop: the clients are handed over whatever the
+    /// service manager is doing, and gqlmuxd exits with ``restartExitCode``.
+    package internal(set) var restartRequested = false
+    /// The exit status gqlmuxd.service restarts on (`RestartForceExitStatus=`).
+    package static let restartExitCode: Int32 = 75
+    /// Ends the service group (raises SIGTERM in gqlmuxd), once `restart` has answered.
+    package var requestStop: (@Sendable () -> Void)?
     private var statusScheduled = false
     /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
     var reloadError: String?
@@ -260,13 +270,18 @@ package final class Daemon: @unchecked Sendable {
     }
 
     /// Graceful stop: `SHUTTING_DOWN` to clients, `complete` upstream, close 1000, remove the socket.
-    package func shutdown() async {
+    /// - Parameter reason: why this is a stop and not a restart (with a file descriptor store).
+    package func shutdown(reason: String? = nil) async {
         let alreadyStopping = try? await eventLoop.submit { () -> Bool in
             defer { self.stopping = true }
             return self.stopping
         }.get()
         guard alreadyStopping == false else { return }
-        events.emit(.stopping, [:], message: "stopping: closing clients and the upstream")
+        events.emit(
+            .stopping,
+            reason.map { ["GQLMUX_REASON": $0] } ?? [:],
+            message: "stopping: closing clients and the upstream" + (reason.map { " (\($0))" } ?? "")
+        )
         let listeners = try? await onLoop { [self.serverChannel].compactMap { $0 } + self.endpointChannels }
         for channel in listeners ?? [] { try? await channel.close() }
         let closes: [EventLoopFuture<Void>] =

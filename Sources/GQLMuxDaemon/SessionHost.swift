@@ -21,6 +21,8 @@ protocol SessionHost: AnyObject {
     func resume()
     /// Reloads the configuration; fails, keeping the running one, when the new file is refused.
     func reload() -> EventLoopFuture<Void>
+    /// Restarts online (systemd's file descriptor store): nil when begun, else why it cannot.
+    func restart() -> String?
     func sessionOpened(_ session: ClientSession)
     func sessionClosed(_ session: ClientSession)
     /// Something a status line shows has changed (an operation was added or removed).

@@ -29,7 +29,7 @@ package enum LocalMessageType: String, Sendable, CaseIterable {
     case connectionInit = "connection_init"
     case subscribe
     case ping
-    case pause, resume, reload
+    case pause, resume, reload, restart
     // Daemon → client.
     case connectionAck = "connection_ack"
     case next

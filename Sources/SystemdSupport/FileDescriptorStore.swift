@@ -114,3 +114,31 @@ package enum FileDescriptorStore {
         return found
     }
 }
+
+extension FileDescriptorStore {
+    /// Why the service manager stops this process, as far as it can be asked.
+    package enum Ending: Equatable, Sendable {
+        /// A restart (`systemctl restart`, `try-restart`, a package upgrade): the store is
+        /// kept for the next process.
+        case restart
+        /// `systemctl stop` (or the system shutting down): the store is emptied after us.
+        case stop
+        /// No job runs on the unit (a signal sent by hand), or the job has another type.
+        case other(String)
+        /// The system bus could not be asked (none runs, or it refused).
+        case unknown(String)
+    }
+
+    /// The job the service manager runs on this process's unit now, over the system bus.
+    package static func ending() -> Ending {
+        var type = [CChar](repeating: 0, count: 64)
+        let result = gqlmux_unit_job_type(&type, type.count)
+        guard result >= 0 else { return .unknown(String(cString: strerror(-result))) }
+        let name = String(decoding: type.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        switch name {
+        case "restart", "try-restart", "reload-or-restart", "try-reload-or-restart": return .restart
+        case "stop": return .stop
+        default: return .other(name.isEmpty ? "no job" : name)
+        }
+    }
+}

@@ -102,6 +102,8 @@ struct GQLMuxd: AsyncParsableCommand {
         }
         if let capacity = FileDescriptorStore.capacity {
             daemon.handoverStore = { package in try Handover.store(package, capacity: capacity) }
+            daemon.stopIsRestart = { Handover.stopIsRestart() }
+            daemon.requestStop = { kill(getpid(), SIGTERM) }
         }
         let lastStatus = NIOLockedValueBox("")
         daemon.onStatusChange = { line in
@@ -137,7 +139,10 @@ struct GQLMuxd: AsyncParsableCommand {
             }
             throw error
         }
+        let restart = (try? await daemon.eventLoop.submit { daemon.restartRequested }.get()) ?? false
         try? await group.shutdownGracefully()
+        // `gqlmuxctl restart`: systemd starts us again on this status (RestartForceExitStatus=).
+        if restart { throw ExitCode(Daemon.restartExitCode) }
     }
 
     /// Logs native journald entries when stderr is the journal (or `[log] target = "journal"`),

@@ -30,6 +30,19 @@ enum Handover {
         try FileDescriptorStore.barrier()
     }
 
+    /// Whether this SIGTERM is a restart, and why: systemd's job on the unit, over the system
+    /// bus. A stop empties the store after us, so its clients are closed as without one (told
+    /// SHUTTING_DOWN, a WebSocket's close frame). When the bus cannot be asked, the clients are
+    /// handed over: on a stop they then see their connection end without those words.
+    static func stopIsRestart() -> (Bool, String) {
+        switch FileDescriptorStore.ending() {
+        case .restart: (true, "systemd restarts the unit")
+        case .stop: (false, "systemd stops the unit")
+        case .other(let job): (false, "SIGTERM without a restart job (\(job))")
+        case .unknown(let why): (true, "the service manager's job cannot be asked (\(why)); assuming a restart")
+        }
+    }
+
     /// What the previous process left, read and taken out of the store (this process holds its
     /// own copies now; what it does not adopt, it closes). A listener whose address is no
     /// longer the configured one is closed, and the daemon binds the new address.

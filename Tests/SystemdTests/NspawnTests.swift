@@ -48,6 +48,7 @@ import Glibc
         print("gqlmux-bench restart-probe (inside nspawn):\n" + probe)
         #expect(read("restart-probe.rc") == "0", "\(probe)")
         #expect(probe.contains("\n21 | systemctl restart gqlmuxd.service | 0 | 0 |"), "\(probe)")
+        #expect(probe.contains("\n22 | /opt/gqlmux-test/bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock restart && "), "\(probe)")
         #expect(probe.contains(#""state":"reconnecting"}"#) && probe.contains(#""gapMs":"#), "line clients are told reconnecting, then active with gapMs: \(probe)")
         let descriptors = probe.split(separator: "\n").first { $0.hasPrefix("descriptors at the start: ") }.map(String.init) ?? ""
         let counts = descriptors.replacingOccurrences(of: "descriptors at the start: ", with: "").components(separatedBy: "; at the end: ")
@@ -71,6 +72,11 @@ import Glibc
             #expect(events.contains(expected), "journal has no \(expected); got \(Set(events).sorted())")
         }
         #expect(read("journal.txt").contains("Watchdog timeout"))
+        // A stop is not a restart: the clients are closed (SHUTTING_DOWN), not handed over.
+        let stops = journal.filter { $0["GQLMUX_EVENT"] as? String == "stopping" }.compactMap { $0["GQLMUX_REASON"] as? String }
+        #expect(stops.contains("systemd restarts the unit") && stops.contains("gqlmuxctl restart"), "\(stops)")
+        #expect(stops.last == "systemd stops the unit", "\(stops)")
+        #expect(events.contains("handed_over") && events.contains("adopted"), "\(Set(events).sorted())")
         // Both sockets adopted from systemd by FileDescriptorName= (gqlmux, graphql).
         let started = journal.filter { $0["GQLMUX_EVENT"] as? String == "started" }
         #expect(started.contains { $0["GQLMUX_SOCKET_ACTIVATED"] as? String == "yes" && $0["GQLMUX_GRAPHQL_ACTIVATED"] as? String == "yes" }, "\(started)")
