@@ -67,6 +67,7 @@ timeout 240 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gql
     >"$out/restart-probe.txt" 2>&1
 echo $? >"$out/restart-probe.rc"
 
+systemctl show -P NRestarts gqlmuxd.service >"$out/nrestarts-before-watchdog.txt"
 old=$(systemctl show -P MainPID gqlmuxd.service)
 [ "${old:-0}" -gt 1 ] && kill -STOP "$old"
 for _ in $(seq 150); do

@@ -23,6 +23,10 @@ if [[ -z $deb ]]; then
     deb=$(ls -t .build/deb/gqlmux_*_amd64.deb | head -1)
 fi
 deb=$(readlink -f "$deb")
+# The same build as a newer version, installed over it while clients are connected.
+old_version=$(dpkg-deb -f "$deb" Version)
+GQLMUX_DEB_VERSION="$old_version+upgrade1" scripts/build-deb.sh .build/deb-upgrade >/dev/null
+upgrade=$(readlink -f .build/deb-upgrade/gqlmux_"$old_version"+upgrade1_amd64.deb)
 echo "==> dpkg-deb -c $(basename "$deb")"
 dpkg-deb -c "$deb" | awk '{ printf "    %s %10s %s\n", $1, $3, $6 }'
 
@@ -40,6 +44,7 @@ check "lintian reports no error and no warning" test "$lintian_rc" = 0
 
 # The test upstream the installed daemon talks to (not part of the package).
 swift build --product gqlmux-test-upstream
+swift build --product gqlmux-bench
 bin=$(swift build --show-bin-path)
 
 pristine=$(scripts/fresh-machine.sh root)
@@ -59,6 +64,8 @@ work=$(mktemp -d /tmp/gqlmux-deb-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/units/multi-user.target.wants" "$work/out" "$work/in"
 cp "$deb" "$work/in/"
+mkdir -p "$work/in/upgrade"
+cp "$upgrade" "$work/in/upgrade/"
 cat >"$work/units/gqlmux-test-upstream.service" <<UNIT
 [Unit]
 Description=gqlmux test upstream for the package test
@@ -97,6 +104,15 @@ timeout 30 gqlmuxctl subscribe 'subscription { tick }' --count 3 >"$out/subscrip
 echo $? >"$out/subscription.rc"
 systemctl is-active gqlmuxd.service >"$out/service-active.txt"
 gqlmuxctl status >"$out/status.txt" 2>&1
+# The online restart across `systemctl restart` and an install of the newer package over this
+# one (its postinst restarts gqlmuxd): 100 line-protocol and 100 endpoint WebSocket clients
+# stay connected, and every subscription receives again.
+fds='echo "gqlmuxd $(ls /proc/$(systemctl show -P MainPID gqlmuxd.service)/fd | wc -l) fds, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
+timeout 180 /opt/gqlmux-test/bin/gqlmux-bench - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 "$fds" \
+    "systemctl restart gqlmuxd.service" "apt-get install -y --no-install-recommends /gqlmux-in/upgrade/gqlmux_*.deb >/dev/null" \
+    >"$out/upgrade-probe.txt" 2>&1
+echo $? >"$out/upgrade-probe.rc"
+dpkg-query -W -f='${Version}' gqlmux >"$out/version-after-upgrade.txt"
 journalctl -u gqlmuxd.service -x --no-pager >"$out/journal.txt" 2>&1
 apt-get purge -y gqlmux; echo $? >"$out/purge.rc"
 dpkg -s gqlmux >/dev/null 2>&1; echo $? >"$out/dpkg-s-after.rc"
@@ -135,10 +151,14 @@ check "man pages gqlmuxd(8) and gqlmuxctl(1)" grep -q 'man8/gqlmuxd.8.gz' "$o/ma
 check "a subscription streams through /run/gqlmux/gqlmux.sock" test "$(read_file subscription.rc)" = 0 -a "$(grep -c '"tick"' "$o/subscription.txt")" = 3
 check "gqlmuxd.service was started by its socket" test "$(read_file service-active.txt)" = active
 check "journalctl -x explains events with the catalog" grep -q "Subject: gqlmuxd started" "$o/journal.txt"
+check "no client closed across systemctl restart and an upgrade to $old_version+upgrade1 (100 line, 100 WebSocket)" \
+    test "$(read_file upgrade-probe.rc)" = 0
+check "the newer package is installed" test "$(read_file version-after-upgrade.txt)" = "$old_version+upgrade1"
 check "apt-get purge gqlmux" test "$(read_file purge.rc)" = 0
 check "dpkg no longer knows gqlmux" test "$(read_file dpkg-s-after.rc)" != 0
 check "nothing of the package is left" test ! -s "$o/left-behind.txt"
 echo "    subscription: $(tr '\n' ' ' <"$o/subscription.txt")"
+sed -n '1,5p' "$o/upgrade-probe.txt" | sed 's/^/    /'
 if ((failed > 0)); then
     echo "--- inside log" >&2
     tail -60 "$o/log.txt" >&2
