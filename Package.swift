@@ -274,7 +274,7 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
-                "Multiplexing", "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration",
+                "Multiplexing", "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).

@@ -28,7 +28,7 @@ extension Daemon {
             } else if let path = settings.socketPath(beside: configuration.socketPath) {
                 try Self.prepareSocketPath(path)
                 let channel = try await endpointBootstrap(configuration, origin: .endpointSocket)
-                    .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+                    .withBoundSocket(Self.listeningUnixSocket(path)).get()
                 channels.append(channel)
                 guard chmod(path, mode_t(settings.mode)) == 0 else {
                     throw DaemonError("[graphql_endpoint] cannot set mode \(String(settings.mode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")

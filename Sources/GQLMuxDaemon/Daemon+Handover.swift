@@ -48,7 +48,8 @@ extension Daemon {
     func restart() -> String? {
         eventLoop.assertInEventLoop()
         guard handoverStore != nil, let requestStop else {
-            return "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
+            return
+                "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
         }
         guard !stopping, !restartRequested else { return "gqlmuxd is already stopping" }
         restartRequested = true
@@ -108,8 +109,11 @@ extension Daemon {
                 for (session, _) in carried { session.shutDownAfterHandover() }
             }.get()
         }
-        // The stored sockets stay open in the store; this process's copies close with it.
+        // This process's copies of what was stored are closed now, as exiting would close them:
+        // close(2) only (no shutdown), so the copies in the store keep every connection open.
         _ = try? await eventLoop.flatSubmit {
+            for (session, _) in carried { session.channel.close(promise: nil) }
+            for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
             self.fanout.shutDown()
             return self.upstream.shutdownOnLoop()
         }.get()

@@ -216,7 +216,7 @@ package final class Daemon: @unchecked Sendable {
         }
         let path = configuration.socketPath
         try Self.prepareSocketPath(path)
-        let channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
+        let channel = try await bootstrap.withBoundSocket(Self.listeningUnixSocket(path)).get()
         guard chmod(path, mode_t(configuration.socketMode)) == 0 else {
             try? await channel.close()
             throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
@@ -245,6 +245,30 @@ package final class Daemon: @unchecked Sendable {
         session.inbound = reservation.value
         try sync.addHandler(session)
         return session
+    }
+
+    /// A Unix stream socket bound to `path` (a stale file replaced) and listening. Bound here,
+    /// not by NIO, whose own listeners remove their file when closed: a listener handed to the
+    /// next process must keep its path, and the daemon removes the file itself on a stop.
+    static func listeningUnixSocket(_ path: String) throws -> CInt {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw DaemonError("socket path too long: \(path)") }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw DaemonError("socket: \(String(cString: strerror(errno)))") }
+        var status: stat = stat()
+        if lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFSOCK { unlink(path) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard bound == 0, listen(fd, 1024) == 0 else {
+            let failure = DaemonError("cannot listen on \(path): \(String(cString: strerror(errno)))")
+            close(fd)
+            throw failure
+        }
+        return fd
     }
 
     /// Refuses to steal the socket of a live daemon; creates the directory if missing.

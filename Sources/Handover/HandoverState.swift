@@ -90,22 +90,28 @@ package struct HandoverState: Equatable, Sendable {
     package func encoded() -> [UInt8] {
         var writer = JSONObjectWriter()
         writer.field("handedAtNs", Int(handedAt.nanoseconds))
-        writer.field("clients", objects: clients.map { client in
-            { (out: inout JSONObjectWriter) in
-                out.field("cookie", String(client.cookie))
-                out.field("origin", client.origin.rawValue)
-                out.field("kind", client.kind.rawValue)
-                out.field("name", client.name)
-                out.field("acknowledged", client.acknowledged ? 1 : 0)
-                out.field("subscriptions", objects: client.subscriptions.map { subscription in
-                    { (out: inout JSONObjectWriter) in
-                        out.field("id", subscription.id)
-                        out.field("payload", subscription.payload)
-                        out.field("snapshot", subscription.snapshot)
-                    }
-                })
+        writer.field(
+            "clients",
+            objects: clients.map { client in
+                { (out: inout JSONObjectWriter) in
+                    out.field("cookie", String(client.cookie))
+                    out.field("origin", client.origin.rawValue)
+                    out.field("kind", client.kind.rawValue)
+                    out.field("name", client.name)
+                    out.field("acknowledged", client.acknowledged ? 1 : 0)
+                    out.field(
+                        "subscriptions",
+                        objects: client.subscriptions.map { subscription in
+                            { (out: inout JSONObjectWriter) in
+                                out.field("id", subscription.id)
+                                out.field("payload", subscription.payload)
+                                out.field("snapshot", subscription.snapshot)
+                            }
+                        }
+                    )
+                }
             }
-        })
+        )
         let body = Array(writer.finish().readableBytesView)
         let header = "\(Self.format) \(Self.version) \(body.count) \(Self.hex(Self.fnv1a64(body)))\n"
         return Array(header.utf8) + body

@@ -61,7 +61,8 @@ enum Handover {
                 inheritance.clients.append((fd, FileDescriptorStore.cookie(of: fd)))
             case "handover-line" where inheritance.line == nil && ListenFDs.boundPath(fd) == configuration.socketPath:
                 inheritance.line = fd
-            case "handover-graphql" where inheritance.graphql == nil
+            case "handover-graphql"
+            where inheritance.graphql == nil
                 && ListenFDs.boundPath(fd) == configuration.graphqlEndpoint.socketPath(beside: configuration.socketPath):
                 inheritance.graphql = fd
             case "handover-tcp" where inheritance.tcp == nil && ListenFDs.boundPort(fd) == configuration.graphqlEndpoint.listen?.port:

@@ -6,6 +6,7 @@ import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import SystemdSupport
 import TestUpstream
 import Testing
 import Upstream
@@ -72,6 +73,39 @@ final class DaemonRig: @unchecked Sendable {
         await running.stop()
         let configuration = try DaemonConfiguration.load(path: configPath)
         running = try await RunningDaemon(Daemon(configuration: configuration, configPath: configPath, eventLoop: group.next(), events: log.events))
+    }
+
+    /// An online restart as under systemd, with this process standing in for its file
+    /// descriptor store: the daemon hands its clients over on SIGTERM (the store keeps a
+    /// duplicate of each descriptor, as systemd does), and a new daemon is started with what
+    /// the store holds, exactly as gqlmuxd passes it on. `damage` changes the record first.
+    func restartOnline(damage: (([UInt8]) -> [UInt8])? = nil) async throws {
+        let store = NIOLockedValueBox<Daemon.Inheritance?>(nil)
+        daemon.handoverStore = { package in
+            let sockets = FileDescriptorStore.socketsByCookie()
+            var inheritance = Daemon.Inheritance(record: .success(package.record))
+            for cookie in package.clients {
+                guard let fd = sockets[cookie] else { continue }
+                inheritance.clients.append((dup(fd), cookie))
+            }
+            inheritance.line = package.listeners["line"].flatMap { sockets[$0] }.map { dup($0) }
+            inheritance.graphql = package.listeners["graphql"].flatMap { sockets[$0] }.map { dup($0) }
+            inheritance.tcp = package.listeners["tcp"].flatMap { sockets[$0] }.map { dup($0) }
+            store.withLockedValue { $0 = inheritance }
+        }
+        await running.stop()
+        var inheritance = try #require(store.withLockedValue { $0 }, "the daemon handed nothing over")
+        if let damage, case .success(let record) = inheritance.record { inheritance.record = .success(damage(record)) }
+        let configuration = try DaemonConfiguration.load(path: configPath)
+        running = try await RunningDaemon(
+            Daemon(
+                configuration: configuration,
+                configPath: configPath,
+                listeners: .init(inheritance: inheritance),
+                eventLoop: group.next(),
+                events: log.events
+            )
+        )
     }
 
     /// The graceful stop gqlmuxd does on SIGTERM (the service group's shutdown).

@@ -26,10 +26,12 @@ import Testing
         let joined = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, resumingSince: at(100))
         #expect(joined == [.resumed(id, subscriber: subscriber("b", "x", 2), subscribers: 2)])
         let actions = mux.upstreamState(id, .active, now: at(250))
-        #expect(actions == [
-            .tellState(subscriber("a", "1", 1), .active, gap: .milliseconds(150)),
-            .tellState(subscriber("b", "x", 2), .active, gap: .milliseconds(150)),
-        ])
+        #expect(
+            actions == [
+                .tellState(subscriber("a", "1", 1), .active, gap: .milliseconds(150)),
+                .tellState(subscriber("b", "x", 2), .active, gap: .milliseconds(150)),
+            ]
+        )
     }
 
     @Test func aResumedSubscriberJoiningAStreamThatIsBackHearsActiveWithItsGapAtOnce() throws {
@@ -37,10 +39,12 @@ import Testing
         let id = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "k", tag: 1, resumingSince: at(100))))
         _ = mux.upstreamState(id, .active, now: at(200))
         let joined = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "k", tag: 2, resumingSince: at(100), now: at(260))
-        #expect(joined == [
-            .resumed(id, subscriber: subscriber("b", "x", 2), subscribers: 2),
-            .tellState(subscriber("b", "x", 2), .active, gap: .milliseconds(160)),
-        ])
+        #expect(
+            joined == [
+                .resumed(id, subscriber: subscriber("b", "x", 2), subscribers: 2),
+                .tellState(subscriber("b", "x", 2), .active, gap: .milliseconds(160)),
+            ]
+        )
     }
 
     @Test func aNewClientJoiningAResumingStreamIsToldPendingAsUsual() throws {
@@ -57,10 +61,12 @@ import Testing
         _ = mux.subscribe(client: "a", localID: "s2", kind: .subscription, key: "k", payload: payload, tag: 1, snapshot: snapshot)
         _ = mux.subscribe(client: "a", localID: "s1", kind: .subscription, key: "j", payload: payload, tag: 1)
         _ = mux.subscribe(client: "a", localID: "q", kind: .query, key: nil, payload: ByteBuffer(string: "{}"), tag: 1)
-        #expect(mux.subscriptions(of: "a") == [
-            .init(localID: "s1", payload: payload, snapshot: nil),
-            .init(localID: "s2", payload: payload, snapshot: snapshot),
-        ])
+        #expect(
+            mux.subscriptions(of: "a") == [
+                .init(localID: "s1", payload: payload, snapshot: nil),
+                .init(localID: "s2", payload: payload, snapshot: snapshot),
+            ]
+        )
         #expect(mux.hasSingleOperation("a"))
         #expect(!mux.hasSingleOperation("b"))
         #expect(mux.subscriptions(of: "b").isEmpty)

@@ -49,7 +49,10 @@ import Glibc
         #expect(read("restart-probe.rc") == "0", "\(probe)")
         #expect(probe.contains("\n21 | systemctl restart gqlmuxd.service | 0 | 0 |"), "\(probe)")
         #expect(probe.contains("\n22 | /opt/gqlmux-test/bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock restart && "), "\(probe)")
-        #expect(probe.contains(#""state":"reconnecting"}"#) && probe.contains(#""gapMs":"#), "line clients are told reconnecting, then active with gapMs: \(probe)")
+        #expect(
+            probe.contains(#""state":"reconnecting"}"#) && probe.contains(#""gapMs":"#),
+            "line clients are told reconnecting, then active with gapMs: \(probe)"
+        )
         let descriptors = probe.split(separator: "\n").first { $0.hasPrefix("descriptors at the start: ") }.map(String.init) ?? ""
         let counts = descriptors.replacingOccurrences(of: "descriptors at the start: ", with: "").components(separatedBy: "; at the end: ")
         #expect(counts.count == 2 && counts[0] == counts[1] && counts[0].hasSuffix("store 0"), "descriptors: \(descriptors)")
