@@ -292,6 +292,7 @@ let package = Package(
         .target(
             name: "GQLMuxFuzz",
             dependencies: [
+                "Handover",
                 "GQLMuxVocabulary", "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -1,6 +1,7 @@
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import HTTPStreaming
+import Handover
 import JSONEnvelope
 import LocalEndpoint
 import LocalProtocol
@@ -48,6 +49,25 @@ public enum FuzzTargets {
         // A mark on a result keeps it valid JSON.
         let marked = ResultMarks.marked(request.payload, "replayed")
         precondition(marked.withUnsafeReadableBytes { (try? JSONValue.parse($0))?.isObject } == true, "a marked result that is not a JSON object")
+    }
+
+    /// A handover record as the next gqlmuxd reads it from the file descriptor store: the bytes
+    /// as they are, then as a body under a valid header (so the fuzzer reaches the parser behind
+    /// the checksum, which it could rarely forge). Invariant: anything is refused or read whole;
+    /// a record read back encodes to bytes that read back to the same record.
+    public static func handover(_ data: UnsafeRawBufferPointer) {
+        let body = Array(data)
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in body {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let digits = String(hash, radix: 16)
+        let header = "\(HandoverState.format) \(HandoverState.version) \(body.count) \(String(repeating: "0", count: 16 - digits.count) + digits)\n"
+        for record in [body, Array(header.utf8) + body] {
+            guard let state = try? HandoverState(decoding: record) else { continue }
+            precondition((try? HandoverState(decoding: state.encoded())) == state, "a handover record does not survive its own round trip")
+        }
     }
 
     /// One upstream text frame, given to a connected transport state machine with one

@@ -176,7 +176,7 @@ import Testing
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         for (folder, target) in [
             ("local", FuzzTargets.localLines), ("upstream", FuzzTargets.upstreamMessage), ("streams", FuzzTargets.httpStreams),
-            ("endpoint", FuzzTargets.endpoint), ("headers", FuzzTargets.endpointHeaders),
+            ("endpoint", FuzzTargets.endpoint), ("headers", FuzzTargets.endpointHeaders), ("handover", FuzzTargets.handover),
         ]
             as [(String, (UnsafeRawBufferPointer) -> Void)]
         {
