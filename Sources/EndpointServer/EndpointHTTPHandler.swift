@@ -69,8 +69,41 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
     /// The handler in front of the HTTP decoder (set when both are added).
     package weak var activity: HTTPActivity?
 
+    /// The stream in progress, when this connection can be carried over a restart as it is: a
+    /// subscription's SSE or multipart stream, its session added, nothing half-read.
+    package var carriedStream: HTTPExchange? {
+        guard let exchange, !exchange.ended, exchange.mode == .sse || exchange.mode == .multipart, session != nil, head == nil,
+            !closingConnection, !handedOver
+        else { return nil }
+        return exchange
+    }
+
+    /// The connection went to the next process: nothing more is written from this one (no
+    /// heartbeat, no timeout's answer).
+    private var handedOver = false
+
+    package func handOver() {
+        handedOver = true
+        heartbeat?.cancel()
+        heartbeat = nil
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// Carried over a restart: `exchange`'s stream goes on here, into `session` (added after
+    /// this handler by the caller). Called before this handler is added.
+    package func resume(_ exchange: HTTPExchange, session: any EndpointSession) {
+        self.exchange = exchange
+        self.session = session
+        session.framing = exchange.framing
+        requests = 1
+        timeouts.headReceived(at: Self.now())
+        timeouts.requestEnded()
+    }
+
     package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if exchange != nil { startHeartbeat(context) }
         armTimer(context)
         reservation.onCut = { [unowned self] in
             guard let context = self.context else { return }
@@ -252,14 +285,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             let opening = exchange.opening()
             self.exchange = exchange
             write(opening, context: context)
-            if let beat = exchange.heartbeat {
-                let interval: TimeAmount = exchange.mode == .multipart ? .seconds(5) : .seconds(12)
-                let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
-                heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                    let (context, handler) = bound.value
-                    context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(beat))), promise: nil)
-                }
-            }
+            startHeartbeat(context)
             context.flush()
             if session == nil {
                 let session = makeSession(context.channel)
@@ -276,9 +302,24 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         }
     }
 
+    /// A stream's keep-alive (multipart every 5 s, SSE every 12 s).
+    private func startHeartbeat(_ context: ChannelHandlerContext) {
+        guard let beat = exchange?.heartbeat, let mode = exchange?.mode else { return }
+        let interval: TimeAmount = mode == .multipart ? .seconds(5) : .seconds(12)
+        let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
+        heartbeat = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            let (context, handler) = bound.value
+            context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(beat))), promise: nil)
+        }
+    }
+
     /// The session's output: a stream's results, already framed; its lines, the current
     /// exchange's answer.
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if handedOver, case .lines = unwrapOutboundIn(data) {
+            promise?.succeed()
+            return
+        }
         guard var exchange else {
             promise?.succeed()
             return
@@ -445,3 +486,43 @@ package final class HTTPActivity: ChannelInboundHandler, RemovableChannelHandler
 
 @available(*, unavailable)
 extension HTTPActivity: Sendable {}
+
+/// At the head of an HTTP stream carried over a restart, in place of NIO's HTTP codec: the
+/// response's head and the chunked encoding it announced were sent by the process before, so
+/// what follows is written as chunks of that body, and its end as the last chunk. Whatever the
+/// client sends is not read (a stream's connection ends with it).
+package final class ResumedChunkedResponse: ChannelDuplexHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundIn = HTTPServerResponsePart
+    package typealias OutboundOut = ByteBuffer
+
+    package init() {}
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head:
+            promise?.succeed()  // sent before the restart
+        case .body(.byteBuffer(let bytes)):
+            guard bytes.readableBytes > 0 else {
+                // Not a chunk (an empty one would end the body), but written, so its promise
+                // completes after what was written before it.
+                context.write(wrapOutboundOut(bytes), promise: promise)
+                return
+            }
+            var chunk = context.channel.allocator.buffer(capacity: bytes.readableBytes + 12)
+            chunk.writeString(String(bytes.readableBytes, radix: 16) + "\r\n")
+            chunk.writeImmutableBuffer(bytes)
+            chunk.writeStaticString("\r\n")
+            context.write(wrapOutboundOut(chunk), promise: promise)
+        case .body(.fileRegion):
+            promise?.fail(ChannelError.operationUnsupported)
+        case .end:
+            context.write(wrapOutboundOut(ByteBuffer(string: "0\r\n\r\n")), promise: promise)
+        }
+    }
+}
+
+@available(*, unavailable)
+extension ResumedChunkedResponse: Sendable {}

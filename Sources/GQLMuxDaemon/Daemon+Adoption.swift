@@ -12,7 +12,8 @@ import Glibc
 
 /// The online restart, the next process's side: the client connections the previous gqlmuxd
 /// left in systemd's file descriptor store are adopted as they are (a line-protocol client
-/// past its `connection_init`, an endpoint WebSocket past its upgrade and `connection_ack`),
+/// past its `connection_init`, an endpoint WebSocket past its upgrade and `connection_ack`, an
+/// endpoint SSE or multipart stream past its response's head),
 /// and each of their subscriptions is subscribed again, deduplicated as ever, as resuming:
 /// line clients, told `reconnecting` by the previous process, hear `active` with `gapMs` when
 /// the stream is back; WebSocket clients see only the gap. A record that cannot be read
@@ -106,6 +107,25 @@ extension Daemon {
                     switch record.kind {
                     case .line:
                         session = try self.addLineHandlers(channel)
+                    case .sse, .multipart:
+                        // The stream's head went out before the restart; its body goes on.
+                        guard let id = record.subscriptions.first?.id,
+                            let exchange = HTTPExchange(resuming: record.kind == .sse ? .sse : .multipart, id: id)
+                        else { throw DaemonError("a carried HTTP stream without its subscription") }
+                        let sync = channel.pipeline.syncOperations
+                        let http = EndpointHTTPHandler(
+                            path: self.configuration.graphqlEndpoint.path,
+                            maxBodyBytes: limits.maxLineBytes,
+                            listener: record.origin,
+                            host: self,
+                            reservation: InboundReservation(fanout: self.fanout),
+                            makeSession: { channel in self.makeSession(channel, origin: record.origin) }
+                        )
+                        session = self.makeSession(channel, origin: record.origin)
+                        http.resume(exchange, session: session)
+                        try sync.addHandler(ResumedChunkedResponse())
+                        try sync.addHandler(http)
+                        try sync.addHandler(session)
                     case .transportWS, .legacyWS:
                         // What NIO's upgrader puts in front of a WebSocket after its upgrade.
                         let sync = channel.pipeline.syncOperations

@@ -18,9 +18,10 @@ import Glibc
 ///
 ///     serving ──SIGTERM, store present──▶ draining: nothing more is read or accepted;
 ///        queries and mutations in flight get their answers (at most 3 s)
-///     draining ──▶ sorting: each client is carried (line protocol, or an endpoint WebSocket,
-///        with no half-read request) or closed with SHUTTING_DOWN (HTTP, a half-sent line or
-///        frame, a query still unanswered); line clients are told `reconnecting`
+///     draining ──▶ sorting: each client is carried (line protocol, an endpoint WebSocket, or
+///        an endpoint SSE or multipart stream, with no half-read request) or closed with
+///        SHUTTING_DOWN (HTTP between requests, a half-sent line or frame, a query still
+///        unanswered); line clients are told `reconnecting`
 ///     sorting ──▶ flushing: every carried client's pending bytes reach the kernel (at most 2 s;
 ///        one that does not read is closed, not carried half-written)
 ///     flushing ──▶ stored: the record, the connections and the listeners go to the store; the
@@ -152,6 +153,7 @@ extension Daemon {
         for (session, _) in carried {
             sessions.removeValue(forKey: ObjectIdentifier(session))
             (try? session.channel.pipeline.syncOperations.handler(type: EndpointWebSocketHandler.self))?.handOver()
+            (try? session.channel.pipeline.syncOperations.handler(type: EndpointHTTPHandler.self))?.handOver()
         }
         let done = eventLoop.makePromise(of: Sorted.self)
         var finished = false
@@ -183,22 +185,24 @@ extension Daemon {
     }
 
     /// What the next process needs to rebuild `session`, or nil when it cannot be carried
-    /// whole: an HTTP client, a half-sent line or frame, a query or mutation still in flight,
-    /// a connection already closing.
+    /// whole: an HTTP client not streaming a subscription, a half-sent line or frame, a query
+    /// or mutation still in flight, a connection already closing.
     private func carriedRecord(_ session: ClientSession) -> HandoverState.Client? {
         guard session.channel.isActive, (session.inbound?.held ?? 0) == 0, !fanout.awaitsAnswer(session),
             let cookie = Self.cookie(session.channel)
         else { return nil }
         let kind: HandoverState.Kind
         var acknowledged = true
+        let pipeline = session.channel.pipeline.syncOperations
         if session.origin == .lineSocket {
             kind = .line
-        } else {
-            guard let handler = try? session.channel.pipeline.syncOperations.handler(type: EndpointWebSocketHandler.self), handler.isOpen,
-                case .webSocket(let wire) = session.framing
-            else { return nil }
+        } else if let handler = try? pipeline.handler(type: EndpointWebSocketHandler.self) {
+            guard handler.isOpen, case .webSocket(let wire) = session.framing else { return nil }
             kind = wire == .legacyWS ? .legacyWS : .transportWS
             acknowledged = handler.acknowledged
+        } else {
+            guard let stream = (try? pipeline.handler(type: EndpointHTTPHandler.self))?.carriedStream else { return nil }
+            kind = stream.mode == .sse ? .sse : .multipart
         }
         let subscriptions = fanout.subscriptions(of: session).map {
             HandoverState.Subscription(

@@ -60,6 +60,11 @@ package struct HandoverState: Equatable, Sendable {
         case transportWS = "graphql-transport-ws"
         /// An endpoint WebSocket, graphql-ws (subscriptions-transport-ws).
         case legacyWS = "graphql-ws"
+        /// An endpoint HTTP response streaming a subscription as server-sent events; its one
+        /// subscription's id is the stream's.
+        case sse
+        /// The same as an Apollo multipart response.
+        case multipart
     }
 
     /// One open subscription: the client's id for it, the payload that went upstream, and the

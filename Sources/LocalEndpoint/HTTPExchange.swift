@@ -43,6 +43,14 @@ package struct HTTPExchange: Sendable {
         self.nextPrefix = LocalEncode.nextPrefix(id: id)
     }
 
+    /// A stream whose head and opening were sent by the process before a restart: it goes on
+    /// from its next result. Nil for a JSON answer, which is never carried over.
+    package init?(resuming mode: Mode, id: String) {
+        guard mode == .sse || mode == .multipart else { return nil }
+        self.init(mode: mode, id: id)
+        headSent = true
+    }
+
     package static let multipartContentType = #"multipart/mixed;boundary="graphql";subscriptionSpec=1.0"#
 
     /// What a request's document is, once parsed.

@@ -1,7 +1,9 @@
 import Foundation
 import GQLMuxDaemon
 import Glibc
+import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import TestUpstream
 import Testing
 
@@ -45,6 +47,34 @@ import Testing
         }
     }
 
+    /// An SSE or multipart stream of the endpoint goes on in the next process: the same HTTP
+    /// response, its chunked body whole (no chunk cut, no last chunk), results again after the
+    /// gap, and the connection never closed.
+    @Test(arguments: ["text/event-stream", "multipart/mixed;subscriptionSpec=1.0"])
+    func anEndpointStreamGoesOnInTheNextDaemon(accept: String) async throws {
+        try await DaemonRig.with { rig in
+            let stream = try await RawStreamClient.connect(rig.directory + "/graphql.sock", group: rig.clientGroup)
+            let body = #"{"query":"subscription { tick }"}"#
+            stream.send(
+                "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: \(accept)\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            )
+            await rig.upstreamActive(1)
+            _ = await rig.server.tick()
+            await eventually("a first result") { (try? stream.response().body.components(separatedBy: #""tick""#).count) == 2 }
+
+            try await rig.restartOnline()
+            #expect(rig.log.all(.handedOver).first?["GQLMUX_CLIENTS"] == "1", "\(rig.log.all(.handedOver))")
+            await rig.upstreamActive(1)
+            _ = await rig.server.tick()
+            await eventually("results after the restart") { (try? stream.response().body.components(separatedBy: #""tick""#).count) ?? 0 >= 3 }
+            let response = try stream.response()
+            #expect(response.head.hasPrefix("HTTP/1.1 200 OK"), "\(response.head)")
+            #expect(!response.ended, "the stream was not ended")
+            #expect(!stream.isClosed)
+        }
+    }
+
     @Test func aClientInTheMiddleOfALineIsClosedCleanlyAndTheOthersAreCarried() async throws {
         try await DaemonRig.with { rig in
             let whole = try await rig.connect()
@@ -84,5 +114,58 @@ import Testing
             fresh.subscribe(id: "b")
             await eventually("a new client is served") { fresh.lines(containing: #""state":"active""#).count == 1 }
         }
+    }
+}
+
+/// An HTTP client that keeps every byte of one streamed response.
+/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop, and what it records
+/// is in a lock-protected box.
+final class RawStreamClient: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    private let box = NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>(([], false))
+    private var channel: (any Channel)?
+
+    static func connect(_ path: String, group: any EventLoopGroup) async throws -> RawStreamClient {
+        let client = RawStreamClient()
+        client.channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) } }
+            .connect(unixDomainSocketPath: path).get()
+        return client
+    }
+
+    func send(_ text: String) { channel?.writeAndFlush(ByteBuffer(string: text), promise: nil) }
+    var isClosed: Bool { box.withLockedValue { $0.closed } }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = Array(unwrapInboundIn(data).readableBytesView)
+        box.withLockedValue { $0.bytes += bytes }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) { box.withLockedValue { $0.closed = true } }
+
+    struct Malformed: Error, CustomStringConvertible { var description: String }
+
+    /// The response so far: its head, its chunked body decoded (every chunk whole), and
+    /// whether the last chunk came.
+    func response() throws -> (head: String, body: String, ended: Bool) {
+        let bytes = box.withLockedValue { $0.bytes }
+        guard let split = bytes.firstRange(of: Array("\r\n\r\n".utf8)) else { throw Malformed(description: "no head yet") }
+        let head = String(decoding: bytes[..<split.lowerBound], as: UTF8.self)
+        guard head.lowercased().contains("transfer-encoding: chunked") else { throw Malformed(description: "not chunked: \(head)") }
+        var at = split.upperBound
+        var body: [UInt8] = []
+        while at < bytes.count {
+            guard let lineEnd = bytes[at...].firstRange(of: Array("\r\n".utf8)),
+                let size = Int(String(decoding: bytes[at..<lineEnd.lowerBound], as: UTF8.self), radix: 16)
+            else { throw Malformed(description: "a chunk size line is cut or wrong at byte \(at)") }
+            if size == 0 { return (head, String(decoding: body, as: UTF8.self), true) }
+            let start = lineEnd.upperBound
+            guard start + size + 2 <= bytes.count, bytes[start + size] == 13, bytes[start + size + 1] == 10 else {
+                throw Malformed(description: "a chunk is cut at byte \(at)")
+            }
+            body += bytes[start..<start + size]
+            at = start + size + 2
+        }
+        return (head, String(decoding: body, as: UTF8.self), false)
     }
 }
