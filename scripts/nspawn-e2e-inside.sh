@@ -55,15 +55,15 @@ kill $sub
 sleep 0.3
 systemctl status gqlmuxd.service --no-pager -l >"$out/systemctl-status.txt" 2>&1
 
-# The online restart: 100 line-protocol and 100 endpoint WebSocket clients across 21
-# `systemctl restart`s in a row; none may be closed, every subscription must receive again
+# The online restart: 100 line-protocol clients, 100 endpoint WebSockets and 20 endpoint SSE or
+# multipart streams across 21 `systemctl restart`s in a row, then `gqlmuxctl restart`; none may be closed, every subscription must receive again
 # after each, and no descriptor may leak (the daemon's own, and the store's while running).
 fds='echo "gqlmuxd $(ls /proc/$(systemctl show -P MainPID gqlmuxd.service)/fd | wc -l) fds, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
 steps=()
 for _ in $(seq 21); do steps+=("systemctl restart gqlmuxd.service"); done
 # gqlmuxctl restart: the daemon hands over and exits 75; systemd starts it again (RestartSec=).
 steps+=("$ctl restart && sleep 0.2 && until [ \"\$(systemctl is-active gqlmuxd.service)\" = active ]; do sleep 0.1; done")
-timeout 240 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 "$fds" "${steps[@]}" \
+timeout 240 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 20 "$fds" "${steps[@]}" \
     >"$out/restart-probe.txt" 2>&1
 echo $? >"$out/restart-probe.rc"
 

@@ -105,10 +105,10 @@ echo $? >"$out/subscription.rc"
 systemctl is-active gqlmuxd.service >"$out/service-active.txt"
 gqlmuxctl status >"$out/status.txt" 2>&1
 # The online restart across `systemctl restart` and an install of the newer package over this
-# one (its postinst restarts gqlmuxd): 100 line-protocol and 100 endpoint WebSocket clients
-# stay connected, and every subscription receives again.
+# one (its postinst restarts gqlmuxd): 100 line-protocol clients, 100 endpoint WebSockets and
+# 20 endpoint SSE or multipart streams stay connected, and every subscription receives again.
 fds='echo "gqlmuxd $(ls /proc/$(systemctl show -P MainPID gqlmuxd.service)/fd | wc -l) fds, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
-timeout 180 /opt/gqlmux-test/bin/gqlmux-bench - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 "$fds" \
+timeout 180 /opt/gqlmux-test/bin/gqlmux-bench - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 20 "$fds" \
     "systemctl restart gqlmuxd.service" "apt-get install -y --no-install-recommends /gqlmux-in/upgrade/gqlmux_*.deb >/dev/null" \
     >"$out/upgrade-probe.txt" 2>&1
 echo $? >"$out/upgrade-probe.rc"
@@ -151,7 +151,7 @@ check "man pages gqlmuxd(8) and gqlmuxctl(1)" grep -q 'man8/gqlmuxd.8.gz' "$o/ma
 check "a subscription streams through /run/gqlmux/gqlmux.sock" test "$(read_file subscription.rc)" = 0 -a "$(grep -c '"tick"' "$o/subscription.txt")" = 3
 check "gqlmuxd.service was started by its socket" test "$(read_file service-active.txt)" = active
 check "journalctl -x explains events with the catalog" grep -q "Subject: gqlmuxd started" "$o/journal.txt"
-check "no client closed across systemctl restart and an upgrade to $old_version+upgrade1 (100 line, 100 WebSocket)" \
+check "no client closed across systemctl restart and an upgrade to $old_version+upgrade1 (100 line, 100 WebSocket, 20 SSE/multipart)" \
     test "$(read_file upgrade-probe.rc)" = 0
 check "the newer package is installed" test "$(read_file version-after-upgrade.txt)" = "$old_version+upgrade1"
 check "apt-get purge gqlmux" test "$(read_file purge.rc)" = 0

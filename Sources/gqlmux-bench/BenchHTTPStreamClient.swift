@@ -23,6 +23,8 @@ final class BenchHTTPStreamClient: ChannelInboundHandler, @unchecked Sendable {
     }
 
     let results = ManagedAtomicCounter()
+    /// The restart probe's view: results, and the connection's end.
+    let probeCounters = ProbeCounters()
     private let marker: [UInt8]
     private var carry: [UInt8] = []
     private(set) var channel: (any Channel)?
@@ -54,7 +56,15 @@ final class BenchHTTPStreamClient: ChannelInboundHandler, @unchecked Sendable {
             found += Self.count(marker, in: bytes)
             carry = Array(bytes.suffix(marker.count - 1))
         }
-        if found > 0 { results.add(found) }
+        if found > 0 {
+            results.add(found)
+            probeCounters.results.add(found)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        probeCounters.disconnects.add(1)
+        context.fireChannelInactive()
     }
 
     /// memchr for the marker's first byte, then memcmp: the client must read faster than

@@ -3,10 +3,11 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// `gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS FDS_COMMAND
-/// STEP...`: the online restart, measured from the apps' side. Connects LINE_CLIENTS
-/// line-protocol clients and WS_CLIENTS endpoint WebSocket clients (half graphql-transport-ws,
-/// half graphql-ws), each subscribed to `subscription { tick }`, waits until every one
+/// `gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS
+/// STREAM_CLIENTS FDS_COMMAND STEP...`: the online restart, measured from the apps' side.
+/// Connects LINE_CLIENTS line-protocol clients, WS_CLIENTS endpoint WebSocket clients (half
+/// graphql-transport-ws, half graphql-ws) and STREAM_CLIENTS endpoint HTTP streams (half SSE,
+/// half multipart), each subscribed to `subscription { tick }`, waits until every one
 /// receives, then runs each STEP (a shell command: `systemctl restart gqlmuxd`, a package
 /// install, …). After each it waits until every subscription received a result it had not
 /// before, and prints a row: the step, how long until every subscription received again,
@@ -15,14 +16,14 @@ import NIOPosix
 /// transcript follows. Exits 1 when a client was closed or a subscription did not receive
 /// again within 60 s.
 func runRestartProbe(_ arguments: [String]) async throws -> Bool {
-    guard arguments.count >= 5, let lines = Int(arguments[2]), let webSockets = Int(arguments[3]) else {
-        say("usage: gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS FDS_COMMAND STEP...")
+    guard arguments.count >= 6, let lines = Int(arguments[2]), let webSockets = Int(arguments[3]), let streams = Int(arguments[4]) else {
+        say("usage: gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS STREAM_CLIENTS FDS_COMMAND STEP...")
         return false
     }
-    let (lineSocket, graphqlSocket, fdsCommand) = (arguments[0], arguments[1], arguments[4])
+    let (lineSocket, graphqlSocket, fdsCommand) = (arguments[0], arguments[1], arguments[5])
     // systemd refuses a sixth start within 10 s (StartLimitBurst=5): restarts are paced.
     let pause = Double(ProcessInfo.processInfo.environment["PROBE_PAUSE_SECONDS"] ?? "") ?? 2.5
-    let steps = Array(arguments.dropFirst(5))
+    let steps = Array(arguments.dropFirst(6))
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     var probes: [ProbeCounters] = []
     for index in 0..<lines {
@@ -38,6 +39,15 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
             id: "w\(index)",
             query: "subscription { tick }",
             subprotocol: index % 2 == 0 ? "graphql-transport-ws" : "graphql-ws"
+        )
+        probes.append(client.probeCounters)
+    }
+    for index in 0..<streams {
+        let client = try await BenchHTTPStreamClient.subscribe(
+            graphqlSocket,
+            group: group,
+            kind: index % 2 == 0 ? .sse : .multipart,
+            query: "subscription { tick }"
         )
         probes.append(client.probeCounters)
     }
@@ -61,7 +71,10 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
-    say("clients: \(lines) line protocol, \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws)")
+    say(
+        "clients: \(lines) line protocol, \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws), "
+            + "\(streams) endpoint HTTP streams (\((streams + 1) / 2) SSE, \(streams / 2) multipart)"
+    )
     say("step | command | exit | disconnects | every subscription receiving again after | descriptors before → after")
     var ok = true
     let firstFDs = shell(fdsCommand).output

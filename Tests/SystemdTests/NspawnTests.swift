@@ -41,8 +41,8 @@ import Glibc
         #expect(!read("subscription.err").contains("error"), "\(read("subscription.err"))")
         #expect(read("subscription.err").contains("state: reconnecting"))
 
-        // Online restart: 100 line-protocol and 100 endpoint WebSocket clients across 21
-        // `systemctl restart`s: none closed, every subscription receiving again after each, the
+        // Online restart: 100 line-protocol clients, 100 endpoint WebSockets and 20 SSE or
+        // multipart streams across 21 `systemctl restart`s and a `gqlmuxctl restart`: none closed, every subscription receiving again after each, the
         // same descriptors at the end, and the store empty while gqlmuxd runs.
         let probe = read("restart-probe.txt")
         print("gqlmux-bench restart-probe (inside nspawn):\n" + probe)
