@@ -59,6 +59,13 @@ systemctl status gqlmuxd.service --no-pager -l >"$out/systemctl-status.txt" 2>&1
 # multipart streams across 21 `systemctl restart`s in a row, then `gqlmuxctl restart`; none may be closed, every subscription must receive again
 # after each, and no descriptor may leak (the daemon's own, and the store's while running).
 fds='echo "gqlmuxd $(ls /proc/$(systemctl show -P MainPID gqlmuxd.service)/fd | wc -l) fds, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
+# And 100 clients of the gql library (both subprotocols) beside them, when its virtualenv is here.
+fleet=$out/gql-fleet
+mkdir -p "$fleet"
+if [ -x /opt/gqlmux-test/venv/bin/python ]; then
+    /opt/gqlmux-test/venv/bin/python /opt/gqlmux-test/interop/gql_fleet.py /run/gqlmux/graphql.sock 100 "$fleet" >"$fleet/log" 2>&1 &
+    wait_until 60 '[ -f "$fleet/ready" ]'
+fi
 steps=()
 for _ in $(seq 21); do steps+=("systemctl restart gqlmuxd.service"); done
 # gqlmuxctl restart: the daemon hands over and exits 75; systemd starts it again (RestartSec=).
@@ -66,6 +73,10 @@ steps+=("$ctl restart && sleep 0.2 && until [ \"\$(systemctl is-active gqlmuxd.s
 timeout 240 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 20 "$fds" "${steps[@]}" \
     >"$out/restart-probe.txt" 2>&1
 echo $? >"$out/restart-probe.rc"
+if [ -f "$fleet/ready" ]; then
+    touch "$fleet/mark"
+    wait_until 40 '[ -f "$fleet/report.json" ]'
+fi
 
 systemctl show -P NRestarts gqlmuxd.service >"$out/nrestarts-before-watchdog.txt"
 old=$(systemctl show -P MainPID gqlmuxd.service)

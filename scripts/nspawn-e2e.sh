@@ -49,10 +49,19 @@ TOML
 echo '{"token":"e2e-token"}' >"$work/etc/token.json"
 chmod 0600 "$work/etc/token.json"
 
+# The gql library's clients (interop/gql_fleet.py) run inside too, from the interop virtualenv
+# (scripts/setup-interop.sh; GQLMUX_E2E_VENV names another) when its Python is the system's
+# (under /usr, which the container shares).
+venv_dir=${GQLMUX_E2E_VENV:-$root/.venv-interop}
+venv=()
+if [[ $(readlink -f "$venv_dir/bin/python" 2>/dev/null) == /usr/* ]]; then
+    venv=(--bind-ro="$venv_dir":/opt/gqlmux-test/venv --bind-ro="$root/interop":/opt/gqlmux-test/interop)
+fi
 timeout 400 systemd-nspawn --quiet --register=no --keep-unit -D / --volatile=yes --private-network \
     --bind-ro=/opt/swift \
     --bind-ro="$bin":/opt/gqlmux-test/bin \
     --bind-ro="$root/scripts":/opt/gqlmux-test/scripts \
+    "${venv[@]}" \
     --bind="$work/units":/run/systemd/system \
     --bind-ro="$work/etc":/etc/gqlmux \
     --bind="$out":/gqlmux-out \

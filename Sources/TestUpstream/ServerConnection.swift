@@ -107,7 +107,8 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
             close(code: 1007, reason: "Invalid frame payload data")
             return
         }
-        let document = request.replacingOccurrences(of: #"\n"#, with: " ")
+        // JSON as any client writes it (gql puts a space after each colon).
+        let document = request.replacingOccurrences(of: #"\n"#, with: " ").replacingOccurrences(of: #"": ""#, with: #"":""#)
         let isSubscription = document.contains(#""query":"subscription"#) || document.contains(#""query":" subscription"#)
         let isMutation = document.contains(#""query":"mutation"#)
         if isSubscription {
