@@ -30,6 +30,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     var name = ""
     /// Once closing (error, slow consumer, shutdown) nothing more is written.
     private var closing = false
+    /// Whether this session is ending (a restart does not carry it).
+    var isClosing: Bool { closing }
     /// Lines written since the last flush, sent as one write.
     private var batch = ClientSession.emptyBatch
     /// Buffers queued before `batch` in this turn: earlier batch parts and large upstream

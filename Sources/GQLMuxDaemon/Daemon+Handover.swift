@@ -188,7 +188,7 @@ extension Daemon {
     /// whole: an HTTP client not streaming a subscription, a half-sent line or frame, a query
     /// or mutation still in flight, a connection already closing.
     private func carriedRecord(_ session: ClientSession) -> HandoverState.Client? {
-        guard session.channel.isActive, (session.inbound?.held ?? 0) == 0, !fanout.awaitsAnswer(session),
+        guard session.channel.isActive, !session.isClosing, (session.inbound?.held ?? 0) == 0, !fanout.awaitsAnswer(session),
             let cookie = Self.cookie(session.channel)
         else { return nil }
         let kind: HandoverState.Kind
