@@ -28,9 +28,6 @@ done
 
 version=$(sed -n 's/.*static let release = "\(.*\)".*/\1/p' Sources/LocalProtocol/LocalMessages.swift)
 [[ -n $version ]] || { echo "build-deb.sh: cannot read the release from LocalProtocol" >&2; exit 1; }
-# GQLMUX_DEB_VERSION packages the same build under another version (the upgrade test's newer
-# package).
-version=${GQLMUX_DEB_VERSION:-$version}
 
 echo "==> man pages from the argument parser (swift-argument-parser's generate-manual plugin)"
 # The plugin builds every product in this configuration first; the static link below reuses

@@ -23,10 +23,13 @@ if [[ -z $deb ]]; then
     deb=$(ls -t .build/deb/gqlmux_*_amd64.deb | head -1)
 fi
 deb=$(readlink -f "$deb")
-# The same build as a newer version, installed over it while clients are connected.
+# The same package under a newer version, installed over it while clients are connected.
 old_version=$(dpkg-deb -f "$deb" Version)
-GQLMUX_DEB_VERSION="$old_version+upgrade1" scripts/build-deb.sh .build/deb-upgrade >/dev/null
-upgrade=$(readlink -f .build/deb-upgrade/gqlmux_"$old_version"+upgrade1_amd64.deb)
+repack=$(mktemp -d /tmp/gqlmux-deb-upgrade.XXXXXX)
+dpkg-deb -R "$deb" "$repack/root"
+sed -i "s/^Version: .*/Version: $old_version+upgrade1/" "$repack/root/DEBIAN/control"
+dpkg-deb --build "$repack/root" "$repack/gqlmux_${old_version}+upgrade1_amd64.deb" >/dev/null
+upgrade=$repack/gqlmux_${old_version}+upgrade1_amd64.deb
 echo "==> dpkg-deb -c $(basename "$deb")"
 dpkg-deb -c "$deb" | awk '{ printf "    %s %10s %s\n", $1, $3, $6 }'
 
@@ -61,7 +64,7 @@ if [[ ! -f $system/.gqlmux-pristine ]]; then
 fi
 
 work=$(mktemp -d /tmp/gqlmux-deb-test.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$repack"' EXIT
 mkdir -p "$work/units/multi-user.target.wants" "$work/out" "$work/in"
 cp "$deb" "$work/in/"
 mkdir -p "$work/in/upgrade"
