@@ -94,6 +94,7 @@ extension Daemon {
         let listeners = (try? await eventLoop.flatSubmit { self.ownListenerCookies() }.get()) ?? [:]
         let state = HandoverState(handedAt: sorted?.at ?? Instant(nanoseconds: 0), clients: carried.map(\.record))
         let package = HandoverPackage(record: state.encoded(), clients: carried.map(\.record.cookie), listeners: listeners, closed: closedEarly)
+        var stored = true
         do {
             try store(package)
             events.emit(
@@ -105,15 +106,22 @@ extension Daemon {
                 message: "handed \(carried.count) clients to the next process (\(closedEarly) closed instead)"
             )
         } catch {
+            stored = false
             events.emit(.handoverFailed, ["GQLMUX_ERROR": "\(error)"], message: "could not hand clients to the next process: \(error); stopping instead")
-            try? await eventLoop.submit {
-                for (session, _) in carried { session.shutDownAfterHandover() }
-            }.get()
+            // Told SHUTTING_DOWN and closed, as in a stop; waited for like a stop's.
+            let closes: [EventLoopFuture<Void>] =
+                (try? await eventLoop.submit { () -> [EventLoopFuture<Void>] in
+                    for (session, _) in carried { session.shutDownAfterHandover() }
+                    return carried.map { $0.session.channel.closeFuture }
+                }.get()) ?? []
+            _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
         }
         // This process's copies of what was stored are closed now, as exiting would close them:
         // close(2) only (no shutdown), so the copies in the store keep every connection open.
         _ = try? await eventLoop.flatSubmit {
-            for (session, _) in carried { session.channel.close(promise: nil) }
+            if stored {
+                for (session, _) in carried { session.channel.close(promise: nil) }
+            }
             for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
             self.fanout.shutDown()
             return self.upstream.shutdownOnLoop()

@@ -95,6 +95,21 @@ import Testing
         }
     }
 
+    @Test func aStoreThatRefusesMakesItAStopTheClientsAreToldAndClosed() async throws {
+        struct Refused: Error {}
+        try await DaemonRig.with { rig in
+            let client = try await rig.connect()
+            client.subscribe(id: "a")
+            await rig.upstreamActive(1)
+            rig.daemon.handoverStore = { _ in throw Refused() }
+            await rig.stopDaemon()
+            await eventually("the client is told and closed") { client.isClosed }
+            #expect(client.lines(containing: "SHUTTING_DOWN").count >= 1, "\(client.lines)")
+            #expect(rig.log.count(.handoverFailed) == 1)
+            #expect(rig.log.count(.handedOver) == 0)
+        }
+    }
+
     @Test func aRecordThatCannotBeReadClosesThePassedConnectionsAndStartsClean() async throws {
         try await DaemonRig.with { rig in
             let client = try await rig.connect()
