@@ -118,8 +118,9 @@ extension Daemon {
         }
         // This process's copies of what was stored are closed now, as exiting would close them:
         // close(2) only (no shutdown), so the copies in the store keep every connection open.
+        let closeCarried = stored
         _ = try? await eventLoop.flatSubmit {
-            if stored {
+            if closeCarried {
                 for (session, _) in carried { session.channel.close(promise: nil) }
             }
             for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
@@ -250,8 +251,9 @@ extension Daemon {
             level: NIOBSDSocket.OptionLevel.socket,
             name: NIOBSDSocket.Option(rawValue: 57)  // SO_COOKIE
         )
-        var cookie: UInt64?
-        future.whenSuccess { cookie = $0 }
-        return cookie
+        // On the channel's loop NIO reads the option at once: the future is complete here.
+        let cookie = NIOLoopBoundBox(UInt64?.none, eventLoop: channel.eventLoop)
+        future.whenSuccess { cookie.value = $0 }
+        return cookie.value
     }
 }
