@@ -174,19 +174,22 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     // MARK: - Verbs
 
-    private func subscribe(id: String, payload: ByteBuffer) {
+    /// - Parameter resumed: the operation was carried over a restart: the resnapshot query it
+    ///   had (already in its upstream form) and when its client was told `reconnecting`.
+    private func subscribe(id: String, payload: ByteBuffer, resumed: (snapshot: ByteBuffer?, since: Instant)? = nil) {
         // A duplicate id and the per-client limit are named before the payload is parsed.
         if let refusal = fanout.admission(session: self, localID: id) {
             return fanout.refuse(self, id, refusal)
         }
-        let request: SubscribeRequest
+        var request: SubscribeRequest
         do {
             request = try SubscribeRequest.parse(payload, limits: host.documentLimits)
         } catch {
             sendError(id: id, code: error.code, message: error.message)
             return
         }
-        fanout.subscribe(request, session: self, localID: id)
+        if let resumed { request.snapshotPayload = resumed.snapshot }
+        fanout.subscribe(request, session: self, localID: id, resumingSince: resumed?.since)
         host.statusChanged()
     }
 
@@ -196,19 +199,12 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func resume(_ subscriptions: [HandoverState.Subscription], since: Instant) {
         eventLoop.assertInEventLoop()
         for subscription in subscriptions {
-            if let refusal = fanout.admission(session: self, localID: subscription.id) {
-                fanout.refuse(self, subscription.id, refusal)
-                continue
-            }
-            do {
-                var request = try SubscribeRequest.parse(ByteBuffer(string: subscription.payload), limits: host.documentLimits)
-                request.snapshotPayload = subscription.snapshot.map { ByteBuffer(string: $0) }
-                fanout.subscribe(request, session: self, localID: subscription.id, resumingSince: since)
-            } catch {
-                sendError(id: subscription.id, code: error.code, message: error.message)
-            }
+            subscribe(
+                id: subscription.id,
+                payload: ByteBuffer(string: subscription.payload),
+                resumed: (subscription.snapshot.map { ByteBuffer(string: $0) }, since)
+            )
         }
-        host.statusChanged()
     }
 
     /// The handover failed after this client was set aside for it: it is closed as in a stop.

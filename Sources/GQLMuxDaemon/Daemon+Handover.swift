@@ -37,8 +37,6 @@ extension Daemon {
         /// This process's own listeners (not a socket unit's), by the name the next process
         /// knows them by: `line`, `graphql` or `tcp`, and their cookies.
         package var listeners: [String: UInt64]
-        /// Clients closed instead of carried (a half-sent request, an HTTP client, …).
-        package var closed: Int
     }
 
     /// Where a handover goes: gqlmuxd stores it in systemd's file descriptor store. Throws when
@@ -66,7 +64,7 @@ extension Daemon {
 
     /// Hands every client that can be carried to `store`, closes the rest as a stop does, and
     /// closes the upstream. Returns false when the daemon was already stopping.
-    package func handOver(to store: HandoverStore, reason: String = "SIGTERM") async -> Bool {
+    package func handOver(to store: HandoverStore, reason: String) async -> Bool {
         let began = try? await eventLoop.submit { () -> Bool in
             guard !self.stopping else { return false }
             self.stopping = true
@@ -91,9 +89,9 @@ extension Daemon {
         let sorted = try? await eventLoop.flatSubmit { self.sortAndFlush() }.get()
         let carried = sorted?.carried ?? []
         let closedEarly = sorted?.closed ?? 0
-        let listeners = (try? await eventLoop.flatSubmit { self.ownListenerCookies() }.get()) ?? [:]
+        let listeners = (try? await eventLoop.submit { self.ownListenerCookies() }.get()) ?? [:]
         let state = HandoverState(handedAt: sorted?.at ?? Instant(nanoseconds: 0), clients: carried.map(\.record))
-        let package = HandoverPackage(record: state.encoded(), clients: carried.map(\.record.cookie), listeners: listeners, closed: closedEarly)
+        let package = HandoverPackage(record: state.encoded(), clients: carried.map(\.record.cookie), listeners: listeners)
         var stored = true
         do {
             try store(package)
@@ -231,7 +229,8 @@ extension Daemon {
     }
 
     /// This process's own listeners (the socket units' stay with their units), by name.
-    private func ownListenerCookies() -> EventLoopFuture<[String: UInt64]> {
+    private func ownListenerCookies() -> [String: UInt64] {
+        eventLoop.assertInEventLoop()
         var found: [String: UInt64] = [:]
         if ownsSocketFile, let server = serverChannel, let cookie = Self.cookie(server) { found["line"] = cookie }
         for channel in endpointChannels {
@@ -241,7 +240,7 @@ extension Daemon {
                 found["tcp"] = cookie
             }
         }
-        return eventLoop.makeSucceededFuture(found)
+        return found
     }
 
     /// A socket's `SO_COOKIE`, read through NIO (on the channel's loop).

@@ -57,14 +57,7 @@ public enum FuzzTargets {
     /// a record read back encodes to bytes that read back to the same record.
     public static func handover(_ data: UnsafeRawBufferPointer) {
         let body = Array(data)
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in body {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = String(hash, radix: 16)
-        let header = "\(HandoverState.format) \(HandoverState.version) \(body.count) \(String(repeating: "0", count: 16 - digits.count) + digits)\n"
-        for record in [body, Array(header.utf8) + body] {
+        for record in [body, HandoverState.record(body: body)] {
             guard let state = try? HandoverState(decoding: record) else { continue }
             precondition((try? HandoverState(decoding: state.encoded())) == state, "a handover record does not survive its own round trip")
         }

@@ -117,9 +117,13 @@ package struct HandoverState: Equatable, Sendable {
                 }
             }
         )
-        let body = Array(writer.finish().readableBytesView)
-        let header = "\(Self.format) \(Self.version) \(body.count) \(Self.hex(Self.fnv1a64(body)))\n"
-        return Array(header.utf8) + body
+        return Self.record(body: Array(writer.finish().readableBytesView))
+    }
+
+    /// `body` under this version's header (its length and checksum): what ``encoded()``
+    /// writes, and how the fuzzer reaches the parser behind the checksum.
+    package static func record(body: [UInt8]) -> [UInt8] {
+        Array("\(format) \(version) \(body.count) \(hex(fnv1a64(body)))\n".utf8) + body
     }
 
     // MARK: - Reading

@@ -63,33 +63,30 @@ package enum ListenFDs {
 
     /// The port an IPv4 or IPv6 socket is bound to.
     package static func boundPort(_ fd: CInt) -> Int? {
-        var address = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard ok == 0 else { return nil }
+        guard let address = localAddress(fd, as: sockaddr_storage.self) else { return nil }
         switch Int32(address.ss_family) {
-        case AF_INET:
-            return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) } }
-        case AF_INET6:
-            return withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) } }
-        default:
-            return nil
+        case AF_INET: return withUnsafeBytes(of: address) { Int(UInt16(bigEndian: $0.load(as: sockaddr_in.self).sin_port)) }
+        case AF_INET6: return withUnsafeBytes(of: address) { Int(UInt16(bigEndian: $0.load(as: sockaddr_in6.self).sin6_port)) }
+        default: return nil
         }
     }
 
     /// The path a Unix socket is bound to (for logs and status).
     package static func boundPath(_ fd: CInt) -> String? {
-        var address = sockaddr_un()
-        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
-        let ok = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard ok == 0 else { return nil }
+        guard var address = localAddress(fd, as: sockaddr_un.self) else { return nil }
         return withUnsafeBytes(of: &address.sun_path) { raw in
             let bytes = raw.prefix { $0 != 0 }
             return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
         }
+    }
+
+    /// `getsockname` into an address of type `Address`.
+    private static func localAddress<Address>(_ fd: CInt, as: Address.Type) -> Address? {
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: MemoryLayout<Address>.size, alignment: MemoryLayout<Address>.alignment)
+        defer { storage.deallocate() }
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: MemoryLayout<Address>.size)
+        var length = socklen_t(MemoryLayout<Address>.size)
+        guard getsockname(fd, storage.assumingMemoryBound(to: sockaddr.self), &length) == 0 else { return nil }
+        return storage.load(as: Address.self)
     }
 }

@@ -22,9 +22,9 @@ final class BenchHTTPStreamClient: ChannelInboundHandler, @unchecked Sendable {
         var marker: [UInt8] { Array((self == .sse ? "event: next" : #"{"payload":"#).utf8) }
     }
 
-    let results = ManagedAtomicCounter()
-    /// The restart probe's view: results, and the connection's end.
+    /// Results; the restart probe reads them with the connection's end.
     let probeCounters = ProbeCounters()
+    var results: ManagedAtomicCounter { probeCounters.results }
     private let marker: [UInt8]
     private var carry: [UInt8] = []
     private(set) var channel: (any Channel)?
@@ -56,10 +56,7 @@ final class BenchHTTPStreamClient: ChannelInboundHandler, @unchecked Sendable {
             found += Self.count(marker, in: bytes)
             carry = Array(bytes.suffix(marker.count - 1))
         }
-        if found > 0 {
-            results.add(found)
-            probeCounters.results.add(found)
-        }
+        if found > 0 { results.add(found) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -12,12 +12,12 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = WebSocketFrame
 
-    let frames = ManagedAtomicCounter()
+    /// Result frames; the restart probe reads them with the connection's end.
+    let probeCounters = ProbeCounters()
+    var frames: ManagedAtomicCounter { probeCounters.results }
     /// Close frames received (gqlmuxd cut this client).
     let closed = ManagedAtomicCounter()
     private(set) var channel: (any Channel)?
-    /// The restart probe's view: results, and closes (a close frame, or the connection's end).
-    let probeCounters = ProbeCounters()
 
     /// Connects to `path`, upgrades to graphql-transport-ws, sends `connection_init` and a
     /// subscribe of `query` with `id`.
@@ -127,14 +127,8 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
                 if opcode == 8 { closes += 1 }
             }
         }
-        if results > 0 {
-            frames.add(results)
-            probeCounters.results.add(results)
-        }
-        if closes > 0 {
-            closed.add(closes)
-            probeCounters.disconnects.add(closes)
-        }
+        if results > 0 { frames.add(results) }
+        if closes > 0 { closed.add(closes) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

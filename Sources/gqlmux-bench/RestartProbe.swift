@@ -102,7 +102,8 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
     return ok
 }
 
-/// What the probe reads of each client: results received, and whether it was closed.
+/// What the probe reads of each client: results received, and whether its connection ended
+/// (a WebSocket's close frame is followed by its end, so it is counted there).
 struct ProbeCounters: Sendable {
     let results = ManagedAtomicCounter()
     let disconnects = ManagedAtomicCounter()
@@ -110,8 +111,10 @@ struct ProbeCounters: Sendable {
 
 /// A line-protocol client that counts its `next` lines and notices its connection closing;
 /// the first one keeps its other lines (states) as a transcript.
-/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop only, and what the
-/// probe reads from its task is in lock-protected counters and the locked transcript.
+/// `@unchecked Sendable` — safe because its mutable state (`partial`, `elided`) is touched only
+/// in `channelRead`, which asserts it runs on the channel's loop (`assertInEventLoop`);
+/// `channel` is set once by `connect` before the client is returned; what the probe reads from
+/// its task is in lock-protected counters and the locked transcript.
 final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     let counters = ProbeCounters()
@@ -134,6 +137,7 @@ final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
     func send(_ text: String) { channel?.writeAndFlush(ByteBuffer(string: text), promise: nil) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.eventLoop.assertInEventLoop()
         let buffer = unwrapInboundIn(data)
         var results = 0
         for byte in buffer.readableBytesView {

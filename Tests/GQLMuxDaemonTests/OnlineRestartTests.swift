@@ -133,8 +133,9 @@ import Testing
 }
 
 /// An HTTP client that keeps every byte of one streamed response.
-/// `@unchecked Sendable` — safe because NIO calls it on its channel's loop, and what it records
-/// is in a lock-protected box.
+/// `@unchecked Sendable` — safe because what it records is in a lock-protected box
+/// (`NIOLockedValueBox`), and `channel` is set once by `connect` before the client is returned;
+/// its handler methods assert they run on the channel's loop (`assertInEventLoop`).
 final class RawStreamClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     private let box = NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>(([], false))
@@ -152,6 +153,7 @@ final class RawStreamClient: ChannelInboundHandler, @unchecked Sendable {
     var isClosed: Bool { box.withLockedValue { $0.closed } }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.eventLoop.assertInEventLoop()
         let bytes = Array(unwrapInboundIn(data).readableBytesView)
         box.withLockedValue { $0.bytes += bytes }
     }

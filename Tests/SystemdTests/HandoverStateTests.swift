@@ -52,17 +52,6 @@ import Testing
 
     @Test func aWellFormedBodyThatIsNotARecordIsRefused() {
         let body = Array(#"{"handedAtNs":1,"clients":[{"cookie":"1"}]}"#.utf8)
-        let header = "gqlmux-handover 1 \(body.count) \(Self.checksum(body))\n"
-        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: Array(header.utf8) + body) }
-    }
-
-    private static func checksum(_ bytes: [UInt8]) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let digits = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: HandoverState.record(body: body)) }
     }
 }
