@@ -27,7 +27,23 @@ final class Fanout: @unchecked Sendable {
     /// where the core placed them. Set once, in `init` (its sink needs `self`).
     private(set) var carriers: UpstreamCarriers!
     let eventLoop: any EventLoop
-    private var core: Core
+    /// The core itself; read it through `core`, which writes the run first.
+    var multiplexer: Core
+    /// The core, after the results of this turn's run are written (`Fanout+Delivery.swift`):
+    /// every change to it, and every question asked of it, comes after the results that arrived
+    /// before, as if each had been written when it arrived.
+    private var core: Core {
+        _read {
+            writeRun()
+            yield multiplexer
+        }
+        _modify {
+            writeRun()
+            yield &multiplexer
+        }
+    }
+    /// Results of one operation that arrived this turn and are not written yet.
+    var run = ResultRun()
     let events: DaemonEvents
     let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
@@ -37,7 +53,7 @@ final class Fanout: @unchecked Sendable {
     private var busy = false
     private var waiting: [Event] = []
     private(set) var messagesIn = 0
-    private(set) var messagesOut = 0
+    var messagesOut = 0
     /// Unwritten bytes of all clients together, as last measured (see `Fanout+MemoryBudget.swift`).
     var totalBuffered = 0
     /// Bytes of unfinished requests of all clients together (see `inboundChanged`).
@@ -69,7 +85,7 @@ final class Fanout: @unchecked Sendable {
         self.metrics = metrics
         self.totalBufferBytes = configuration.limits.totalBufferBytes
         self.replayLast = configuration.replayLast
-        self.core = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
+        self.multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
         let loop = eventLoop
         carriers = makeCarriers { [weak self] id, update in
             loop.assertInEventLoop()
@@ -179,7 +195,7 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// Runs `body` as the one thing being handled, then whatever arrived meanwhile, in order.
-    private func serially(_ body: () -> Void) {
+    func serially(_ body: () -> Void) {
         guard !busy else {
             body()  // a local request never arrives mid-event; if one did, it runs as before
             return
@@ -207,18 +223,17 @@ final class Fanout: @unchecked Sendable {
         switch update {
         case .next(let payload):
             messagesIn += 1
+            // The hot path: the result joins this turn's run, written to every subscriber at
+            // the end of the turn or before anything else reaches the core
+            // (`Fanout+Delivery.swift`). Asked of the core itself: asking through `core` would
+            // write the run first.
+            guard multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else { return append(payload, of: id) }
             if core.isSnapshot(id) { return perform(core.snapshotAnswered(id, payload)) }
-            if core.isHolding(id) {
-                // Some subscribers wait for their snapshot: the others get it now, theirs is held.
-                let waiting = core.waiting(on: id)
-                messagesOut += deliver(payload, to: core.subscribers(of: id)) { !waiting.contains($0.key) }
-                perform(core.hold(id, payload))
-            } else {
-                // The hot path: the core's subscriber list read in place, no action values
-                // (`Fanout+Delivery.swift`).
-                messagesOut += deliver(payload, to: core.subscribers(of: id))
-            }
-            core.remember(id, payload, budget: max(0, totalBufferBytes - totalBuffered - pendingInbound))
+            // Some subscribers wait for their snapshot: the others get it now, theirs is held.
+            let waiting = core.waiting(on: id)
+            messagesOut += deliver(payload, to: core.subscribers(of: id)) { !waiting.contains($0.key) }
+            perform(core.hold(id, payload))
+            core.remember(id, payload, budget: rememberBudget)
         case .state(let state):
             perform(core.upstreamState(id, state, now: Self.now()))
         case .finished(let finish):
@@ -415,16 +430,22 @@ final class Fanout: @unchecked Sendable {
         guard !session.awaitingFlush else { return }
         session.awaitingFlush = true
         dirty.append(session)
+        scheduleFlush()
+    }
+
+    /// The end of this loop turn flushes (and writes the run).
+    func scheduleFlush() {
         guard !flushScheduled else { return }
         flushScheduled = true
-        session.eventLoop.execute { self.flushDirty() }
+        eventLoop.execute { self.flushDirty() }
     }
 
     private func flushDirty() {
         flushScheduled = false
+        // Each subscriber's share of the run is written out at once, while its bytes are warm.
+        var change = writeRun(flushing: true)
         let sessions = dirty
         dirty.removeAll(keepingCapacity: true)
-        var change = 0
         for session in sessions {
             session.awaitingFlush = false
             change += session.flush()

@@ -1,0 +1,76 @@
+import Foundation
+import GQLMuxDaemon
+import NIOCore
+import TestUpstream
+import Testing
+
+/// Results that arrive together are written subscriber by subscriber (a run), yet every client
+/// sees exactly the order the upstream sent: results before the end that followed them, and
+/// the results of different subscriptions interleaved as they arrived.
+@Suite(.serialized) struct ResultRunTests {
+    /// The tick numbers of the `next` lines of subscription `id`, in the order they were read.
+    static func ticks(_ client: LineClient, _ id: String) -> [Int] {
+        client.lines(containing: #""type":"next","id":"\#(id)""#).compactMap { line in
+            guard let range = line.range(of: #""tick":"#) else { return nil }
+            return Int(line[range.upperBound...].prefix { $0.isNumber })
+        }
+    }
+
+    @Test func resultsReadTogetherWithTheCompletionReachEveryClientBeforeIt() async throws {
+        try await DaemonRig.with { rig in
+            let clients = [try await rig.connect(), try await rig.connect(), try await rig.connect()]
+            for (index, client) in clients.enumerated() { client.subscribe(id: "c\(index)") }
+            await rig.upstreamActive(1)
+            for (index, client) in clients.enumerated() {
+                await eventually("client \(index) active") { !client.lines(containing: #""state":"active""#).isEmpty }
+            }
+            await rig.server.tickThenEnd(count: 300)
+            for (index, client) in clients.enumerated() {
+                await eventually("client \(index) completed") { !client.lines(containing: #""type":"complete""#).isEmpty }
+                #expect(Self.ticks(client, "c\(index)") == Array(1...300), "client \(index)")
+                let lines = client.lines
+                let complete = try #require(lines.firstIndex { $0.contains(#""type":"complete""#) })
+                #expect(complete == lines.count - 1, "the completion is the last line")
+                #expect(!lines[complete - 1].contains(#""type":"state""#), "the line before it is a result")
+            }
+        }
+    }
+
+    @Test func resultsReadTogetherWithAnUpstreamCloseComeBeforeReconnecting() async throws {
+        try await DaemonRig.with { rig in
+            let client = try await rig.connect()
+            client.subscribe(id: "s")
+            await rig.upstreamActive(1)
+            await eventually("active") { !client.lines(containing: #""state":"active""#).isEmpty }
+            await rig.server.tickThenEnd(count: 200, closeCode: 1001)
+            await eventually("reconnecting") { !client.lines(containing: #""state":"reconnecting""#).isEmpty }
+            let lines = client.lines
+            let reconnecting = try #require(lines.firstIndex { $0.contains(#""state":"reconnecting""#) })
+            let results = lines.indices.filter { lines[$0].contains(#""type":"next""#) }
+            #expect(results.count == 200)
+            #expect(results.allSatisfy { $0 < reconnecting }, "every result before reconnecting")
+            #expect(Self.ticks(client, "s") == Array(1...200))
+        }
+    }
+
+    @Test func resultsOfTwoSubscriptionsKeepTheirInterleaving() async throws {
+        try await DaemonRig.with { rig in
+            let client = try await rig.connect()
+            client.subscribe(id: "a", "subscription { tick(n: 1) }")
+            await rig.upstreamActive(1)
+            client.subscribe(id: "b", "subscription { tick(n: 2) }")
+            await rig.upstreamActive(2)
+            await eventually("both active") { client.lines(containing: #""state":"active""#).count == 2 }
+            await rig.server.tick(count: 100)
+            await eventually("200 results") { client.lines(containing: #""type":"next""#).count == 200 }
+            // The upstream sends each tick to both subscriptions, always in the same order: so
+            // must the client read them (a run of one is written before the other's begins).
+            let order = client.lines(containing: #""type":"next""#).map { $0.contains(#""id":"a""#) ? "a" : "b" }
+            let pair = Array(order.prefix(2))
+            #expect(Set(pair) == ["a", "b"])
+            #expect(order == Array(repeating: pair, count: 100).flatMap { $0 })
+            #expect(Self.ticks(client, "a") == Array(1...100))
+            #expect(Self.ticks(client, "b") == Array(1...100))
+        }
+    }
+}
