@@ -227,7 +227,7 @@ final class Fanout: @unchecked Sendable {
             // the end of the turn or before anything else reaches the core
             // (`Fanout+Delivery.swift`). Asked of the core itself: asking through `core` would
             // write the run first.
-            guard multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else { return append(payload, of: id) }
+            guard !multiplexer.deliversPlainly, multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else { return append(payload, of: id) }
             if core.isSnapshot(id) { return perform(core.snapshotAnswered(id, payload)) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
             let waiting = core.waiting(on: id)

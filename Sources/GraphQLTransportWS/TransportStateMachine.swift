@@ -135,13 +135,21 @@ package struct TransportStateMachine {
     package func wireID(of id: OperationID) -> String? { operations[id]?.wireID }
 
     /// The earliest instant at which ``tick(now:)`` has work to do.
+    @inline(__always)
+    private static func earlier(_ a: Instant?, _ b: Instant?) -> Instant? {
+        guard let a else { return b }
+        guard let b else { return a }
+        return min(a, b)
+    }
+
     package var nextDeadline: Instant? {
         let connection: Instant?
         switch phase {
         case .connecting(_, let deadline), .awaitingAck(_, let deadline), .backingOff(let deadline):
             connection = deadline
         case .connected(let c):
-            connection = [c.nextPing, c.pongDeadline, c.idleCloseAt, c.healthyAt, c.probationAt].compactMap { $0 }.min()
+            // No array: this runs for every message.
+            connection = Self.earlier(Self.earlier(Self.earlier(c.nextPing, c.pongDeadline), Self.earlier(c.idleCloseAt, c.healthyAt)), c.probationAt)
         case .idle, .paused, .failed, .shutDown:
             connection = nil
         }

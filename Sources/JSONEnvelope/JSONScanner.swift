@@ -221,6 +221,12 @@ package struct JSONScanner {
     private mutating func skipString() throws(JSONScanError) {
         index += 1
         while index < bytes.count {
+            // Eight plain bytes at a time (ASCII from space up, no quote, no backslash): most of
+            // a result's text. Any other byte is looked at alone below.
+            while index + 8 <= bytes.count, Self.allPlain(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                index += 8
+            }
+            guard index < bytes.count else { break }
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\""):
@@ -255,6 +261,21 @@ package struct JSONScanner {
             }
         }
         throw error("unterminated string")
+    }
+
+    /// Whether none of the eight bytes in `word` ends a run of plain string bytes: a byte of
+    /// 0x80 and up (UTF-8 to validate), under 0x20 (a control character), `"` or `\`.
+    /// SWAR: `(x - 0x01…) & ~x & 0x80…` has a byte's top bit set where that byte of `x` is zero
+    /// (the lowest such byte always; a higher one maybe falsely, which only sends it the slow way).
+    @inline(__always)
+    package static func allPlain(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let high: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & high }
+        let quote = hasZero(word ^ (ones &* 0x22))
+        let backslash = hasZero(word ^ (ones &* 0x5C))
+        let control = (word &- ones &* 0x20) & ~word & high
+        return (word & high) | quote | backslash | control == 0
     }
 
     /// The 16-bit value of the four hex digits at `at`.

@@ -143,7 +143,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// Each stream's snapshot requests.
     private var snapshotRequests: [OperationID: [SnapshotRequest]] = [:]
     /// Snapshot queries in flight: for which stream, and who waits for the answer.
-    private var snapshotQueries: [OperationID: (stream: OperationID, readers: [SubscriberKey])] = [:]
+    private var snapshotQueries: [OperationID: (stream: OperationID, readers: [SubscriberKey])] = [:] {
+        didSet { plain = snapshotQueries.isEmpty && holds.isEmpty }
+    }
     /// A stream's results held for the subscribers waiting for their snapshot.
     private struct Hold {
         var waiting: Set<SubscriberKey> = []
@@ -152,7 +154,17 @@ package struct Multiplexer<Client: Hashable, Tag> {
         var bytes = 0
     }
     /// Streams some of whose subscribers wait for their snapshot.
-    private var holds: [OperationID: Hold] = [:]
+    private var holds: [OperationID: Hold] = [:] {
+        didSet { plain = snapshotQueries.isEmpty && holds.isEmpty }
+    }
+    /// No snapshot query runs and no stream holds results (see ``deliversPlainly``).
+    @usableFromInline var plain = true
+
+    /// Whether every result can go straight to its operation's subscribers: no snapshot query
+    /// runs and no stream holds results for a snapshot, so ``isSnapshot(_:)`` and
+    /// ``isHolding(_:)`` are false for every operation. Inlined into the hot path (a call into
+    /// this generic type from another module looks up its metadata each time).
+    @inlinable package var deliversPlainly: Bool { plain }
     /// At most this many results, and this many bytes, are held for a stream; past either the
     /// waiting subscribers get them at once, and their snapshot when it comes.
     package static var maxHeldResults: Int { 1_000 }

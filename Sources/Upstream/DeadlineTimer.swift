@@ -2,26 +2,31 @@ import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOCore
 
-/// The one wake-up a transport keeps at its state machine's next deadline: scheduled anew only
-/// when that deadline changes, so the many events that leave it as it was cost nothing. Owned by
-/// a loop-confined transport and used on its loop only.
+/// The one wake-up a transport keeps at its state machine's next deadline. A deadline that moves
+/// later (every received message moves the keep-alive ping) leaves the pending wake-up as it
+/// is: it fires early, the machine finds nothing due, and the next one is set for the deadline
+/// then. Cancelling and scheduling anew for every message was 10 % of the time a result took
+/// through the daemon. Owned by a loop-confined transport and used on its loop only.
 struct DeadlineTimer {
     private var task: Scheduled<Void>?
-    private var deadline: Instant?
+    /// When the pending wake-up runs.
+    private var scheduled: Instant?
 
-    /// Wakes `fire` at `deadline` (nil: never), replacing the pending wake-up unless it is for
-    /// the same instant. `fire` must call ``fired()`` first.
+    /// Wakes `fire` at `deadline` at the latest (nil: never), replacing the pending wake-up
+    /// only when that one is later. `fire` must call ``fired()`` first, and must do nothing
+    /// harmful when it runs before anything is due.
     mutating func set(_ deadline: Instant?, on loop: any EventLoop, _ fire: @escaping @Sendable () -> Void) {
-        guard deadline != self.deadline else { return }
+        guard let deadline else { return cancel() }
+        if let scheduled, scheduled <= deadline { return }
         task?.cancel()
-        self.deadline = deadline
-        task = deadline.map { loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, $0.nanoseconds))), fire) }
+        scheduled = deadline
+        task = loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds))), fire)
     }
 
     /// The pending wake-up ran.
     mutating func fired() {
         task = nil
-        deadline = nil
+        scheduled = nil
     }
 
     mutating func cancel() {

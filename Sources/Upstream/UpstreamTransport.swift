@@ -325,7 +325,8 @@ package final class UpstreamTransport: @unchecked Sendable {
     }
 
     private func rescheduleTimer() {
-        let deadline = [machine.nextDeadline, closeHandshake.nextDeadline].compactMap { $0 }.min()
+        var deadline = machine.nextDeadline
+        if let closing = closeHandshake.nextDeadline { deadline = deadline.map { min($0, closing) } ?? closing }
         timer.set(deadline, on: eventLoop) {
             self.timer.fired()
             let now = Self.now

@@ -62,6 +62,47 @@ import Testing
         #expect(members[0].1 == "😀 é\t\"q\"")
     }
 
+    /// The eight-bytes-at-a-time test agrees with the byte-by-byte rule: every byte value at
+    /// every position of a plain word, and random words.
+    @Test func wordAtATimeStringScanAgreesWithTheByteRule() {
+        func plain(_ byte: UInt8) -> Bool { byte >= 0x20 && byte < 0x80 && byte != 0x22 && byte != 0x5C }
+        func word(_ bytes: [UInt8]) -> UInt64 { bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } }
+        for position in 0..<8 {
+            for value in 0...255 {
+                var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 8)
+                bytes[position] = UInt8(value)
+                #expect(JSONScanner.allPlain(word(bytes)) == plain(UInt8(value)), "byte \(value) at \(position)")
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<100_000 {
+            // Bytes near the boundaries, so both outcomes are common.
+            let bytes = (0..<8).map { _ in [0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xFF, 0x61][Int.random(in: 0..<12, using: &generator)] as UInt8 }
+            #expect(JSONScanner.allPlain(word(bytes)) == bytes.allSatisfy(plain), "\(bytes)")
+        }
+    }
+
+    /// A control character, a quote, an escape or a UTF-8 sequence is found at every offset of a
+    /// long string, whichever eight-byte word it falls in.
+    @Test func longStringsAreCheckedAtEveryOffset() throws {
+        for offset in 0..<40 {
+            let head = String(repeating: "x", count: offset)
+            let tail = String(repeating: "y", count: 40 - offset)
+            let control = Array(#"{"s":""#.utf8) + Array(head.utf8) + [0x01] + Array(tail.utf8) + Array(#""}"#.utf8)
+            #expect(throws: JSONScanError.self) { try control.withUnsafeBytes { try JSONScanner.validate($0) } }
+            let badUTF8 = Array(#"{"s":""#.utf8) + Array(head.utf8) + [0xC3] + Array(tail.utf8) + Array(#""}"#.utf8)
+            #expect(throws: JSONScanError.self) { try badUTF8.withUnsafeBytes { try JSONScanner.validate($0) } }
+            let text = head + #"\"é\n"# + tail
+            let bytes = Array(#"{"s":""#.utf8) + Array(text.utf8) + Array(#"","t":1}"#.utf8)
+            let decoded = try bytes.withUnsafeBytes { bytes in
+                let members = try JSONScanner.scanObject(bytes)
+                return (members.count, JSONScanner.decodeString(bytes, members[0].range))
+            }
+            #expect(decoded.0 == 2)
+            #expect(decoded.1 == head + "\"é\n" + tail)
+        }
+    }
+
     @Test func rejectsDeeplyNestedJSON() {
         let deep = String(repeating: "[", count: 600) + String(repeating: "]", count: 600)
         #expect(throws: JSONScanError.self) {
