@@ -39,6 +39,26 @@ package final class UpstreamTransport: @unchecked Sendable {
     /// Transport events (connected, reconnected, disconnected, ping, pong, state). Set at
     /// init or by its owner on the loop, like `updates`; read on the loop only.
     package var observer: UpstreamEventObserver
+    /// Opens one connection with the frame handler in its pipeline.
+    private let connector: Connector
+    /// The machine's clock.
+    private let clock: @Sendable () -> Instant
+
+    /// Opens one connection (TCP, TLS, the upgrade) and installs the frame handler it is given;
+    /// the future succeeds once frames can flow. Tests stand in an embedded channel.
+    package typealias Connector =
+        @Sendable (
+            _ configuration: UpstreamConfiguration, _ sslContext: NIOSSLContext?, _ eventLoop: any EventLoop,
+            _ frameHandler: @escaping @Sendable () -> any ChannelHandler
+        ) -> EventLoopFuture<WebSocketConnector.Opened>
+
+    /// Production's connector: ``WebSocketConnector``.
+    package static let webSocket: Connector = { configuration, sslContext, eventLoop, frameHandler in
+        WebSocketConnector.connect(configuration: configuration, sslContext: sslContext, on: eventLoop, frameHandler: frameHandler)
+    }
+
+    /// Production's clock: the loop's monotonic time.
+    package static let uptime: @Sendable () -> Instant = { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
 
     /// - Parameters:
     ///   - configuration: the endpoint, credentials and timings.
@@ -47,13 +67,19 @@ package final class UpstreamTransport: @unchecked Sendable {
     ///   - payloads: reads `connecting_payload_file` off the loop; shared by a pool's connections.
     ///   - eventLoop: the loop that owns the transport and its connections.
     ///   - observer: transport events (connected, reconnected, disconnected, ping, pong, state).
+    ///   - connector: opens connections (``webSocket``; tests: an embedded channel).
+    ///   - clock: the machine's time (``uptime``; tests: an embedded loop's).
     package init(
         configuration: UpstreamConfiguration,
         sslContext: NIOSSLContext?,
         payloads: ConnectingPayloadSource,
         eventLoop: any EventLoop,
-        observer: @escaping UpstreamEventObserver = { _ in }
+        observer: @escaping UpstreamEventObserver = { _ in },
+        connector: @escaping Connector = UpstreamTransport.webSocket,
+        clock: @escaping @Sendable () -> Instant = UpstreamTransport.uptime
     ) {
+        self.connector = connector
+        self.clock = clock
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.observer = observer
@@ -84,13 +110,13 @@ package final class UpstreamTransport: @unchecked Sendable {
         )
     }
 
-    private static var now: Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+    private var now: Instant { clock() }
 
     // MARK: - Commands (any thread)
 
-    package func start() { eventLoop.execute { self.perform(self.machine.start(now: Self.now)) } }
-    package func pause() { eventLoop.execute { self.perform(self.machine.pause(now: Self.now)) } }
-    package func resume() { eventLoop.execute { self.perform(self.machine.resume(now: Self.now)) } }
+    package func start() { eventLoop.execute { self.perform(self.machine.start(now: self.now)) } }
+    package func pause() { eventLoop.execute { self.perform(self.machine.pause(now: self.now)) } }
+    package func resume() { eventLoop.execute { self.perform(self.machine.resume(now: self.now)) } }
 
     /// Opens operation `id`; its updates reach ``updates``, on the event loop.
     /// - Returns: its id on the wire.
@@ -126,7 +152,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         self.configuration = configuration
         offer.configure(configuration.protocols)
         machine.apply(configuration.transport)
-        if configuration.reconnectIfConnected { perform(machine.reconnectNow(now: Self.now)) }
+        if configuration.reconnectIfConnected { perform(machine.reconnectNow(now: self.now)) }
     }
 
     /// The configuration in use, to derive a reloaded one from.
@@ -138,7 +164,7 @@ package final class UpstreamTransport: @unchecked Sendable {
     /// Completes every operation upstream, closes with 1000 and stops for good.
     package func shutdown() -> EventLoopFuture<Void> {
         eventLoop.flatSubmit {
-            self.perform(self.machine.shutdown(now: Self.now))
+            self.perform(self.machine.shutdown(now: self.now))
             // Done when every socket is closed: the one just closed waits for the server's
             // close frame, at most the handshake's timeout.
             let closes = (Array(self.channels.values) + Array(self.closingChannels.values)).map { $0.closeFuture }
@@ -164,12 +190,12 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer) {
         eventLoop.preconditionInEventLoop()
-        perform(machine.subscribe(id: id, kind: kind, payload: payload, now: Self.now))
+        perform(machine.subscribe(id: id, kind: kind, payload: payload, now: self.now))
     }
 
     package func cancelOnLoop(_ id: OperationID) {
         eventLoop.preconditionInEventLoop()
-        perform(machine.complete(id: id, now: Self.now))
+        perform(machine.complete(id: id, now: self.now))
     }
 
     package var connectionStateOnLoop: ConnectionState {
@@ -193,19 +219,19 @@ package final class UpstreamTransport: @unchecked Sendable {
     // MARK: - Events from connections (on the loop)
 
     func frameReceived(generation: Int, _ frame: ByteBuffer) {
-        perform(machine.received(generation: generation, frame, now: Self.now))
+        perform(machine.received(generation: generation, frame, now: self.now))
     }
 
     func binaryReceived(generation: Int) {
-        perform(machine.protocolViolation(generation: generation, "binary frame on a text protocol", now: Self.now))
+        perform(machine.protocolViolation(generation: generation, "binary frame on a text protocol", now: self.now))
     }
 
     func protocolViolation(generation: Int, _ reason: String, code: CloseCode) {
-        perform(machine.protocolViolation(generation: generation, reason, closeCode: code, now: Self.now))
+        perform(machine.protocolViolation(generation: generation, reason, closeCode: code, now: self.now))
     }
 
     func activity(generation: Int) {
-        machine.activity(generation: generation, now: Self.now)
+        machine.activity(generation: generation, now: self.now)
     }
 
     /// The peer's close frame arrived on `generation`: whether it answers ours (then only the
@@ -226,7 +252,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         {
             observer(.protocolFallback(refused: machine.wire, next: next))
         }
-        perform(machine.connectionClosed(generation: generation, code: code, reason: reason, now: Self.now))
+        perform(machine.connectionClosed(generation: generation, code: code, reason: reason, now: self.now))
     }
 
     // MARK: - Performing actions
@@ -254,7 +280,7 @@ package final class UpstreamTransport: @unchecked Sendable {
                 // the handshake's timeout (`rescheduleTimer`).
                 channel.writeAndFlush(frame, promise: nil)
                 closingChannels[generation] = channel
-                closeHandshake.closeSent(generation: generation, now: Self.now)
+                closeHandshake.closeSent(generation: generation, now: self.now)
             case .abort(let generation):
                 pendingConnects.remove(generation)
                 channels.removeValue(forKey: generation)?.close(promise: nil)
@@ -289,7 +315,7 @@ package final class UpstreamTransport: @unchecked Sendable {
                     self.open(generation: generation, payload: payload)
                 case .failure(let error):
                     self.pendingConnects.remove(generation)
-                    self.perform(self.machine.connectionFailed(generation: generation, cause: "\(error)", now: Self.now))
+                    self.perform(self.machine.connectionFailed(generation: generation, cause: "\(error)", now: self.now))
                 }
             }
         }
@@ -298,12 +324,7 @@ package final class UpstreamTransport: @unchecked Sendable {
     private func open(generation: Int, payload: ByteBuffer?) {
         var configuration = configuration
         configuration.protocols = offer.current
-        WebSocketConnector.connect(
-            configuration: configuration,
-            sslContext: sslContext,
-            on: eventLoop,
-            frameHandler: { UpstreamFrameHandler(transport: self, generation: generation) }
-        ).whenComplete { result in
+        connector(configuration, sslContext, eventLoop, { UpstreamFrameHandler(transport: self, generation: generation) }).whenComplete { result in
             let wanted = self.pendingConnects.remove(generation) != nil
             switch result {
             case .success(let opened):
@@ -313,12 +334,12 @@ package final class UpstreamTransport: @unchecked Sendable {
                 }
                 self.channels[generation] = opened.channel
                 self.perform(
-                    self.machine.connectionOpened(generation: generation, initPayload: payload, protocol: opened.wire, now: Self.now)
+                    self.machine.connectionOpened(generation: generation, initPayload: payload, protocol: opened.wire, now: self.now)
                 )
             case .failure(let error):
                 guard wanted else { return }
                 self.perform(
-                    self.machine.connectionFailed(generation: generation, cause: describe(connectTo: self.configuration.url.hostHeader, error), now: Self.now)
+                    self.machine.connectionFailed(generation: generation, cause: describe(connectTo: self.configuration.url.hostHeader, error), now: self.now)
                 )
             }
         }
@@ -329,7 +350,7 @@ package final class UpstreamTransport: @unchecked Sendable {
         if let closing = closeHandshake.nextDeadline { deadline = deadline.map { min($0, closing) } ?? closing }
         timer.set(deadline, on: eventLoop) {
             self.timer.fired()
-            let now = Self.now
+            let now = self.now
             for generation in self.closeHandshake.expired(now: now) {
                 self.closingChannels.removeValue(forKey: generation)?.close(promise: nil)  // the peer did not answer
             }

@@ -9,14 +9,20 @@ import NIOWebSocket
 /// Opens one WebSocket connection: TCP, optional TLS, HTTP upgrade offering the configured
 /// subprotocols (`[upstream] protocol`), modern first. The returned future succeeds once frames
 /// can flow, with the subprotocol the server selected.
-enum WebSocketConnector {
+package enum WebSocketConnector {
     struct UpgradeFailure: Error, CustomStringConvertible {
         var description: String
     }
 
-    struct Opened {
-        var channel: any Channel
-        var wire: WireProtocol
+    /// A connection frames can flow on, and the subprotocol the server selected.
+    package struct Opened {
+        package var channel: any Channel
+        package var wire: WireProtocol
+
+        package init(channel: any Channel, wire: WireProtocol) {
+            self.channel = channel
+            self.wire = wire
+        }
     }
 
     /// The `Sec-WebSocket-Protocol` request value: the offered protocols in order of preference.

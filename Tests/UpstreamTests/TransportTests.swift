@@ -53,55 +53,6 @@ import Testing
         }
     }
 
-    @Test func ackTimeoutClosesAndRetries() async throws {
-        var options = TestUpstreamServer.Options()
-        options.sendAck = false
-        try await Rig.with(server: options, configure: { $0.transport.ackTimeout = .milliseconds(200) }) { rig in
-            rig.transport.start()
-            await eventually("second connection after ack timeout") { await rig.server.currentStats.connectionInits >= 2 }
-            #expect(await rig.server.currentStats.clientCloseCodes.contains(4408))
-            await rig.server.setOptions { $0.sendAck = true }
-            try await rig.subscribe(key: "s")
-            await eventually("eventually acked and subscribed") { rig.recorder.states("s").last == .active }
-        }
-    }
-
-    @Test func detectsASilentPeerWithPingAndPongTimeout() async throws {
-        try await Rig.with(configure: {
-            $0.transport.pingInterval = .milliseconds(200)
-            $0.transport.pongTimeout = .milliseconds(300)
-        }) { rig in
-            rig.transport.start()
-            try await rig.subscribe(key: "s")
-            await eventually("active") { rig.recorder.states("s").last == .active }
-            await eventually("a pong for a client ping") { rig.recorder.count(.pong(received: true)) >= 1 }
-            await rig.server.setSilent(true)
-            let silentAt = ContinuousClock.now
-            await eventually("declared dead") { rig.recorder.states("s").contains(.reconnecting) }
-            print("silent peer detected after \(ContinuousClock.now - silentAt)")
-            await rig.server.setSilent(false)
-            await eventually("back") { rig.recorder.states("s").last == .active }
-        }
-    }
-
-    @Test(arguments: [UInt16(4401), 4403, 4406])
-    func fatalCloseCodesFailWithoutReconnecting(code: UInt16) async throws {
-        try await Rig.with() { rig in
-            rig.transport.start()
-            try await rig.subscribe(key: "s")
-            await eventually("active") { rig.recorder.states("s").last == .active }
-            await rig.server.closeAll(code: code, reason: "nope")
-            await eventually("finished") { rig.recorder.finish("s") != nil }
-            guard case .error(.transport(.upstreamClosed(_, code, "nope"))) = rig.recorder.finish("s") else {
-                Issue.record("unexpected finish \(String(describing: rig.recorder.finish("s")))")
-                return
-            }
-            #expect(try await rig.transport.connectionState.get() == .failed(closeCode: CloseCode(code), reason: "nope"))
-            #expect(try await rig.transport.isQuiet.get(), "failed: no timer, no connect, so no retry can come")
-            #expect(await rig.server.currentStats.connections == 1)
-        }
-    }
-
     @Test(arguments: [UInt16(1000), 1011, 4500])
     func retryableCloseCodesReconnect(code: UInt16) async throws {
         try await Rig.with() { rig in
@@ -214,32 +165,6 @@ import Testing
             await eventually("both tick") { rig.recorder.nexts("a").count == 1 && rig.recorder.nexts("b").count == 1 }
         }
         try? FileManager.default.removeItem(at: directory)
-    }
-
-    @Test func malformedServerFrameCloses4400AndReconnects() async throws {
-        try await Rig.with() { rig in
-            rig.transport.start()
-            try await rig.subscribe(key: "s")
-            await eventually("active") { rig.recorder.states("s").last == .active }
-            await rig.server.sendText("{not json")
-            await eventually("client closed with 4400") { await rig.server.currentStats.clientCloseCodes.contains(4400) }
-            await eventually("reconnected and resubscribed") {
-                await rig.server.currentStats.connections == 2 && rig.recorder.states("s").last == .active
-            }
-            await rig.server.sendBinary([1, 2, 3])
-            await eventually("binary frame is a violation too") { await rig.server.currentStats.connections == 3 }
-        }
-    }
-
-    @Test func answersServerPingsAndWebSocketPings() async throws {
-        try await Rig.with() { rig in
-            rig.transport.start()
-            await eventually("connected") { rig.recorder.events.contains(.connected) }
-            await rig.server.sendText(#"{"type":"ping","payload":{"n":42}}"#)
-            await rig.server.sendWebSocketPing("are-you-there")
-            await eventually("pong echoing the payload") { await rig.server.currentStats.pongPayloads == [#"{"n":42}"#] }
-            await eventually("websocket pong frame") { await rig.server.currentStats.webSocketPongs == ["are-you-there"] }
-        }
     }
 
     @Test func failsClearlyWhenTheServerDoesNotSelectTheSubprotocol() async throws {
