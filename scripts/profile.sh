@@ -5,7 +5,7 @@
 # async main's dispatch_main (sigsuspend). Usage: scripts/profile.sh [SUBSCRIBERS [BYTES [MESSAGES]]]
 # (default 100 256 20000), or scripts/profile.sh endpoint KIND (graphql-transport-ws, graphql-ws,
 # sse, multipart: 100 clients of the GraphQL endpoint of that kind). Prints the top symbols by
-# self time, demangled.
+# self time (as a share of gqlmuxd's own samples), demangled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/perf-wrapper.sh
@@ -21,6 +21,6 @@ else
     "$bin/gqlmux-bench" "$out/gqlmuxd" fanout "${1:-100}" "${2:-256}" "${3:-20000}"
 fi
 perf_wait "$out"
-perf report -i "$out/perf.data" --pid "$(cat "$out/pid")" --no-children --stdio --sort symbol -g none --percent-limit 0.7 2>/dev/null \
+perf report -i "$out/perf.data" --pid "$(cat "$out/pid")" --percentage relative --no-children --stdio --sort symbol -g none --percent-limit 0.7 2>/dev/null \
     | grep -v '^#' | grep -v '^$' | swift demangle --simplified | cut -c1-200 | head -50
 echo "profile: $out/perf.data (perf report -i $out/perf.data)"
