@@ -481,21 +481,6 @@ if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let
         )
     )
     print(String(format: "  1 → 1, 256 B: %.0f messages/s; target ≥ 300,000", single.rate))
-    if let widest = fanoutRows.first(where: { $0.n == 500 && $0.payload == 256 }) {
-        // Wall time per delivery = a + b / N: a per delivery, b per upstream message.
-        let at100 = 1e9 / wide.rate
-        let at500 = 1e9 / widest.rate
-        let perMessage = (at100 - at500) / (1.0 / 100 - 1.0 / 500)
-        print(
-            String(
-                format: "  where the time goes (fitted to the 100 and 500 rows): %.0f ns per delivery"
-                    + " + %.2f µs per upstream message; the reference: %.0f ns per delivery",
-                at100 - perMessage / 100,
-                perMessage / 1_000,
-                1e9 / wide.reference
-            )
-        )
-    }
     print("")
 }
 
