@@ -47,6 +47,7 @@ package struct JSONScanner {
         scanner.skipWhitespace()
         guard scanner.peek() == UInt8(ascii: "{") else { throw scanner.error("expected an object") }
         var members: [JSONMember] = []
+        members.reserveCapacity(4)  // an envelope's type, id and payload: one allocation, not three
         scanner.index += 1
         scanner.skipWhitespace()
         if scanner.peek() == UInt8(ascii: "}") {
