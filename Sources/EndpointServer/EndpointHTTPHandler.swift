@@ -320,19 +320,24 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             promise?.succeed()
             return
         }
-        guard var exchange else {
-            promise?.succeed()
-            return
-        }
         let lines: ByteBuffer
         switch unwrapOutboundIn(data) {
         case .framed(let events):
             // Framed by the session as SSE events or multipart parts: one body part (one HTTP
-            // chunk) for all of them, flushed when the session flushes.
+            // chunk) for all of them, flushed when the session flushes. The exchange is not
+            // copied for it (that retained each of its fields on every write).
+            guard exchange != nil else {
+                promise?.succeed()
+                return
+            }
             context.write(wrapOutboundOut(.body(.byteBuffer(events))), promise: promise)
             return
         case .lines(let bytes):
             lines = bytes
+        }
+        guard var exchange else {
+            promise?.succeed()
+            return
         }
         let outputs = exchange.fromSession(lines)
         self.exchange = exchange.ended ? nil : exchange
