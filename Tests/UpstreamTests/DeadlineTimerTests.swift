@@ -11,13 +11,16 @@ import Testing
 @Suite struct DeadlineTimerTests {
     /// A transport's use of the timer: each wake-up records the time, then sets the deadline the
     /// owner wants now, as `rescheduleTimer` does after the machine's tick.
-    final class Owner: @unchecked Sendable {  // used on the embedded loop's thread only
+    /// `@unchecked Sendable` — safe because it is used on the embedded loop's thread only (the
+    /// test's own), which `set` checks with `preconditionInEventLoop`.
+    final class Owner: @unchecked Sendable {
         let loop = EmbeddedEventLoop()
         var timer = DeadlineTimer()
         var wanted: Instant?
         var wakeUps: [Int64] = []
 
         func set(_ deadline: Instant?) {
+            loop.preconditionInEventLoop()
             wanted = deadline
             timer.set(deadline, on: loop) {
                 self.timer.fired()

@@ -15,7 +15,8 @@ import Testing
 @Suite struct EmbeddedTransportTests {
     /// A transport whose every connect is a new `EmbeddedChannel` holding its frame handler.
     /// `@unchecked Sendable` — safe because the embedded loop runs on the test's own thread:
-    /// the connector and every assertion run there, one at a time.
+    /// the connector and every assertion run there, one at a time; the connector and `sent()`
+    /// check it with `preconditionInEventLoop`.
     final class Rig: @unchecked Sendable {
         let loop = EmbeddedEventLoop()
         let recorder = Recorder()
@@ -35,6 +36,7 @@ import Testing
                 eventLoop: loop,
                 observer: { [recorder] in recorder.observe($0) },
                 connector: { [unowned self] _, _, _, frameHandler in
+                    loop.preconditionInEventLoop()
                     let channel = EmbeddedChannel(handler: frameHandler(), loop: loop)
                     self.channels.append(channel)
                     _ = try? channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -64,6 +66,7 @@ import Testing
         /// The messages the transport wrote on the newest connection since the last call:
         /// text frames as their text, a close frame as `close CODE`, a pong as `pong DATA`.
         func sent() throws -> [String] {
+            loop.preconditionInEventLoop()
             var out: [String] = []
             while let frame = try channel.readOutbound(as: WebSocketFrame.self) {
                 // As written: the encoder, not in this pipeline, applies the mask key.
