@@ -297,20 +297,15 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// retained) for it.
     @inline(__always)
     func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> Bool {
-        guard !closing else { return false }
-        if batch.capacity == 0 { reserveBatch() }
-        if framed {
-            writeFramedNext(prefix: prefix, body: body)
-        } else {
-            Self.appendLine(prefix, body, to: &batch)
-        }
-        writeIfChunkFull()
-        return true
+        withUnsafePointer(to: body) { writeNexts(prefix: prefix, bodies: UnsafeBufferPointer(start: $0, count: 1)) }
     }
 
     /// Several results of one subscription (a run's share, every payload under
     /// ``sharedPayloadBytes``), copied into the batch in one pass per chunk: one capacity check
-    /// per chunk instead of one per result. False when nothing was written.
+    /// per chunk instead of one per result, through NIO's inlinable raw-bytes accessors (its
+    /// `writeBuffer` is not inlined and pays an exclusivity check per call: 15 % of fan-out
+    /// time). Each result is written in the client's framing (``NextFraming``): header,
+    /// prefix, payload, suffix. False when nothing was written.
     func writeNexts(prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Bool {
         guard !closing else { return false }
         let header = framed && framedHeader
@@ -361,24 +356,6 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         }
     }
 
-    /// A result in the client's own framing (``NextFraming``): header, prefix, payload, suffix.
-    private func writeFramedNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) {
-        let header = framedHeader
-        framedSuffix.withUTF8Buffer { tail in
-            let length = prefix.count + body.count + tail.count
-            batch.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes + length) { out in
-                var at = out.baseAddress!
-                if header { at += NextFraming.writeWebSocketHeader(length: length, to: at) }
-                if let source = prefix.baseAddress { at.copyMemory(from: source, byteCount: prefix.count) }
-                at += prefix.count
-                if let source = body.baseAddress { at.copyMemory(from: source, byteCount: body.count) }
-                at += body.count
-                at.copyMemory(from: tail.baseAddress!, byteCount: tail.count)
-                return at + tail.count - out.baseAddress!
-            }
-        }
-    }
-
     /// Bytes written by `writeNext` early, not yet reported to the memory budget (`flush` does).
     private var unreported = 0
 
@@ -399,23 +376,6 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// Bytes of the last flush: the size hint for the next batch.
     private var lastBatchBytes = 0
-
-    /// prefix + payload + `}\n` with one capacity check and three copies, through NIO's
-    /// inlinable raw-bytes accessors (its `writeBuffer` is not inlined and pays an exclusivity
-    /// check per call: 15 % of fan-out time).
-    @inline(__always)
-    private static func appendLine(_ head: UnsafeRawBufferPointer, _ body: UnsafeRawBufferPointer, to batch: inout ByteBuffer) {
-        LocalEncode.nextSuffix.withUTF8Buffer { tail in
-            let total = head.count + body.count + tail.count
-            batch.writeWithUnsafeMutableBytes(minimumWritableBytes: total) { out in
-                let start = out.baseAddress!
-                if let source = head.baseAddress { start.copyMemory(from: source, byteCount: head.count) }
-                if let source = body.baseAddress { (start + head.count).copyMemory(from: source, byteCount: body.count) }
-                (start + head.count + body.count).copyMemory(from: tail.baseAddress!, byteCount: tail.count)
-                return total
-            }
-        }
-    }
 
     /// A batch this full is written at once and a new one begun, so no batch outgrows 64 KiB of
     /// capacity: glibc serves 128 KiB and more with a fresh mmap, whose pages fault in on every
