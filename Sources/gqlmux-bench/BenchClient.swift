@@ -46,14 +46,8 @@ final class BenchClient: ChannelInboundHandler, @unchecked Sendable {
         let now = ContinuousClock.now
         var count = 0
         buffer.withUnsafeReadableBytes { bytes in
-            guard var cursor = bytes.baseAddress else { return }
-            var remaining = bytes.count
-            while remaining > 0, let hit = memchr(cursor, 0x0A, remaining) {
-                count += 1
-                let advance = cursor.distance(to: UnsafeRawPointer(hit)) + 1
-                cursor += advance
-                remaining -= advance
-            }
+            var lineCounter = LineCounter()
+            count = lineCounter.feed(bytes).results
             if recordTicks {
                 for byte in bytes {
                     if byte == UInt8(ascii: "\n") {

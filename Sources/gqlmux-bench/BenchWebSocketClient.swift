@@ -6,7 +6,7 @@ import NIOWebSocket
 /// A graphql-transport-ws client of gqlmuxd's local GraphQL endpoint (its Unix socket), for
 /// the benchmark: counts the text frames it receives.
 /// `@unchecked Sendable` — safe because `channelRead` runs on its channel's loop and touches
-/// only `frames` and `closed`, lock-protected counters (`NIOLockedValueBox`); `channel` is set once, by the
+/// its own `counter` and `frames` and `closed`, lock-protected counters (`NIOLockedValueBox`); `channel` is set once, by the
 /// benchmark task that connects, before the client is handed to it.
 final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
@@ -73,60 +73,14 @@ final class BenchWebSocketClient: ChannelInboundHandler, @unchecked Sendable {
         channel.writeAndFlush(frame, promise: nil)
     }
 
-    /// The frame header being read (its bytes so far), the current frame's opcode, its
-    /// payload bytes left to skip, and how many of them were skipped.
-    private var header: UInt64 = 0
-    private var headerCount = 0
-    private var headerNeeded = 2
-    private var opcode: UInt8 = 0
-    private var remaining = 0
-    private var position = 0
+    /// Reads raw bytes: frame headers and one byte of each payload (`WebSocketFrameCounter`).
+    private var counter = WebSocketFrameCounter()
 
-    /// Counts result frames (`{"type":"next"` or graphql-ws's `{"type":"data"`: the byte at
-    /// payload offset 9) and close frames, reading only the frame headers (server frames are
-    /// unmasked) and one byte of each payload, over the raw bytes; the shared counters are
-    /// moved once per read, as the line client's are.
+    /// Counts result and close frames; the shared counters are moved once per read, as the
+    /// line client's are.
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        var results = 0
-        var closes = 0
-        buffer.withUnsafeReadableBytes { bytes in
-            var at = 0
-            let count = bytes.count
-            while at < count {
-                if remaining > 0 {
-                    let n = min(remaining, count - at)
-                    if opcode == 1, position <= 9, 9 < position + n {
-                        let type = bytes[at + 9 - position]
-                        if type == UInt8(ascii: "n") || type == UInt8(ascii: "d") { results += 1 }
-                    }
-                    at += n
-                    remaining -= n
-                    position += n
-                    continue
-                }
-                let byte = bytes[at]
-                at += 1
-                headerCount += 1
-                if headerCount == 1 {
-                    opcode = byte & 0x0F
-                    continue
-                }
-                if headerCount == 2 {
-                    let short = Int(byte & 0x7F)
-                    headerNeeded = 2 + (short == 126 ? 2 : short == 127 ? 8 : 0)
-                    header = UInt64(short)
-                    if headerNeeded > 2 { header = 0 }
-                } else {
-                    header = header << 8 | UInt64(byte)
-                }
-                guard headerCount == headerNeeded else { continue }
-                remaining = Int(header)
-                position = 0
-                headerCount = 0
-                if opcode == 8 { closes += 1 }
-            }
-        }
+        let (results, closes) = buffer.withUnsafeReadableBytes { counter.feed($0) }
         if results > 0 { frames.add(results) }
         if closes > 0 { closed.add(closes) }
     }

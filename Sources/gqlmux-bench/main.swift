@@ -95,14 +95,14 @@ func fanout(subscribers n: Int, payload: Int, messages: Int, through target: Fan
             active: { await upstream.currentStats.activeSubscriptions },
             tick: { count, padding in await upstream.tick(count: count, padding: padding) }
         )
-    var clients: [BenchClient] = []
-    for i in 0..<n {
-        let c = try await BenchClient.connect(target.socketPath, group: clientGroup)
-        c.send(#"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription { tick }"}}"# + "\n")
-        clients.append(c)
-    }
-    _ = await waitUntil { await target.active() == 1 && clients.allSatisfy { $0.lines.value >= 1 } }
-    let base = clients.map { $0.lines.value }
+    let reader = PollReader(
+        try (0..<n).map { i in
+            try RawConnection.line(target.socketPath, sending: #"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription { tick }"}}"#)
+        }
+    )
+    defer { reader.close() }
+    _ = await waitUntil { await target.active() == 1 && reader.results.allSatisfy { $0 >= 1 } }
+    let base = reader.results.reduce(0, +)
     let padding = payload - 30
     let cpuBefore = cpuSeconds(target.pid)
     let start = ContinuousClock.now
@@ -113,13 +113,11 @@ func fanout(subscribers n: Int, payload: Int, messages: Int, through target: Fan
         sent += batch
     }
     let expected = n * messages
-    let done = await waitUntil(.seconds(600)) {
-        zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 } >= expected
-    }
+    let done = await waitUntil(.seconds(600)) { reader.results.reduce(0, +) - base >= expected }
     let elapsed = seconds(ContinuousClock.now - start)
     let cpu = cpuSeconds(target.pid) - cpuBefore
-    let delivered = zip(clients, base).reduce(0) { $0 + $1.0.lines.value - $1.1 }
-    for c in clients { c.channel.close(promise: nil) }
+    let delivered = reader.results.reduce(0, +) - base
+    reader.close()
     _ = await waitUntil { await target.active() == 0 }
     return (delivered, expected, elapsed, cpu, done)
 }
@@ -168,13 +166,6 @@ func transportRows(websocket: Double?) async throws {
     print("")
 }
 
-/// One subscriber of the local GraphQL endpoint, for the client-kind rows: results counted.
-struct EndpointSubscriber {
-    let results: () -> Int
-    let wasCut: () -> Bool
-    let close: () -> Void
-}
-
 /// The endpoint's client kinds, each as its own client would subscribe.
 enum EndpointClientKind: String, CaseIterable {
     case transportWS = "WebSocket (graphql-transport-ws)"
@@ -192,25 +183,30 @@ enum EndpointClientKind: String, CaseIterable {
         }
     }
 
-    func subscribe(_ path: String, id: String) async throws -> EndpointSubscriber {
+    /// A client of this kind, subscribed to `tick` as `id`, for a `PollReader`.
+    func connect(_ path: String, id: String) throws -> RawConnection {
         let query = "subscription { tick }"
         switch self {
         case .transportWS, .legacyWS:
-            let client = try await BenchWebSocketClient.subscribe(
-                path,
-                group: clientGroup,
-                id: id,
-                query: query,
-                subprotocol: self == .legacyWS ? "graphql-ws" : "graphql-transport-ws"
+            let subprotocol = self == .legacyWS ? "graphql-ws" : "graphql-transport-ws"
+            let request =
+                "GET /graphql HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: \(subprotocol)\r\n\r\n"
+            let connection = try RawConnection.http(path, sending: request, status: 101, counter: WebSocketFrameCounter())
+            let verb = self == .legacyWS ? "start" : "subscribe"
+            try RawConnection.writeAll(
+                connection.fd,
+                RawConnection.maskedTextFrame(#"{"type":"connection_init"}"#)
+                    + RawConnection.maskedTextFrame(#"{"type":"\#(verb)","id":"\#(id)","payload":{"query":"\#(query)"}}"#)
             )
-            return EndpointSubscriber(results: { client.frames.value }, wasCut: { client.closed.value > 0 }, close: { client.channel?.close(promise: nil) })
+            return connection
         case .sse, .multipart:
-            let client = try await BenchHTTPStreamClient.subscribe(path, group: clientGroup, kind: self == .sse ? .sse : .multipart, query: query)
-            return EndpointSubscriber(
-                results: { client.results.value },
-                wasCut: { !(client.channel?.isActive ?? false) },
-                close: { client.channel?.close(promise: nil) }
-            )
+            let kind: BenchHTTPStreamClient.Kind = self == .sse ? .sse : .multipart
+            let body = #"{"query":"\#(query)"}"#
+            let request =
+                "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: \(kind.accept)\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            return try RawConnection.http(path, sending: request, status: 200, counter: MarkerCounter(kind.marker))
         }
     }
 }
@@ -219,7 +215,7 @@ enum EndpointClientKind: String, CaseIterable {
 /// line-protocol row of this run: what each protocol's framing costs.
 func endpointClientRows(line: (rate: Double, perCPU: Double)?, kinds: [EndpointClientKind] = EndpointClientKind.allCases) async throws {
     print("local clients (1 upstream subscription → 100 local subscribers, 256 B; best of 3)")
-    print("  the rate depends on the bench's own clients too (2 cores shared); deliveries per gqlmuxd CPU-second does not")
+    print("  read by one poll loop, as the line clients are; the rate depends on that reader too (2 cores shared), deliveries per gqlmuxd CPU-second less so")
     print("  client kind                        deliveries/s   gqlmuxd CPU   ÷ line protocol   per CPU-second   ÷ line protocol")
     if let line { print("  line protocol                      " + String(format: "%12.0f                                  %12.0f", line.rate, line.perCPU)) }
     for kind in kinds {
@@ -248,15 +244,15 @@ func endpointClientRow(_ kind: EndpointClientKind) async throws -> (rate: Double
     let path = socketPath.replacingOccurrences(of: "gqlmux.sock", with: "graphql.sock")
     var best: (rate: Double, cpu: Double, done: Bool)?
     for _ in 0..<3 {
-        var clients: [EndpointSubscriber] = []
-        for i in 0..<n { clients.append(try await kind.subscribe(path, id: "w\(i)")) }
+        let reader = PollReader(try (0..<n).map { try kind.connect(path, id: "w\($0)") })
+        defer { reader.close() }
         // Every client subscribed: one result each (ticked until all have one).
         _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 1 }
-        for _ in 0..<100 where !clients.allSatisfy({ $0.results() >= 1 }) {
+        for _ in 0..<100 where !reader.results.allSatisfy({ $0 >= 1 }) {
             await upstream.tick(count: 1, padding: 256 - 30)
-            _ = await waitUntil(.milliseconds(200)) { clients.allSatisfy { $0.results() >= 1 } }
+            _ = await waitUntil(.milliseconds(200)) { reader.results.allSatisfy { $0 >= 1 } }
         }
-        let base = clients.map { $0.results() }
+        let base = reader.results.reduce(0, +)
         let cpuBefore = cpuSeconds(daemon.pid)
         let start = ContinuousClock.now
         var sent = 0
@@ -267,15 +263,14 @@ func endpointClientRow(_ kind: EndpointClientKind) async throws -> (rate: Double
         }
         // A client gqlmuxd cut gets nothing more: stop waiting and say so.
         let finished = await waitUntil(.seconds(600)) {
-            clients.contains { $0.wasCut() } || zip(clients, base).reduce(0) { $0 + $1.0.results() - $1.1 } >= n * messages
+            reader.anyClosed || reader.results.reduce(0, +) - base >= n * messages
         }
-        let cut = clients.filter { $0.wasCut() }.count
-        let done = finished && cut == 0
-        if cut > 0 { print("  (\(cut) \(kind.rawValue) clients were closed by gqlmuxd during the run)") }
+        let done = finished && !reader.anyClosed
+        if reader.anyClosed { print("  (gqlmuxd closed \(kind.rawValue) clients during the run)") }
         let elapsed = seconds(ContinuousClock.now - start)
         let cpu = cpuSeconds(daemon.pid) - cpuBefore
-        let delivered = zip(clients, base).reduce(0) { $0 + $1.0.results() - $1.1 }
-        for client in clients { client.close() }
+        let delivered = reader.results.reduce(0, +) - base
+        reader.close()
         _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
         let rate = Double(delivered) / elapsed
         if best == nil || (done && rate > best!.rate) { best = (rate, cpu / elapsed, done) }
@@ -433,6 +428,7 @@ print("")
 // 3. Fan-out throughput: one upstream subscription → N local subscribers.
 print("fan-out (1 upstream subscription → N local subscribers; deliveries/s = N × messages / time)")
 print("  reference: N Unix socketpairs, the same line bytes written 64 lines per write, one poll loop reading (no JSON)")
+print("  gqlmuxd's N clients are read by the same kind of poll loop (one thread, 64 KiB reads)")
 print("  each figure (gqlmuxd and reference) is the best of 3 runs")
 print(
     "  subscribers  payload   messages   deliveries/s   upstream msgs/s   gqlmuxd CPU   deliveries per gqlmuxd CPU-second   reference/s   gqlmuxd ÷ reference"
