@@ -27,6 +27,8 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
     /// The body of the request in progress, counted in the memory budget.
     private let reservation: any InboundBudget
     private let makeSession: (any Channel) -> any EndpointSession
+    /// First in the pipeline: a stream's sealed chunks go through it, below the HTTP codec.
+    private let writer: EncodedFrameWriter
     private var session: (any EndpointSession)?
     private var head: HTTPRequestHead?
     private var body: ByteBuffer?
@@ -51,6 +53,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         listener: ClientOrigin,
         host: any EndpointHost,
         reservation: any InboundBudget,
+        writer: EncodedFrameWriter,
         makeSession: @escaping (any Channel) -> any EndpointSession
     ) {
         self.path = path
@@ -59,6 +62,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         self.host = host
         self.reservation = reservation
         self.makeSession = makeSession
+        self.writer = writer
         self.timeouts = HTTPConnectionTimeouts(connectedAt: Self.now())
     }
 
@@ -331,6 +335,15 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
                 return
             }
             context.write(wrapOutboundOut(.body(.byteBuffer(events))), promise: promise)
+            return
+        case .chunk(let chunk):
+            // The same, sealed by the session as a whole chunk: past the HTTP handlers, as one
+            // buffer (the codec writes a chunk as three).
+            guard exchange != nil else {
+                promise?.succeed()
+                return
+            }
+            writer.write(chunk, flush: false, promise: promise)
             return
         case .lines(let bytes):
             lines = bytes

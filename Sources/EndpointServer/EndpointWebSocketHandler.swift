@@ -150,6 +150,10 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
             writer.write(frames, flush: false, promise: promise)
         case .lines(let lines):
             perform(session.fromSession(lines), context: context, promise: promise, flush: false)
+        case .chunk:
+            // HTTP framing: a WebSocket session's results never take it.
+            assertionFailure("an HTTP chunk written to a WebSocket client")
+            promise?.fail(ChannelError.operationUnsupported)
         }
     }
 
@@ -242,9 +246,10 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     }
 }
 
-/// Sits first in an endpoint WebSocket pipeline: bytes written through it (frames already
-/// encoded) go straight to the socket, below NIO's frame encoder.
-package final class EncodedFrameWriter: ChannelOutboundHandler {
+/// Sits first in an endpoint client's pipeline: bytes written through it, already encoded for
+/// the wire (WebSocket frames, an HTTP stream's whole chunks), go straight to the socket,
+/// below NIO's codecs.
+package final class EncodedFrameWriter: ChannelOutboundHandler, RemovableChannelHandler {
     package typealias OutboundIn = ByteBuffer
 
     /// Set while in the pipeline; used on the channel's loop only (its handler's methods).

@@ -35,8 +35,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// Lines written since the last flush, sent as one write.
     private var batch = ClientSession.emptyBatch
     /// Buffers queued before `batch` in this turn: earlier batch parts and large upstream
-    /// payloads passed by reference, so N clients behind on one message share its bytes.
-    private var queued: [ByteBuffer] = []
+    /// payloads passed by reference, so N clients behind on one message share its bytes. A
+    /// `shared` part of an HTTP stream is not a sealed chunk: the HTTP codec chunks it.
+    private var queued: [(bytes: ByteBuffer, shared: Bool)] = []
     /// Bytes NIO holds for this client, unwritten, as of the last flush or refresh.
     private(set) var buffered = 0
     /// Set while the fan-out holds this session in its list to flush at the end of the loop turn.
@@ -60,6 +61,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             framed = framing != .line
             framedHeader = framing.hasHeader
             framedSuffix = framing.suffix
+            chunked = framing.isChunked
         }
     }
     /// `framing != .line`, read on the hot path. The batch then holds framed results only.
@@ -68,6 +70,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// WebSocket frame header goes first, and the bytes after the payload.
     private var framedHeader = false
     private var framedSuffix: StaticString = LocalEncode.nextSuffix
+    /// An HTTP stream's: each batch is sealed as one whole HTTP/1.1 chunk, written below the
+    /// HTTP codec (one buffer per write, not the codec's three, and none of its handlers).
+    private var chunked = false
 
     init(host: any SessionHost, fanout: Fanout, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
         self.host = host
@@ -285,9 +290,11 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         } else {
             batch.writeBytes(prefix)
         }
-        queued.append(batch)
-        queued.append(copy payload)
+        if chunked { NextFraming.sealChunk(&batch) }
+        queued.append((batch, false))
+        queued.append((copy payload, true))
         startBatch()
+        reserveBatch()
         if framed { batch.writeStaticString(framedSuffix) } else { batch.writeStaticString(LocalEncode.nextSuffix) }
         writeIfChunkFull()
         return true
@@ -372,6 +379,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     private func reserveBatch() {
         batch.reserveCapacity(Swift.min(Swift.max(lastBatchBytes, 512), Self.batchChunkBytes + 2_048))
+        if chunked { batch.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom) }
     }
 
     /// Bytes of the last flush: the size hint for the next batch.
@@ -402,14 +410,15 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// Hands everything batched to NIO, then `line` if given, and flushes: the bytes written.
     private func writeAll(then line: ByteBuffer? = nil) -> Int {
         var written = 0
-        for part in queued where part.readableBytes > 0 {
-            written += part.readableBytes
-            write(part, framed: framed)
+        for part in queued where part.bytes.readableBytes > 0 {
+            written += part.bytes.readableBytes
+            write(part.bytes, framed: framed, sealed: chunked && !part.shared)
         }
         queued.removeAll(keepingCapacity: true)
         if batch.readableBytes > 0 {
+            if chunked { NextFraming.sealChunk(&batch) }
             written += batch.readableBytes
-            write(batch, framed: framed)
+            write(batch, framed: framed, sealed: chunked)
         }
         if let line {
             written += line.readableBytes
@@ -423,12 +432,14 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     }
 
     /// A line-socket client gets bytes; an endpoint client's handler gets them typed: results
-    /// already framed, or lines to translate.
-    private func write(_ bytes: ByteBuffer, framed: Bool, promise: EventLoopPromise<Void>? = nil) {
+    /// already framed (`sealed`: as a whole HTTP chunk), or lines to translate.
+    private func write(_ bytes: ByteBuffer, framed: Bool, sealed: Bool = false, promise: EventLoopPromise<Void>? = nil) {
         if origin == .lineSocket {
             channel.write(bytes, promise: promise)
+        } else if !framed {
+            channel.write(SessionOutput.lines(bytes), promise: promise)
         } else {
-            channel.write(framed ? SessionOutput.framed(bytes) : SessionOutput.lines(bytes), promise: promise)
+            channel.write(sealed ? SessionOutput.chunk(bytes) : SessionOutput.framed(bytes), promise: promise)
         }
     }
 

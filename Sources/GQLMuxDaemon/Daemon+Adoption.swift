@@ -113,16 +113,19 @@ extension Daemon {
                             let exchange = HTTPExchange(resuming: record.kind == .sse ? .sse : .multipart, id: id)
                         else { throw DaemonError("a carried HTTP stream without its subscription") }
                         let sync = channel.pipeline.syncOperations
+                        let writer = EncodedFrameWriter()
                         let http = EndpointHTTPHandler(
                             path: self.configuration.graphqlEndpoint.path,
                             maxBodyBytes: limits.maxLineBytes,
                             listener: record.origin,
                             host: self,
                             reservation: InboundReservation(fanout: self.fanout),
+                            writer: writer,
                             makeSession: { channel in self.makeSession(channel, origin: record.origin) }
                         )
                         session = self.makeSession(channel, origin: record.origin)
                         http.resume(exchange, session: session)
+                        try sync.addHandler(writer)
                         try sync.addHandler(ResumedChunkedResponse())
                         try sync.addHandler(http)
                         try sync.addHandler(session)

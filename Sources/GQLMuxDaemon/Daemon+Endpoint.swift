@@ -66,16 +66,18 @@ extension Daemon {
                     }
                     let reservation = InboundReservation(fanout: self.fanout)
                     let makeSession: (any Channel) -> ClientSession = { channel in self.makeSession(channel, origin: origin) }
+                    let writer = EncodedFrameWriter()
                     let http = EndpointHTTPHandler(
                         path: path,
                         maxBodyBytes: limits.maxLineBytes,
                         listener: origin,
                         host: self,
                         reservation: reservation,
+                        writer: writer,
                         makeSession: makeSession
                     )
                     let activity = HTTPActivity(http: http)
-                    let bound = NIOLoopBound((http, activity, makeSession, reservation), eventLoop: channel.eventLoop)
+                    let bound = NIOLoopBound((http, activity, writer, reservation), eventLoop: channel.eventLoop)
                     let upgrader = NIOWebSocketServerUpgrader(
                         maxFrameSize: limits.maxLineBytes,
                         automaticErrorHandling: true,
@@ -96,12 +98,14 @@ extension Daemon {
                             let removed = channel.eventLoop.makePromise(of: Void.self)
                             channel.pipeline.syncOperations.removeHandler(http, promise: removed)
                             return removed.futureResult.flatMapThrowing {
-                                let (_, activity, _, reservation) = bound.value
+                                let (_, activity, writer, reservation) = bound.value
                                 channel.pipeline.syncOperations.removeHandler(activity, promise: nil)
+                                channel.pipeline.syncOperations.removeHandler(writer, promise: nil)
                                 _ = try self.addWebSocketHandlers(channel, wire: wire, token: token, origin: origin, reservation: reservation)
                             }
                         }
                     )
+                    try sync.addHandler(writer)
                     try sync.addHandler(activity)
                     try sync.configureHTTPServerPipeline(
                         withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),

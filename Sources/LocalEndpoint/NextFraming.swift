@@ -7,8 +7,12 @@ import NIOCore
 package enum SessionOutput {
     /// Local-protocol lines, whole, for the handler to translate.
     case lines(ByteBuffer)
-    /// Results framed for the client's wire by ``NextFraming``: written as they are.
+    /// Results framed for the client's wire by ``NextFraming``: written as they are (an HTTP
+    /// stream's become one chunk of its body, framed by the HTTP codec).
     case framed(ByteBuffer)
+    /// An HTTP stream's results framed and sealed as one whole HTTP/1.1 chunk
+    /// (``NextFraming/sealChunk(_:)``): written as they are, below the HTTP codec.
+    case chunk(ByteBuffer)
 }
 
 /// How one kind of client receives a result: the fan-out writes `header + prefix + payload +
@@ -58,6 +62,40 @@ package enum NextFraming: Sendable, Equatable {
     /// The longest header ``writeHeader(length:to:)`` writes.
     @inlinable
     package static var maxHeaderBytes: Int { 10 }
+
+    /// Whether results are sent as the chunks of an HTTP/1.1 body (SSE and multipart streams):
+    /// a batch of them then starts with ``chunkHeaderRoom`` bytes for its chunk's size line,
+    /// and ``sealChunk(_:)`` completes it.
+    @inlinable
+    package var isChunked: Bool { self == .sse || self == .multipart }
+
+    /// Room at the start of a chunked batch for its size line: up to 8 hex digits and CRLF.
+    @inlinable
+    package static var chunkHeaderRoom: Int { 10 }
+
+    /// Makes a batch that began with ``chunkHeaderRoom`` bytes of room one whole HTTP/1.1 chunk
+    /// (RFC 9112 7.1): its size in hex and CRLF, written at the end of that room (the reader
+    /// index moves to its start), then the bytes, then CRLF. A batch with nothing after the
+    /// room becomes empty: an empty chunk would end the body.
+    package static func sealChunk(_ batch: inout ByteBuffer) {
+        let size = batch.readableBytes - chunkHeaderRoom
+        precondition(size >= 0 && size <= 0xFFFF_FFFF, "a chunked batch starts with its header room")
+        guard size > 0 else {
+            batch.moveReaderIndex(forwardBy: chunkHeaderRoom)
+            return
+        }
+        var digits = 1
+        while size >> (4 * digits) > 0 { digits += 1 }
+        let start = batch.readerIndex + chunkHeaderRoom - digits - 2
+        let hex: StaticString = "0123456789abcdef"
+        for index in 0..<digits {
+            let nibble = (size >> (4 * (digits - 1 - index))) & 0xF
+            batch.setInteger(hex.utf8Start[nibble], at: start + index)
+        }
+        batch.setInteger(UInt16(0x0D0A), at: start + digits)  // CRLF, big-endian
+        batch.moveReaderIndex(to: start)
+        batch.writeInteger(UInt16(0x0D0A))
+    }
 
     /// Whether ``writeHeader(length:to:)`` writes anything (a WebSocket frame header).
     @inlinable

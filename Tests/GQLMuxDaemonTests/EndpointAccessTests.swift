@@ -6,6 +6,8 @@ import GraphQLTransportWS
 import LocalEndpoint
 import LocalProtocol
 import NIOCore
+import NIOEmbedded
+import NIOHTTP1
 import NIOWebSocket
 import Testing
 
@@ -215,6 +217,28 @@ import Testing
         }
         var header = [UInt8](repeating: 0, count: NextFraming.maxHeaderBytes)
         #expect(header.withUnsafeMutableBytes { NextFraming.line.writeHeader(length: 5, to: $0.baseAddress!) } == 0)
+    }
+
+    /// A stream's batch sealed as a chunk by the session is byte for byte what NIO's HTTP
+    /// encoder writes for that body part (its three buffers: size line, bytes, CRLF); an
+    /// empty batch becomes nothing (an empty chunk would end the body).
+    @Test(arguments: [0, 1, 15, 16, 255, 256, 4_095, 32_768, 70_000])
+    func sealedChunksAreWhatNIOsEncoderWrites(size: Int) throws {
+        let body = ByteBuffer(bytes: (0..<size).map { UInt8(truncatingIfNeeded: $0 % 251) })
+        var batch = ByteBuffer(repeating: 0xEE, count: NextFraming.chunkHeaderRoom)
+        batch.writeImmutableBuffer(body)
+        NextFraming.sealChunk(&batch)
+
+        let channel = EmbeddedChannel(handler: HTTPResponseEncoder())
+        var head = HTTPResponseHead(version: .http1_1, status: .ok)
+        head.headers.add(name: "Transfer-Encoding", value: "chunked")
+        try channel.writeOutbound(HTTPServerResponsePart.head(head))
+        _ = try channel.readOutbound(as: ByteBuffer.self)
+        if size > 0 { try channel.writeOutbound(HTTPServerResponsePart.body(.byteBuffer(body))) }
+        var encoded = ByteBuffer()
+        while var part = try channel.readOutbound(as: ByteBuffer.self) { encoded.writeBuffer(&part) }
+        #expect(batch == encoded)
+        #expect(batch.readableBytes == (size == 0 ? 0 : String(size, radix: 16).utf8.count + 4 + size))
     }
 
     /// A stream's result framed once by the session is what the exchange made of the line.

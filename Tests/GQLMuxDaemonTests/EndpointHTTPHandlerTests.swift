@@ -39,9 +39,16 @@ import Testing
 
     private func channel(_ host: Host, _ session: Session) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
-        let handler = EndpointHTTPHandler(path: "/graphql", maxBodyBytes: 1 << 20, listener: .endpointSocket, host: host, reservation: Budget()) { _ in
-            session
-        }
+        let writer = EncodedFrameWriter()
+        let handler = EndpointHTTPHandler(
+            path: "/graphql",
+            maxBodyBytes: 1 << 20,
+            listener: .endpointSocket,
+            host: host,
+            reservation: Budget(),
+            writer: writer
+        ) { _ in session }
+        try channel.pipeline.syncOperations.addHandler(writer)
         try channel.pipeline.syncOperations.addHandler(handler)
         return channel
     }
