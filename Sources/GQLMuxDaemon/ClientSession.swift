@@ -87,8 +87,16 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// An endpoint client's session is added once its kind is known, after the channel is active.
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         if context.channel.isActive { open(context.channel) }
     }
+
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    /// Its own place in the pipeline while there: what it writes starts there, wrapped here
+    /// (``NIOAny``'s initializer, specialized for the type, needs no dynamic cast; `Channel`'s
+    /// generic `write` made three per write).
+    private var context: ChannelHandlerContext?
 
     func channelActive(context: ChannelHandlerContext) {
         open(context.channel)
@@ -339,10 +347,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
                         at += prefix.count
                         if let source = body.baseAddress { at.copyMemory(from: source, byteCount: body.count) }
                         at += body.count
-                        for byte in tail {
-                            at.storeBytes(of: byte, as: UInt8.self)
-                            at += 1
-                        }
+                        Self.copyTail(tail, to: at)
+                        at += tail.count
                     }
                     return at - out.baseAddress!
                 }
@@ -352,6 +358,20 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             }
         }
         return true
+    }
+
+    /// A framing's suffix after a payload: byte by byte when short (`}\n`), else as two
+    /// overlapping words (multipart's 12 bytes: byte stores were 3 % of its fan-out time).
+    @inline(__always)
+    private static func copyTail(_ tail: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableRawPointer) {
+        let count = tail.count
+        guard count >= 8, count <= 16, let source = tail.baseAddress else {
+            for index in 0..<count { out.storeBytes(of: tail[index], toByteOffset: index, as: UInt8.self) }
+            return
+        }
+        let raw = UnsafeRawPointer(source)
+        out.storeBytes(of: raw.loadUnaligned(as: UInt64.self), as: UInt64.self)
+        out.storeBytes(of: raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self), toByteOffset: count - 8, as: UInt64.self)
     }
 
     @inline(__always)
@@ -424,7 +444,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             written += line.readableBytes
             write(line, framed: false)
         }
-        channel.flush()
+        flushChannel()
         lastBatchBytes = written
         startBatch()
         buffered += written
@@ -434,13 +454,24 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// A line-socket client gets bytes; an endpoint client's handler gets them typed: results
     /// already framed (`sealed`: as a whole HTTP chunk), or lines to translate.
     private func write(_ bytes: ByteBuffer, framed: Bool, sealed: Bool = false, promise: EventLoopPromise<Void>? = nil) {
+        let data: NIOAny
         if origin == .lineSocket {
-            channel.write(bytes, promise: promise)
+            data = NIOAny(bytes)
         } else if !framed {
-            channel.write(SessionOutput.lines(bytes), promise: promise)
+            data = NIOAny(SessionOutput.lines(bytes))
         } else {
-            channel.write(sealed ? SessionOutput.chunk(bytes) : SessionOutput.framed(bytes), promise: promise)
+            data = NIOAny(sealed ? SessionOutput.chunk(bytes) : SessionOutput.framed(bytes))
         }
+        if let context {
+            context.write(data, promise: promise)
+        } else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+        }
+    }
+
+    /// Flushes from this session's place in the pipeline (the channel's tail adds a hop).
+    private func flushChannel() {
+        if let context { context.flush() } else { channel.flush() }
     }
 
     /// Measures how many bytes NIO holds unwritten for this client; returns the change.
@@ -473,7 +504,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         // the error line.
         let written = channel.eventLoop.makePromise(of: Void.self)
         write(line, framed: false, promise: written)
-        channel.flush()
+        flushChannel()
         written.futureResult.whenComplete { _ in
             channel.close(mode: .output, promise: nil)
         }
@@ -492,7 +523,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         closing = true
         let written = eventLoop.makePromise(of: Void.self)
         write(ByteBuffer(), framed: true, promise: written)
-        channel.flush()
+        flushChannel()
         return written.futureResult
     }
 
