@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The kind of a JSON value found by ``JSONScanner``.
 package enum JSONValueKind: Sendable, Equatable {
     case object, array, string, number, bool, null
@@ -43,39 +47,72 @@ package struct JSONScanner {
     /// - Parameter bytes: the complete JSON text.
     /// - Throws: ``JSONScanError`` if the text is not a single valid JSON object.
     package static func scanObject(_ bytes: UnsafeRawBufferPointer) throws(JSONScanError) -> [JSONMember] {
-        var scanner = JSONScanner(bytes)
-        scanner.skipWhitespace()
-        guard scanner.peek() == UInt8(ascii: "{") else { throw scanner.error("expected an object") }
         var members: [JSONMember] = []
         members.reserveCapacity(4)  // an envelope's type, id and payload: one allocation, not three
-        scanner.index += 1
-        scanner.skipWhitespace()
-        if scanner.peek() == UInt8(ascii: "}") {
-            scanner.index += 1
+        try visitObject(bytes) { key, kind, value in
+            members.append(JSONMember(key: decodeString(bytes, key), kind: kind, range: value))
+        }
+        return members
+    }
+
+    /// Validates `bytes` as one JSON object and hands each member to `visit` in order: the
+    /// byte range of its key (quotes included, undecoded), its value's kind, and its value's
+    /// byte range. Nothing is allocated: a caller that knows the keys it wants compares them
+    /// with ``key(_:in:is:)``. A member is visited once it is scanned; the object may still turn
+    /// out invalid after it.
+    package static func visitObject(
+        _ bytes: UnsafeRawBufferPointer,
+        _ visit: (_ key: Range<Int>, _ kind: JSONValueKind, _ value: Range<Int>) -> Void
+    ) throws(JSONScanError) {
+        var scanner = JSONScanner(bytes)
+        try scanner.scanMembers(visit)
+    }
+
+    private mutating func scanMembers(_ visit: (_ key: Range<Int>, _ kind: JSONValueKind, _ value: Range<Int>) -> Void) throws(JSONScanError) {
+        skipWhitespace()
+        guard peek() == UInt8(ascii: "{") else { throw error("expected an object") }
+        index += 1
+        skipWhitespace()
+        if peek() == UInt8(ascii: "}") {
+            index += 1
         } else {
             while true {
-                scanner.skipWhitespace()
-                let keyStart = scanner.index
-                guard scanner.peek() == UInt8(ascii: "\"") else { throw scanner.error("expected a key") }
-                try scanner.skipString()
-                let key = JSONScanner.decodeString(bytes, keyStart..<scanner.index)
-                scanner.skipWhitespace()
-                guard scanner.peek() == UInt8(ascii: ":") else { throw scanner.error("expected ':'") }
-                scanner.index += 1
-                scanner.skipWhitespace()
-                let valueStart = scanner.index
-                let kind = try scanner.skipValue()
-                members.append(JSONMember(key: key, kind: kind, range: valueStart..<scanner.index))
-                scanner.skipWhitespace()
-                if scanner.peek() == UInt8(ascii: ",") { scanner.index += 1; continue }
-                guard scanner.peek() == UInt8(ascii: "}") else { throw scanner.error("expected ',' or '}'") }
-                scanner.index += 1
+                skipWhitespace()
+                let keyStart = index
+                guard peek() == UInt8(ascii: "\"") else { throw error("expected a key") }
+                try skipString()
+                let key = keyStart..<index
+                skipWhitespace()
+                guard peek() == UInt8(ascii: ":") else { throw error("expected ':'") }
+                index += 1
+                skipWhitespace()
+                let valueStart = index
+                let kind = try skipValue()
+                visit(key, kind, valueStart..<index)
+                skipWhitespace()
+                if peek() == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                guard peek() == UInt8(ascii: "}") else { throw error("expected ',' or '}'") }
+                index += 1
                 break
             }
         }
-        scanner.skipWhitespace()
-        guard scanner.index == bytes.count else { throw scanner.error("trailing characters") }
-        return members
+        skipWhitespace()
+        guard index == bytes.count else { throw error("trailing characters") }
+    }
+
+    /// Whether the string literal at `range` (quotes included, valid) is `name`: compared byte
+    /// for byte when it has no escape, decoded first when it has one (`"typ\u0065"` is `type`).
+    /// `name` has no backslash; an escape only makes a literal longer than what it decodes to,
+    /// so only a longer literal needs decoding.
+    package static func key(_ range: Range<Int>, in bytes: UnsafeRawBufferPointer, is name: StaticString) -> Bool {
+        let count = range.count - 2
+        let base = bytes.baseAddress! + range.lowerBound + 1
+        if count == name.utf8CodeUnitCount { return memcmp(base, name.utf8Start, count) == 0 }
+        guard count > name.utf8CodeUnitCount, memchr(base, 0x5C, count) != nil else { return false }
+        return decodeString(bytes, range) == name.description
     }
 
     /// Validates `bytes` as exactly one JSON value of any kind.
@@ -91,7 +128,7 @@ package struct JSONScanner {
     /// Decodes the JSON string literal at `range` (quotes included); the literal must be valid.
     package static func decodeString(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> String {
         let inner = bytes[(range.lowerBound + 1)..<(range.upperBound - 1)]
-        if !inner.contains(UInt8(ascii: "\\")) {
+        if inner.isEmpty || memchr(bytes.baseAddress! + inner.startIndex, 0x5C, inner.count) == nil {
             return String(decoding: inner, as: UTF8.self)
         }
         var out: [UInt8] = []
@@ -222,11 +259,9 @@ package struct JSONScanner {
     private mutating func skipString() throws(JSONScanError) {
         index += 1
         while index < bytes.count {
-            // Eight plain bytes at a time (ASCII from space up, no quote, no backslash): most of
-            // a result's text. Any other byte is looked at alone below.
-            while index + 8 <= bytes.count, Self.allPlain(bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
-                index += 8
-            }
+            // Plain bytes (ASCII from space up, no quote, no backslash): most of a result's
+            // text. The byte that ends them is looked at alone below.
+            index = Self.skipPlain(bytes, from: index)
             guard index < bytes.count else { break }
             let byte = bytes[index]
             switch byte {
@@ -266,18 +301,63 @@ package struct JSONScanner {
 
     /// Whether none of the eight bytes in `word` ends a run of plain string bytes: a byte of
     /// 0x80 and up (UTF-8 to validate), under 0x20 (a control character), `"` or `\`.
-    /// SWAR: `(x - 0x01…) & ~x & 0x80…` has a byte's top bit set where that byte of `x` is zero
-    /// (the lowest such byte always; a higher one maybe falsely, which only sends it the slow way).
     @inline(__always)
-    package static func allPlain(_ word: UInt64) -> Bool {
+    package static func allPlain(_ word: UInt64) -> Bool { specialBits(word) == 0 }
+
+    /// The same test for four words at once: their bits are combined before the one branch.
+    @inline(__always)
+    static func allPlain(_ a: UInt64, _ b: UInt64, _ c: UInt64, _ d: UInt64) -> Bool {
+        specialBits(a) | specialBits(b) | specialBits(c) | specialBits(d) == 0
+    }
+
+    /// A word with the top bit set in each byte that may end a run of plain bytes. SWAR:
+    /// `(x - 0x01…) & ~x & 0x80…` has a byte's top bit set where that byte of `x` is zero (the
+    /// lowest such byte always; a higher one maybe falsely, which only sends it the slow way).
+    @inline(__always)
+    static func specialBits(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let high: UInt64 = 0x8080_8080_8080_8080
         func hasZero(_ x: UInt64) -> UInt64 { (x &- ones) & ~x & high }
         let quote = hasZero(word ^ (ones &* 0x22))
         let backslash = hasZero(word ^ (ones &* 0x5C))
         let control = (word &- ones &* 0x20) & ~word & high
-        return (word & high) | quote | backslash | control == 0
+        return (word & high) | quote | backslash | control
     }
+
+    /// The first index from `start` on that is not a plain string byte (or the end): one byte
+    /// at a time for the first 16 (a key or a short value ends there), then 32 and 8 at a
+    /// time, then one at a time up to the byte that ended the run.
+    @inline(__always)
+    private static func skipPlain(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
+        guard let base = bytes.baseAddress else { return start }
+        let count = bytes.count
+        var at = start
+        let short = Swift.min(count, start + 16)
+        while at < short {
+            guard isPlain(base.load(fromByteOffset: at, as: UInt8.self)) else { return at }
+            at += 1
+        }
+        while at + 32 <= count,
+            allPlain(
+                base.loadUnaligned(fromByteOffset: at, as: UInt64.self),
+                base.loadUnaligned(fromByteOffset: at + 8, as: UInt64.self),
+                base.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self),
+                base.loadUnaligned(fromByteOffset: at + 24, as: UInt64.self)
+            )
+        {
+            at += 32
+        }
+        while at + 8 <= count, allPlain(base.loadUnaligned(fromByteOffset: at, as: UInt64.self)) {
+            at += 8
+        }
+        while at < count, isPlain(base.load(fromByteOffset: at, as: UInt8.self)) {
+            at += 1
+        }
+        return at
+    }
+
+    @inline(__always)
+    private static func isPlain(_ byte: UInt8) -> Bool { byte >= 0x20 && byte < 0x80 && byte != 0x22 && byte != 0x5C }
 
     /// The 16-bit value of the four hex digits at `at`.
     private func hexEscape(at start: Int) throws(JSONScanError) -> UInt32 {

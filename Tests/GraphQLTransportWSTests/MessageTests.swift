@@ -17,6 +17,43 @@ import Testing
         #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"pong"}"#)) == .pong(payload: nil))
     }
 
+    /// Keys are compared as bytes only when that decides: an escaped key is decoded first, and
+    /// a key that merely starts or ends like a known one is not it.
+    @Test func keysAreMatchedByWhatTheyDecodeTo() throws {
+        #expect(
+            try ServerMessage.parse(ByteBuffer(string: #"{"typ\u0065":"next","\u0069d":"7","p\u0061yload":{"a":1}}"#))
+                == .next(id: "7", payload: ByteBuffer(string: #"{"a":1}"#))
+        )
+        #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"complete","ids":"1","i":"2","id":"3","idd":4}"#)) == .complete(id: "3"))
+        #expect(throws: ProtocolViolation.self) { try ServerMessage.parse(ByteBuffer(string: #"{"types":"complete","id":"1"}"#)) }
+        #expect(throws: ProtocolViolation.self) { try ServerMessage.parse(ByteBuffer(string: #"{"\u0074ype":"next","id":"1","payloads":{}}"#)) }
+        // A later member of the same name wins, as before.
+        #expect(try ServerMessage.parse(ByteBuffer(string: #"{"type":"ping","type":"pong"}"#)) == .pong(payload: nil))
+    }
+
+    /// Invalid JSON is told as invalid JSON (4400, or 1007 for bad UTF-8) even when a member
+    /// before the fault has the wrong type.
+    @Test func invalidJSONIsToldBeforeAMistypedMember() {
+        do {
+            _ = try ServerMessage.parse(ByteBuffer(bytes: Array(#"{"type":1,"id":""#.utf8) + [0xFF] + Array(#""}"#.utf8)))
+            Issue.record("parsed")
+        } catch {
+            #expect(error.closeCode == 1007)
+        }
+        do {
+            _ = try ServerMessage.parse(ByteBuffer(string: #"{"type":1,"id":"1""#))
+            Issue.record("parsed")
+        } catch {
+            #expect(error.reason.contains("expected ',' or '}'"))
+        }
+        do {
+            _ = try ServerMessage.parse(ByteBuffer(string: #"{"type":1,"id":"1"}"#))
+            Issue.record("parsed")
+        } catch {
+            #expect(error.reason.contains("'type' must be a string"))
+        }
+    }
+
     @Test(arguments: [
         "", "{", #"{"type":1}"#, #"{"type":"next","id":"","payload":{}}"#, #"{"type":"next","id":"1","payload":[]}"#,
         #"{"type":"error","id":"1","payload":{}}"#, #"{"type":"complete"}"#, #"{"type":"subscribe","id":"1"}"#,
@@ -86,9 +123,11 @@ import Testing
     /// A control character, a quote, an escape or a UTF-8 sequence is found at every offset of a
     /// long string, whichever eight-byte word it falls in.
     @Test func longStringsAreCheckedAtEveryOffset() throws {
-        for offset in 0..<40 {
+        // 100 bytes: the first 16 are read one at a time, then 32 and 8 at a time, at every
+        // position of a word and of a 32-byte block.
+        for offset in 0..<100 {
             let head = String(repeating: "x", count: offset)
-            let tail = String(repeating: "y", count: 40 - offset)
+            let tail = String(repeating: "y", count: 100 - offset)
             let control = Array(#"{"s":""#.utf8) + Array(head.utf8) + [0x01] + Array(tail.utf8) + Array(#""}"#.utf8)
             #expect(throws: JSONScanError.self) { try control.withUnsafeBytes { try JSONScanner.validate($0) } }
             let badUTF8 = Array(#"{"s":""#.utf8) + Array(head.utf8) + [0xC3] + Array(tail.utf8) + Array(#""}"#.utf8)
