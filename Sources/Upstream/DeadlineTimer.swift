@@ -23,6 +23,14 @@ struct DeadlineTimer {
         task = loop.scheduleTask(deadline: NIODeadline.uptimeNanoseconds(UInt64(max(0, deadline.nanoseconds))), fire)
     }
 
+    /// Whether ``set(_:on:_:)`` would change anything for `deadline`: checked first, so the
+    /// common case (a deadline moved later) does not allocate the wake-up's closure.
+    func wouldChange(for deadline: Instant?) -> Bool {
+        guard let deadline else { return task != nil }
+        guard let scheduled else { return true }
+        return deadline < scheduled
+    }
+
     /// The pending wake-up ran.
     mutating func fired() {
         task = nil

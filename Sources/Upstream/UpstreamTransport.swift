@@ -258,6 +258,12 @@ package final class UpstreamTransport: @unchecked Sendable {
     // MARK: - Performing actions
 
     private func perform(_ actions: [TransportAction]) {
+        // A result, most messages: told at once, without the lists below.
+        if actions.count == 1, case .operation(let id, let update) = actions[0] {
+            updates(id, update)
+            rescheduleTimer()
+            return
+        }
         var toFlush: [Int: any Channel] = [:]
         var updates: [(OperationID, OperationUpdate)] = []
         for action in actions {
@@ -348,6 +354,7 @@ package final class UpstreamTransport: @unchecked Sendable {
     private func rescheduleTimer() {
         var deadline = machine.nextDeadline
         if let closing = closeHandshake.nextDeadline { deadline = deadline.map { min($0, closing) } ?? closing }
+        guard timer.wouldChange(for: deadline) else { return }
         timer.set(deadline, on: eventLoop) {
             self.timer.fired()
             let now = self.now

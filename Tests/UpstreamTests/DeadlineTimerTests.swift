@@ -22,6 +22,7 @@ import Testing
         func set(_ deadline: Instant?) {
             loop.preconditionInEventLoop()
             wanted = deadline
+            guard timer.wouldChange(for: deadline) else { return }  // as the transport asks first
             timer.set(deadline, on: loop) {
                 self.timer.fired()
                 self.wakeUps.append(Int64(self.loop.now.uptimeNanoseconds))
