@@ -352,7 +352,7 @@ package final class UpstreamTransport: @unchecked Sendable {
     }
 
     private func rescheduleTimer() {
-        var deadline = machine.nextDeadline
+        var deadline = machine.nextDeadlineInPlace()
         if let closing = closeHandshake.nextDeadline { deadline = deadline.map { min($0, closing) } ?? closing }
         guard timer.wouldChange(for: deadline) else { return }
         timer.set(deadline, on: eventLoop) {
