@@ -326,37 +326,94 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         let header = framed && framedHeader
         let tailString = framed ? framedSuffix : LocalEncode.nextSuffix
         tailString.withUTF8Buffer { tail in
-            let fixed = (header ? NextFraming.maxHeaderBytes : 0) + prefix.count + tail.count
             var next = bodies.startIndex
             while next < bodies.endIndex {
                 if batch.capacity == 0 { reserveBatch() }
-                // As many as fit in what is left of this chunk, and at least one.
-                let room = Self.batchChunkBytes - batch.readableBytes
-                var end = next + 1
-                var bytes = fixed + bodies[next].count
-                while end < bodies.endIndex, bytes + fixed + bodies[end].count <= room {
-                    bytes += fixed + bodies[end].count
-                    end += 1
-                }
-                batch.writeWithUnsafeMutableBytes(minimumWritableBytes: bytes) { out in
-                    var at = out.baseAddress!
-                    for index in next..<end {
-                        let body = bodies[index]
-                        if header { at += NextFraming.writeWebSocketHeader(length: prefix.count + body.count + tail.count, to: at) }
-                        if let source = prefix.baseAddress { at.copyMemory(from: source, byteCount: prefix.count) }
-                        at += prefix.count
-                        if let source = body.baseAddress { at.copyMemory(from: source, byteCount: body.count) }
-                        at += body.count
-                        Self.copyTail(tail, to: at)
-                        at += tail.count
-                    }
-                    return at - out.baseAddress!
-                }
-                next = end
+                next = Self.append(bodies, from: next, to: &batch, header: header, prefix: prefix, tail: tail)
                 writeIfChunkFull()
                 if closing { break }  // its write failed
             }
         }
+        return true
+    }
+
+    /// Copies results from `bodies[next...]` into `buffer`, each as header (a WebSocket frame's
+    /// when `header`), prefix, payload and `tail`: as many as fit in what is left of a chunk
+    /// (``batchChunkBytes``), and at least one. Returns the index of the first one left.
+    @inline(__always)
+    private static func append(
+        _ bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+        from next: Int,
+        to buffer: inout ByteBuffer,
+        header: Bool,
+        prefix: UnsafeRawBufferPointer,
+        tail: UnsafeBufferPointer<UInt8>
+    ) -> Int {
+        let fixed = (header ? NextFraming.maxHeaderBytes : 0) + prefix.count + tail.count
+        let room = batchChunkBytes - buffer.readableBytes
+        var end = next + 1
+        var bytes = fixed + bodies[next].count
+        while end < bodies.endIndex, bytes + fixed + bodies[end].count <= room {
+            bytes += fixed + bodies[end].count
+            end += 1
+        }
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: bytes) { out in
+            var at = out.baseAddress!
+            for index in next..<end {
+                let body = bodies[index]
+                if header { at += NextFraming.writeWebSocketHeader(length: prefix.count + body.count + tail.count, to: at) }
+                if let source = prefix.baseAddress { at.copyMemory(from: source, byteCount: prefix.count) }
+                at += prefix.count
+                if let source = body.baseAddress { at.copyMemory(from: source, byteCount: body.count) }
+                at += body.count
+                copyTail(tail, to: at)
+                at += tail.count
+            }
+            return at - out.baseAddress!
+        }
+        return end
+    }
+
+    /// Whether this client's results are HTTP chunks that carry nothing of its own (SSE and
+    /// multipart: no operation id in them), so every such client of a run can be handed the
+    /// same chunks (``sharedChunks(framing:prefix:bodies:)``, ``writeShared(_:)``).
+    var sharesChunks: Bool { chunked }
+
+    /// A run's results framed once as sealed HTTP chunks of about ``batchChunkBytes``, for
+    /// every subscriber in `framing` whose prefix is `prefix`.
+    static func sharedChunks(framing: NextFraming, prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> [ByteBuffer] {
+        precondition(framing.isChunked, "only HTTP stream results are the same for every client")
+        var chunks: [ByteBuffer] = []
+        framing.suffix.withUTF8Buffer { tail in
+            var next = bodies.startIndex
+            while next < bodies.endIndex {
+                var chunk = ByteBuffer()
+                chunk.reserveCapacity(batchChunkBytes + 2_048)
+                chunk.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom)
+                while next < bodies.endIndex, chunk.readableBytes < batchChunkBytes {
+                    next = append(bodies, from: next, to: &chunk, header: false, prefix: prefix, tail: tail)
+                }
+                NextFraming.sealChunk(&chunk)
+                chunks.append(chunk)
+            }
+        }
+        return chunks
+    }
+
+    /// Hands `chunks` (``sharedChunks(framing:prefix:bodies:)``) to NIO after what this client
+    /// has batched: the same buffers, not copies, as every other such client of the run. They
+    /// count in full for each client, as a shared large payload does. Flushed by ``flush()``.
+    /// False when this session is closing.
+    func writeShared(_ chunks: [ByteBuffer]) -> Bool {
+        guard !closing else { return false }
+        var written = handOff()
+        for chunk in chunks {
+            write(chunk, framed: true, sealed: true)
+            written += chunk.readableBytes
+        }
+        buffered += written
+        unreported += written
+        unflushed = true
         return true
     }
 
@@ -423,12 +480,34 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         eventLoop.assertInEventLoop()
         guard !closing else { return 0 }
         defer { unreported = 0 }
-        guard batch.readableBytes > 0 || !queued.isEmpty else { return unreported }
+        guard batch.readableBytes > 0 || !queued.isEmpty else {
+            if unflushed { flushChannel() }
+            unflushed = false
+            return unreported
+        }
         return writeAll() + unreported
     }
 
+    /// Shared chunks were handed to NIO and not flushed yet.
+    private var unflushed = false
+
     /// Hands everything batched to NIO, then `line` if given, and flushes: the bytes written.
     private func writeAll(then line: ByteBuffer? = nil) -> Int {
+        var written = handOff()
+        if let line {
+            written += line.readableBytes
+            write(line, framed: false)
+        }
+        flushChannel()
+        unflushed = false
+        lastBatchBytes = written
+        buffered += written
+        return written
+    }
+
+    /// Hands the queued parts and the batch to NIO, unflushed, and starts a new batch: the
+    /// bytes handed over.
+    private func handOff() -> Int {
         var written = 0
         for part in queued where part.bytes.readableBytes > 0 {
             written += part.bytes.readableBytes
@@ -440,14 +519,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             written += batch.readableBytes
             write(batch, framed: framed, sealed: chunked)
         }
-        if let line {
-            written += line.readableBytes
-            write(line, framed: false)
-        }
-        flushChannel()
-        lastBatchBytes = written
         startBatch()
-        buffered += written
         return written
     }
 

@@ -1,5 +1,10 @@
+import LocalEndpoint
 import Multiplexing
 import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The fan-out's unsafe code, all of it: the hot path reads each subscriber's session and line
 /// prefix without reference counting (retain/release pairs were 13 % of fan-out time with 100
@@ -94,6 +99,9 @@ extension Fanout {
             let small = run.largest < ClientSession.sharedPayloadBytes
             let subscribers = multiplexer.subscribers(of: id)
             var delivered = 0
+            // An HTTP stream's chunks, framed once for all its kind of subscribers (the prefix
+            // they were made with is a delivery's, valid until this function returns).
+            var shared: (framing: NextFraming, prefix: UnsafeRawBufferPointer, chunks: [ByteBuffer])?
             payloads.withUnsafeBufferPointer { payloads in
                 subscribers.withUnsafeBufferPointer { subscribers in
                     for index in subscribers.indices {
@@ -104,7 +112,15 @@ extension Fanout {
                         var wrote = 0
                         if small {
                             let written = bodies.withUnsafeBufferPointer { bodies in
-                                handle._withUnsafeGuaranteedRef { $0.writeNexts(prefix: head, bodies: bodies) }
+                                handle._withUnsafeGuaranteedRef { session in
+                                    guard session.sharesChunks else { return session.writeNexts(prefix: head, bodies: bodies) }
+                                    if let made = shared, made.framing == session.framing, Self.same(made.prefix, head) {
+                                        return session.writeShared(made.chunks)
+                                    }
+                                    let chunks = ClientSession.sharedChunks(framing: session.framing, prefix: head, bodies: bodies)
+                                    shared = (session.framing, head, chunks)
+                                    return session.writeShared(chunks)
+                                }
                             }
                             wrote = written ? payloads.count : 0
                         } else {
@@ -133,6 +149,12 @@ extension Fanout {
             run = ResultRun(payloads: payloads)
         }
         return change
+    }
+
+    /// Whether two prefixes hold the same bytes.
+    @inline(__always)
+    static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
     }
 
     /// Writes one `next` line at once to the subscribers of an operation that `including`

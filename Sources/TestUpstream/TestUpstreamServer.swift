@@ -134,11 +134,11 @@ package final class TestUpstreamServer: @unchecked Sendable {
     /// Sends `count` ticks back to back, then completes every subscription, or closes every
     /// connection with `closeCode`, all in one flush: the daemon reads the results and the end
     /// together.
-    package func tickThenEnd(count: Int, closeCode: UInt16? = nil) async {
+    package func tickThenEnd(count: Int, closeCode: UInt16? = nil, padding: @escaping @Sendable (Int) -> Int = { _ in 0 }) async {
         await onLoop {
-            for _ in 0..<count {
+            for index in 0..<count {
                 self.tickCount += 1
-                for connection in self.connections.values { _ = connection.tick(self.tickCount, flush: false) }
+                for connection in self.connections.values { _ = connection.tick(self.tickCount, padding: padding(index), flush: false) }
             }
             for connection in self.connections.values {
                 if let closeCode { connection.close(code: closeCode, reason: "going away") } else { connection.completeAll() }

@@ -36,6 +36,51 @@ import Testing
         }
     }
 
+    /// SSE and multipart clients of one subscription are handed the same chunks (framed once
+    /// for all of each kind): each still reads a whole, valid chunked body with every result
+    /// in order, then the end; a line client beside them gets its own lines. The first three
+    /// results are large (passed by reference, not framed into shared chunks).
+    @Test func streamClientsOfOneSubscriptionShareChunksAndEachReadsEveryResultInOrder() async throws {
+        try await DaemonRig.with { rig in
+            let multipart = "multipart/mixed;subscriptionSpec=1.0"
+            let kinds = ["text/event-stream", "text/event-stream", "text/event-stream", multipart, multipart]
+            var streams: [RawStreamClient] = []
+            for accept in kinds {
+                let stream = try await RawStreamClient.connect(rig.directory + "/graphql.sock", group: rig.clientGroup)
+                let body = #"{"query":"subscription { tick }"}"#
+                stream.send(
+                    "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: \(accept)\r\n"
+                        + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                )
+                streams.append(stream)
+            }
+            let line = try await rig.connect()
+            line.subscribe(id: "l")
+            await rig.upstreamActive(1)
+            await eventually("every stream answered") { streams.allSatisfy { (try? $0.response()) != nil } }
+            await eventually("the line client active") { !line.lines(containing: #""state":"active""#).isEmpty }
+
+            await rig.server.tickThenEnd(count: 1_000) { $0 < 3 ? 3_000 : 0 }
+            await eventually("every stream ended") { streams.allSatisfy { (try? $0.response())?.ended == true } }
+            await eventually("the line client completed") { !line.lines(containing: #""type":"complete""#).isEmpty }
+            #expect(Self.ticks(line, "l") == Array(1...1_000))
+            var bodies: [String: String] = [:]
+            for (index, stream) in streams.enumerated() {
+                let response = try stream.response()
+                let ticks = response.body.components(separatedBy: #""tick":"#).dropFirst().compactMap { Int($0.prefix { $0.isNumber }) }
+                #expect(ticks == Array(1...1_000), "stream \(index) (\(kinds[index])): \(ticks.count) results")
+                let sse = kinds[index] == "text/event-stream"
+                let opening = sse ? "event: next\ndata: " : "content-type: application/json\r\n\r\n{\"payload\":"
+                #expect(response.body.components(separatedBy: opening).count - 1 == 1_000, "stream \(index): each result framed as its kind")
+                if let first = bodies[kinds[index]] {
+                    #expect(first == response.body, "stream \(index) reads what the others of its kind read")
+                } else {
+                    bodies[kinds[index]] = response.body
+                }
+            }
+        }
+    }
+
     @Test func resultsReadTogetherWithAnUpstreamCloseComeBeforeReconnecting() async throws {
         try await DaemonRig.with { rig in
             let client = try await rig.connect()
