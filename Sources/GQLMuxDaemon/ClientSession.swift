@@ -385,14 +385,17 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         precondition(framing.isChunked, "only HTTP stream results are the same for every client")
         var chunks: [ByteBuffer] = []
         framing.suffix.withUTF8Buffer { tail in
+            var left = bodies.reduce(0) { $0 + prefix.count + $1.count + tail.count }
             var next = bodies.startIndex
             while next < bodies.endIndex {
                 var chunk = ByteBuffer()
-                chunk.reserveCapacity(batchChunkBytes + 2_048)
+                // What is left, up to a chunk (a run of one result takes a few hundred bytes).
+                chunk.reserveCapacity(NextFraming.chunkHeaderRoom + Swift.min(left, batchChunkBytes + 2_048) + 2)
                 chunk.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom)
                 while next < bodies.endIndex, chunk.readableBytes < batchChunkBytes {
                     next = append(bodies, from: next, to: &chunk, header: false, prefix: prefix, tail: tail)
                 }
+                left -= chunk.readableBytes - NextFraming.chunkHeaderRoom
                 NextFraming.sealChunk(&chunk)
                 chunks.append(chunk)
             }
