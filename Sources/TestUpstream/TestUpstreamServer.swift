@@ -123,11 +123,14 @@ package final class TestUpstreamServer: @unchecked Sendable {
     /// upstream is not the bottleneck it measures through.
     package func tick(count: Int, padding: Int = 0) async {
         await onLoop {
-            for _ in 0..<count {
-                self.tickCount += 1
-                for connection in self.connections.values { _ = connection.tick(self.tickCount, padding: padding, flush: false) }
+            let first = self.tickCount + 1
+            self.tickCount += count
+            for connection in self.connections.values {
+                var frames = ByteBuffer()
+                for n in first..<(first + count) { _ = connection.encodeTick(n, padding: padding, into: &frames) }
+                connection.writeEncoded(frames)
+                connection.flush()
             }
-            for connection in self.connections.values { connection.flush() }
         }
     }
 
