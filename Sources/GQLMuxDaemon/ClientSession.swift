@@ -302,7 +302,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         queued.append((batch, false))
         queued.append((copy payload, true))
         startBatch()
-        reserveBatch()
+        // Small: it may hold only the suffix (the next result's prefix joins it, if any).
+        if chunked { batch.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom) }
         if framed { batch.writeStaticString(framedSuffix) } else { batch.writeStaticString(LocalEncode.nextSuffix) }
         writeIfChunkFull()
         return true
