@@ -161,7 +161,7 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
     /// write took a quarter of a core at 100,000 messages a second).
     func writeEncoded(_ bytes: ByteBuffer) {
         if encoderContext == nil { encoderContext = try? channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self) }
-        guard let encoderContext else { return }
+        guard let encoderContext else { preconditionFailure("the test upstream's WebSocket pipeline has no frame encoder") }
         encoderContext.write(NIOAny(bytes), promise: nil)
     }
 
@@ -169,13 +169,11 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
 
     /// Sends tick `n` to every subscription; with `flush` false the frames wait for `flush()`.
     func tick(_ n: Int, padding: Int = 0, flush: Bool = true) -> Int {
-        let pad = padding > 0 ? Self.padding(padding) : ""
-        for id in subscriptions {
-            let frame = ByteBuffer(string: #"{"type":"next","id":\#(jsonString(id)),"payload":{"data":{"tick":\#(n)\#(pad)}}}"#)
-            channel.write(WebSocketFrame(fin: true, opcode: .text, data: frame), promise: nil)
-        }
+        var frames = ByteBuffer()
+        let sent = encodeTick(n, padding: padding, into: &frames)
+        writeEncoded(frames)
         if flush { channel.flush() }
-        return subscriptions.count
+        return sent
     }
 
     func flush() { channel.flush() }
