@@ -134,7 +134,7 @@ package struct TransportStateMachine {
     /// The id operation `id` has on the wire.
     package func wireID(of id: OperationID) -> String? { operations[id]?.wireID }
 
-    /// The earliest instant at which ``tick(now:)`` has work to do.
+    /// The earlier of two optional instants.
     @inline(__always)
     private static func earlier(_ a: Instant?, _ b: Instant?) -> Instant? {
         guard let a else { return b }
@@ -148,6 +148,7 @@ package struct TransportStateMachine {
     /// released: 3 % of a result's time through the transport).
     package mutating func nextDeadlineInPlace() -> Instant? { nextDeadline }
 
+    /// The earliest instant at which ``tick(now:)`` has work to do.
     package var nextDeadline: Instant? {
         let connection: Instant?
         switch phase {
