@@ -161,12 +161,20 @@ class Daemon:
         self.process: Optional[subprocess.Popen] = None
         self.log_path = os.path.join(self.directory, "gqlmuxd.log")
 
-    def start(self, prefix: Optional[List[str]] = None, env: Optional[dict] = None) -> None:
+    def start(self, prefix: Optional[List[str]] = None, env: Optional[dict] = None, store=None) -> None:
         """`prefix`: a command gqlmuxd runs under, e.g. `["prlimit", "--nofile=256:256"]`;
-        `env`: its whole environment (default: ours)."""
-        log = open(self.log_path, "w")
-        self.process = subprocess.Popen([*(prefix or []), os.path.join(BIN, "gqlmuxd"), "--config", self.config],
-                                        stdout=log, stderr=subprocess.STDOUT, env=env)
+        `env`: its whole environment (default: ours); `store`: an `interop.fdstore.FDStore`
+        standing in for systemd (a SIGTERM then hands the clients over, and the next start
+        adopts them). Each start's output is kept (`log()` reads all of them)."""
+        self.starts = getattr(self, "starts", 0) + 1
+        log = open(self.log_path, "a")
+        log.write(f"==> start {self.starts}\n")
+        log.flush()
+        command = [os.path.join(BIN, "gqlmuxd"), "--config", self.config]
+        if store is not None:
+            self.process = store.spawn(command, log, env=env, prefix=prefix)
+        else:
+            self.process = subprocess.Popen([*(prefix or []), *command], stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -197,7 +205,14 @@ class Daemon:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def endpoint_daemon(server: Server, extra: str = "") -> Daemon:
+def free_port() -> int:
+    """A loopback port free now (for a listener that must keep its number across starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def endpoint_daemon(server: Server, extra: str = "", listen: str = "127.0.0.1:0") -> Daemon:
     """gqlmuxd in front of strawberry's "http" app (WebSocket upstream with its token, queries
     over `http_url` with its Authorization header), serving the endpoint on a free loopback
     port; `extra` is TOML appended after that `[graphql_endpoint] listen` line."""
@@ -205,7 +220,7 @@ def endpoint_daemon(server: Server, extra: str = "") -> Daemon:
                   'connecting_payload = { token = "secret" }\nreconnect_interval = 0.05\n'
                   'reconnect_max_interval = 0.5\nhttp_url = "%s"\n'
                   '[upstream.headers]\nAuthorization = "Bearer secret"\n' % server.http_url,
-                  '[graphql_endpoint]\nlisten = "127.0.0.1:0"\n' + extra)
+                  f'[graphql_endpoint]\nlisten = "{listen}"\n' + extra)
 
 
 class LineClient:

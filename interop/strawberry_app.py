@@ -63,6 +63,12 @@ class Query:
         return "world"
 
     @strawberry.field
+    async def slow(self, ms: int = 5000) -> str:
+        """Answers after `ms` milliseconds: a query still running when something happens."""
+        await asyncio.sleep(ms / 1000)
+        return "slow"
+
+    @strawberry.field
     def count(self) -> int:
         """How many times increment has run (a mutation must run exactly once)."""
         return counter

@@ -72,9 +72,27 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         stopTimers()
     }
 
+    /// Whether this connection's periodic and pending duties (the `connection_init` wait, legacy
+    /// keep-alives) were started: once, when the handler is in the pipeline of an active
+    /// channel, whichever comes last. After an upgrade the channel is active when the handler
+    /// is added; a connection carried over a restart is added before its channel is
+    /// registered, and becomes active after: both start the same duties.
+    private var dutiesStarted = false
+
     package func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { startDuties(context) }
+    }
+
+    package func channelActive(context: ChannelHandlerContext) {
+        startDuties(context)
+        context.fireChannelActive()
+    }
+
+    private func startDuties(_ context: ChannelHandlerContext) {
+        guard !dutiesStarted, !closeSent else { return }
+        dutiesStarted = true
         if session.acknowledged {
-            if session.wire == .legacyWS, context.channel.isActive { startKeepAlive(context) }
+            if session.wire == .legacyWS { startKeepAlive(context) }
             return
         }
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
@@ -114,7 +132,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
             let denied = session.deniedToken
             perform(session.received(frame.unmaskedData), context: context, promise: nil)
             if !denied, session.deniedToken { onDeniedToken() }
-            if !acknowledged, session.acknowledged, session.wire == .legacyWS { startKeepAlive(context) }
+            if !acknowledged, session.acknowledged, session.wire == .legacyWS, keepAlive == nil { startKeepAlive(context) }
         case .binary:
             perform(session.receivedBinary(), context: context, promise: nil)
         case .ping:

@@ -603,8 +603,16 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         return written.futureResult
     }
 
-    /// Graceful daemon stop, after the fan-out told each operation `SHUTTING_DOWN`: close.
+    /// The daemon stops, or this client cannot be carried over a restart: every operation it
+    /// still has open hears `SHUTTING_DOWN` first, in its own protocol (a WebSocket client's
+    /// running query gets its `error` before the close 1001; an HTTP stream its final errors),
+    /// then the client is told and closed. After the fan-out's own shut-down nothing is open
+    /// here any more and only the client is told.
     func shutDown() {
+        eventLoop.assertInEventLoop()
+        for id in fanout.openOperations(of: self) {
+            sendError(id: id, code: LocalErrorCode.shuttingDown, message: Fanout.shuttingDownMessage, flush: false)
+        }
         fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
     }
 

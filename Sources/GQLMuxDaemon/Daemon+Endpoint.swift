@@ -54,6 +54,10 @@ extension Daemon {
         return ServerBootstrap(group: eventLoop)
             .acceptingLater()
             .serverChannelOption(.backlog, value: 1024)
+            // The TCP port is bound again at once after a stop or a crash: the connections the
+            // previous process closed itself sit in TIME-WAIT for a minute, and without
+            // SO_REUSEADDR they would hold the port (Linux still refuses a second listener).
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(self.acceptBackoff(origin)) }
             }

@@ -161,6 +161,12 @@ final class Fanout: @unchecked Sendable {
         return core.subscriptions(of: ObjectIdentifier(session))
     }
 
+    /// The local ids of every operation `session` has open.
+    func openOperations(of session: ClientSession) -> [String] {
+        eventLoop.assertInEventLoop()
+        return core.localIDs(of: ObjectIdentifier(session))
+    }
+
     /// Whether `session` waits for a query's or mutation's answer.
     func awaitsAnswer(_ session: ClientSession) -> Bool {
         eventLoop.assertInEventLoop()

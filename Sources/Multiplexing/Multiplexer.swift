@@ -215,6 +215,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
         }
     }
 
+    /// The local ids of every operation `client` has open (subscriptions, queries and
+    /// mutations), in id order.
+    package func localIDs(of client: Client) -> [String] { (clients[client] ?? [:]).keys.sorted() }
+
     /// Whether `client` has a query or mutation in flight.
     package func hasSingleOperation(_ client: Client) -> Bool {
         (clients[client] ?? [:]).values.contains { operations[$0]?.kind != .subscription }

@@ -21,7 +21,7 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         return false
     }
     let (lineSocket, graphqlSocket, fdsCommand) = (arguments[0], arguments[1], arguments[5])
-    // systemd refuses a sixth start within 10 s (StartLimitBurst=5): restarts are paced.
+    // Restarts are paced (a moment of steady state between them; the unit has no start limit).
     let pause = Double(ProcessInfo.processInfo.environment["PROBE_PAUSE_SECONDS"] ?? "") ?? 2.5
     let steps = Array(arguments.dropFirst(6))
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -104,4 +104,51 @@ import Testing
         let line = try #require(try channel.readInbound(as: ByteBuffer.self))
         #expect(String(buffer: line) == #"{"type":"subscribe","id":"a","payload":{"query":"{ hello }"}}"#)
     }
+
+    /// The legacy protocol's `ka` every 10 s, counted on the manual clock from `since`.
+    private func keepAlives(_ channel: EmbeddedChannel, over seconds: Int64) throws -> Int {
+        var count = 0
+        for _ in 0..<seconds {
+            channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+            count += try sent(channel).filter { $0.payload == Array(#"{"type":"ka"}"#.utf8) }.count
+        }
+        return count
+    }
+
+    @Test func aLegacyClientHearsKeepAlivesFromItsAcknowledgement() throws {
+        let channel = try channel(.legacyWS)
+        try channel.writeInbound(frame(.text, #"{"type":"connection_init"}"#))
+        #expect(try sent(channel).map(\.payload).contains(Array(#"{"type":"ka"}"#.utf8)), "a ka right after the ack")
+        #expect(try keepAlives(channel, over: 35) == 3)
+    }
+
+    /// A connection carried over a restart gets its handlers before its channel is registered
+    /// and active (as `ClientBootstrap.withConnectedSocket` does): its keep-alives start when it
+    /// becomes active, exactly as a fresh connection's, and no `connection_init` wait is armed.
+    @Test(arguments: [EndpointSubprotocol.legacyWS, .transportWS])
+    func aCarriedConnectionResumesItsKeepAlivesOnceActive(wire: EndpointSubprotocol) throws {
+        let writer = EncodedFrameWriter()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(writer)
+        try channel.pipeline.syncOperations.addHandler(EndpointWebSocketHandler(wire: wire, writer: writer, acknowledged: true))
+        #expect(!channel.isActive)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let heard = try keepAlives(channel, over: 35)
+        #expect(heard == (wire == .legacyWS ? 3 : 0), "graphql-transport-ws has no server keep-alive; legacy sends one every 10 s")
+        #expect(channel.isActive, "no connection_init wait for a carried client")
+        try channel.writeInbound(frame(.ping, "p"))
+        #expect(try sent(channel).map(\.opcode) == [0xA], "pings still answered")
+    }
+
+    /// A connection that never became active before it was handed over again starts nothing.
+    @Test func aConnectionHandedOverBeforeItWasActiveStartsNoKeepAlive() throws {
+        let writer = EncodedFrameWriter()
+        let channel = EmbeddedChannel()
+        let handler = EndpointWebSocketHandler(wire: .legacyWS, writer: writer, acknowledged: true)
+        try channel.pipeline.syncOperations.addHandler(writer)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        handler.handOver()
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        #expect(try keepAlives(channel, over: 25) == 0)
+    }
 }
