@@ -89,6 +89,55 @@ done
 echo "$old ${new:-}" >"$out/watchdog-pids.txt"
 systemctl show -P NRestarts gqlmuxd.service >"$out/nrestarts.txt"
 
+# Always back. A plain `systemctl stop; systemctl start` with clients of every kind connected
+# over the Unix sockets and the TCP port (whose closed connections then sit in TIME-WAIT): each
+# is told SHUTTING_DOWN in its own protocol (when the gql virtualenv is here), and a new client
+# on the TCP port is served at once.
+ss=$out/stop-start
+mkdir -p "$ss"
+tcp=http://127.0.0.1:18090/graphql
+body='{"query":"subscription { tick }"}'
+sse() { curl -sN -X POST -H 'Content-Type: application/json' -H 'Accept: text/event-stream' -d "$body" "$@"; }
+if [ -x /opt/gqlmux-test/venv/bin/python ]; then
+    (cd /opt/gqlmux-test && venv/bin/python -m interop.stop_start_clients /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 18090 "$ss") \
+        >"$ss/log" 2>&1 &
+    wait_until 40 '[ -f "$ss/ready" ]'
+fi
+sse "$tcp" >"$ss/sse-tcp.out" 2>&1 &
+sse --unix-socket /run/gqlmux/graphql.sock http://localhost/graphql >"$ss/sse-unix.out" 2>&1 &
+$ctl subscribe 'subscription { tick }' >"$ss/line.out" 2>"$ss/line.err" &
+wait_until 15 'grep -q "event: next" "$ss/sse-tcp.out" && grep -q "event: next" "$ss/sse-unix.out" && [ -s "$ss/line.out" ]'
+systemctl stop gqlmuxd.service
+begin=$(date +%s%N)
+systemctl start gqlmuxd.service
+served=no
+for _ in $(seq 100); do
+    if sse -m 2 "$tcp" 2>/dev/null | grep -q -m1 "event: next"; then served=yes; break; fi
+    sleep 0.05
+done
+echo "$served $(( ($(date +%s%N) - begin) / 1000000 ))" >"$out/stop-start-served.txt"
+[ -f "$ss/ready" ] && wait_until 60 '[ -f "$ss/report.json" ]'
+systemctl is-active gqlmuxd.socket gqlmuxd-graphql.socket >"$out/stop-start-sockets.txt"
+
+# A start that keeps failing (another program holds the TCP port) for longer than a start
+# limit would allow: the socket units stay listening with their files, and gqlmuxd comes back
+# by itself once the port is free.
+systemctl stop gqlmuxd.service
+systemctl show -P NRestarts gqlmuxd.service >"$out/failing-nrestarts-before.txt"
+socat TCP-LISTEN:18090,bind=127.0.0.1,reuseaddr,fork /dev/null &
+holder=$!
+wait_until 5 'socat -u /dev/null TCP:127.0.0.1:18090 2>/dev/null'
+systemctl start --no-block gqlmuxd.service
+sleep 9
+systemctl show -P NRestarts gqlmuxd.service >"$out/failing-nrestarts.txt"
+systemctl is-active gqlmuxd.socket gqlmuxd-graphql.socket >"$out/failing-sockets.txt"
+{ [ -S /run/gqlmux/gqlmux.sock ] && [ -S /run/gqlmux/graphql.sock ] && echo present || echo missing; } >"$out/failing-socket-files.txt"
+kill "$holder"
+wait "$holder" 2>/dev/null
+begin=$(date +%s%N)
+wait_until 15 '[ "$(systemctl is-active gqlmuxd.service)" = active ] && sse -m 2 "$tcp" 2>/dev/null | grep -q -m1 "event: next"'
+echo "$(systemctl is-active gqlmuxd.service) $(( ($(date +%s%N) - begin) / 1000000 ))" >"$out/failing-recovered.txt"
+
 systemctl stop gqlmuxd.service gqlmuxd.socket
 systemctl show -P Result gqlmuxd.service >"$out/stop-result.txt"
 systemctl show -P ExecMainStatus gqlmuxd.service >"$out/stop-status.txt"

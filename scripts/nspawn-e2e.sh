@@ -43,6 +43,8 @@ connecting_payload_file = "/run/credentials/gqlmuxd.service/token.json"
 reconnect_interval = 0.2
 reconnect_max_interval = 0.5
 ping_interval = 1
+[graphql_endpoint]
+listen = "127.0.0.1:18090"
 [log]
 level = "debug"
 TOML

@@ -73,6 +73,33 @@ import Glibc
         // One automatic restart more than before (gqlmuxctl restart was one too).
         #expect(Int(read("nrestarts.txt")) == Int(read("nrestarts-before-watchdog.txt")).map { $0 + 1 }, "\(read("nrestarts.txt"))")
 
+        // Always back: `systemctl stop; systemctl start` with clients on the Unix sockets and
+        // the TCP port serves a new TCP client at once, and every kind was told in its own
+        // protocol (with the gql virtualenv: line, both WebSocket subprotocols, SSE and
+        // multipart, each on the Unix socket and the TCP port).
+        let served = read("stop-start-served.txt").split(separator: " ")
+        print("systemctl stop; systemctl start with clients connected: a new TCP client served after \(served.last ?? "?") ms")
+        #expect(served.first == "yes", "\(served); \(read("journal.txt").suffix(3000))")
+        #expect((Int(served.last ?? "") ?? .max) < 10_000, "\(served)")
+        #expect(read("stop-start-sockets.txt") == "active\nactive")
+        if python.hasPrefix("/usr/") {
+            let report = read("stop-start/report.json")
+            print("clients at the stop: \(read("stop-start/ready")); \(report)")
+            #expect(read("stop-start/ready") == "9 of 9 receiving", "\(read("stop-start/log"))")
+            let entries = (try? JSONSerialization.jsonObject(with: Data(report.utf8)) as? [[String: Any]]) ?? []
+            #expect(entries.count == 9 && entries.allSatisfy { $0["problem"] is NSNull }, "\(report)")
+        }
+        // A start that fails again and again (the TCP port held by another program) for longer
+        // than a start limit allows: the sockets keep listening, their files stay, and gqlmuxd
+        // comes back by itself once the port is free.
+        let failedStarts = (Int(read("failing-nrestarts.txt")) ?? 0) - (Int(read("failing-nrestarts-before.txt")) ?? 0)
+        #expect(failedStarts >= 6, "automatic restarts while the port was held: \(failedStarts)")
+        #expect(read("failing-sockets.txt") == "active\nactive", "\(read("failing-sockets.txt"))")
+        #expect(read("failing-socket-files.txt") == "present")
+        let recovered = read("failing-recovered.txt").split(separator: " ")
+        print("gqlmuxd failed to start \(failedStarts) times in a row, then served again \(recovered.last ?? "?") ms after the port was free")
+        #expect(recovered.first == "active", "\(recovered)")
+
         // systemctl stop exits cleanly.
         #expect(read("stop-result.txt") == "success")
         #expect(read("stop-status.txt") == "0")
