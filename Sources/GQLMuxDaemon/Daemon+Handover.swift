@@ -76,6 +76,7 @@ extension Daemon {
         }.get()
         guard began == true else { return false }
         events.emit(.stopping, ["GQLMUX_REASON": reason], message: "stopping for a restart (\(reason)): handing clients to the next process")
+        HandoverFault.reached(.draining, loop: eventLoop)
 
         // Draining: what is in flight gets its answer.
         let deadline = NIODeadline.now() + Self.answerWait
@@ -125,6 +126,7 @@ extension Daemon {
             self.fanout.shutDown()
             return self.upstream.shutdownOnLoop()
         }.get()
+        HandoverFault.reached(.exiting, loop: eventLoop)
         return true
     }
 
@@ -157,6 +159,7 @@ extension Daemon {
         }
         // Written and flushed before the WebSocket handlers stop writing.
         let flushed = carried.map { $0.session.handOver() }
+        HandoverFault.reached(.flushing, loop: eventLoop)
         for (session, _) in carried {
             sessions.removeValue(forKey: ObjectIdentifier(session))
             (try? session.channel.pipeline.syncOperations.handler(type: EndpointWebSocketHandler.self))?.handOver()

@@ -101,7 +101,8 @@ struct GQLMuxd: AsyncParsableCommand {
             throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
         }
         if let capacity = FileDescriptorStore.capacity {
-            daemon.handoverStore = { package in try Handover.store(package, capacity: capacity) }
+            let loop = daemon.eventLoop
+            daemon.handoverStore = { package in try Handover.store(package, capacity: capacity, loop: loop) }
             daemon.stopIsRestart = { Handover.stopIsRestart() }
             daemon.requestStop = { kill(getpid(), SIGTERM) }
         }

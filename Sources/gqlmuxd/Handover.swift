@@ -1,5 +1,6 @@
 import GQLMuxConfiguration
 import GQLMuxDaemon
+import NIOCore
 import SystemdSupport
 
 #if canImport(Glibc)
@@ -13,7 +14,7 @@ import Glibc
 /// listeners; a socket unit's stay with the unit).
 enum Handover {
     /// Stores `package` (the daemon's handover) and waits until systemd has read it all.
-    static func store(_ package: Daemon.HandoverPackage, capacity: Int) throws {
+    static func store(_ package: Daemon.HandoverPackage, capacity: Int, loop: any EventLoop) throws {
         let sockets = FileDescriptorStore.socketsByCookie()
         let clients = package.clients.compactMap { sockets[$0] }
         let listeners = package.listeners.compactMap { name, cookie in sockets[cookie].map { (name, $0) } }
@@ -26,8 +27,10 @@ enum Handover {
         defer { close(record) }
         try FileDescriptorStore.store([record], name: "handover-state")
         try FileDescriptorStore.store(clients, name: "handover-client")
+        HandoverFault.reached(.storing, loop: loop)
         for (name, fd) in listeners { try FileDescriptorStore.store([fd], name: "handover-\(name)") }
         try FileDescriptorStore.barrier()
+        HandoverFault.reached(.stored, loop: loop)
     }
 
     /// Whether this SIGTERM is a restart, and why: systemd's job on the unit, over the system
