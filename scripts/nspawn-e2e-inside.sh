@@ -70,6 +70,14 @@ steps=()
 for _ in $(seq 21); do steps+=("systemctl restart gqlmuxd.service"); done
 # gqlmuxctl restart: the daemon hands over and exits 75; systemd starts it again (RestartSec=).
 steps+=("$ctl restart && sleep 0.2 && until [ \"\$(systemctl is-active gqlmuxd.service)\" = active ]; do sleep 0.1; done")
+# Chaos: gqlmuxd SIGKILLed once its clients are stored (before its listeners and the barrier),
+# after the barrier, and just before it exits; systemd starts the next one from the store. Then a
+# second `systemctl restart` 50 ms after the first.
+active='until [ "$(systemctl is-active gqlmuxd.service)" = active ]; do sleep 0.1; done'
+for step in storing stored exiting; do
+    steps+=("echo 'kill $step' >/run/gqlmux/fault && systemctl restart gqlmuxd.service; $active")
+done
+steps+=("systemctl restart gqlmuxd.service & sleep 0.05; systemctl restart gqlmuxd.service; wait; $active")
 timeout 240 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock 100 100 20 "$fds" "${steps[@]}" \
     >"$out/restart-probe.txt" 2>&1
 echo $? >"$out/restart-probe.rc"

@@ -19,6 +19,8 @@ ExecStart=
 ExecStart=/opt/gqlmux-test/bin/gqlmuxd --config /etc/gqlmux/gqlmuxd.toml
 WatchdogSec=3
 TimeoutAbortSec=2
+# The chaos steps: a fault written here strikes the next handover once.
+Environment=GQLMUX_TEST_FAULT_FILE=/run/gqlmux/fault
 UNIT
 cat >"$work/units/gqlmux-test-upstream.service" <<UNIT
 [Unit]

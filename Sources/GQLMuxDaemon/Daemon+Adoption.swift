@@ -59,7 +59,7 @@ extension Daemon {
             guard let record = inheritance.record else { throw DaemonError("client connections came without their record") }
             state = try HandoverState(decoding: record.get())
         } catch {
-            for client in inheritance.clients { close(client.fd) }
+            for client in inheritance.clients { await closeCleanly(client.fd) }
             events.emit(
                 .handoverUnreadable,
                 ["GQLMUX_ERROR": "\(error)", "GQLMUX_CLIENTS": "\(inheritance.clients.count)"],
@@ -74,7 +74,7 @@ extension Daemon {
         var subscriptions = 0
         for client in inheritance.clients {
             guard let cookie = client.cookie, let record = records.removeValue(forKey: cookie) else {
-                close(client.fd)
+                await closeCleanly(client.fd)
                 unmatched += 1
                 continue
             }
@@ -92,6 +92,19 @@ extension Daemon {
             message: "adopted \(adopted) clients with \(subscriptions) subscriptions from the previous process"
         )
         return adopted
+    }
+
+    /// Ends a passed connection that is not adopted so that its client reads an orderly end:
+    /// our side's output is shut first, whatever the client still sends (or sent while no
+    /// process read) is read and dropped, and the socket closes when the client closes its side,
+    /// or after a second. A bare close(2) with unread input would reset the connection instead.
+    private func closeCleanly(_ fd: CInt) async {
+        let channel = try? await ClientBootstrap(group: eventLoop)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(DrainAndClose()) }
+            }
+            .withConnectedSocket(fd).get()
+        if channel == nil { close(fd) }
     }
 
     /// One carried connection: its handlers as they were after its handshake, then its
@@ -154,3 +167,31 @@ extension Daemon {
         }.get()
     }
 }
+
+/// The only handler of a passed connection that is being ended (``Daemon/closeCleanly(_:)``).
+private final class DrainAndClose: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { begin(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) { begin(context) }
+
+    private var begun = false
+
+    private func begin(_ context: ChannelHandlerContext) {
+        guard !begun else { return }
+        begun = true
+        let channel = context.channel
+        channel.close(mode: .output, promise: nil)
+        channel.eventLoop.scheduleTask(in: .seconds(1)) { channel.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) { context.close(promise: nil) }
+}
+
+@available(*, unavailable)
+extension DrainAndClose: Sendable {}

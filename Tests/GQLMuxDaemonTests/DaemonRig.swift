@@ -145,7 +145,7 @@ final class DaemonRig: @unchecked Sendable {
 /// in a lock-protected box, and `channel` is set once before any other use.
 final class LineClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
-    private let box = NIOLockedValueBox<(lines: [String], closed: Bool)>(([], false))
+    private let box = NIOLockedValueBox<(lines: [String], closed: Bool, errors: [String])>(([], false, []))
     private(set) var channel: (any Channel)!
 
     static func connect(_ path: String, group: any EventLoopGroup, autoRead: Bool = true) async throws -> LineClient {
@@ -164,6 +164,8 @@ final class LineClient: ChannelInboundHandler, @unchecked Sendable {
 
     var lines: [String] { box.withLockedValue { $0.lines } }
     var isClosed: Bool { box.withLockedValue { $0.closed } }
+    /// Errors its connection reported (a reset instead of an orderly end, for one).
+    var errors: [String] { box.withLockedValue { $0.errors } }
     func lines(containing text: String) -> [String] { lines.filter { $0.contains(text) } }
 
     func send(_ text: String) {
@@ -184,6 +186,11 @@ final class LineClient: ChannelInboundHandler, @unchecked Sendable {
 
     func channelInactive(context: ChannelHandlerContext) {
         box.withLockedValue { $0.closed = true }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        box.withLockedValue { $0.errors.append("\(error)") }
+        context.close(promise: nil)
     }
 }
 

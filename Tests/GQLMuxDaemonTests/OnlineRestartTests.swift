@@ -117,11 +117,15 @@ import Testing
             await rig.upstreamActive(1)
 
             try await rig.restartOnline { record in
+                // Sent between the two processes: unread by either when the record is refused.
+                client.send(#"{"type":"subscribe","id":"late","payload":{"query":"subscription { tick }"}}"#)
+                usleep(100_000)
                 var damaged = record
                 damaged[damaged.count - 2] ^= 0x01
                 return damaged
             }
             await eventually("the passed connection is closed") { client.isClosed }
+            #expect(client.errors.isEmpty, "an orderly end, not a reset: \(client.errors)")
             let unreadable = try #require(rig.log.all(.handoverUnreadable).first)
             #expect(unreadable["GQLMUX_ERROR"]?.contains("checksum") == true, "\(unreadable)")
             #expect(unreadable["GQLMUX_CLIENTS"] == "1")

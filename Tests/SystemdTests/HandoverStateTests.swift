@@ -1,3 +1,4 @@
+import Foundation
 import GQLMuxVocabulary
 import Handover
 import Testing
@@ -26,6 +27,21 @@ import Testing
     @Test func aRecordReadsBackAsWritten() throws {
         #expect(try HandoverState(decoding: state.encoded()) == state)
         #expect(try HandoverState(decoding: HandoverState(handedAt: Instant(nanoseconds: 0), clients: []).encoded()).clients.isEmpty)
+    }
+
+    /// Every version's record as its release wrote it, kept byte for byte in Tests/Fixtures
+    /// (`handover-vN.record`, this suite's `state`): a gqlmuxd that restarts into a newer one
+    /// must be adopted, or refused whole. A new version adds its fixture here (written with
+    /// GQLMUX_WRITE_FIXTURES=1) and keeps reading the ones before it, or says why it cannot.
+    @Test func theRecordsOfEveryReleasedVersionReadBack() throws {
+        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+        let current = fixtures.appendingPathComponent("handover-v\(HandoverState.version).record")
+        if ProcessInfo.processInfo.environment["GQLMUX_WRITE_FIXTURES"] == "1" { try Data(state.encoded()).write(to: current) }
+        for version in 1...HandoverState.version {
+            let bytes = try [UInt8](Data(contentsOf: fixtures.appendingPathComponent("handover-v\(version).record")))
+            #expect(try HandoverState(decoding: bytes) == state, "version \(version)")
+        }
+        #expect(try [UInt8](Data(contentsOf: current)) == state.encoded(), "this version writes its fixture's bytes")
     }
 
     @Test func anotherVersionIsRefusedAndSaysWhich() {

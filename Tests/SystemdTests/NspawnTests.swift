@@ -49,6 +49,13 @@ import Glibc
         #expect(read("restart-probe.rc") == "0", "\(probe)")
         #expect(probe.contains("\n21 | systemctl restart gqlmuxd.service | 0 | 0 |"), "\(probe)")
         #expect(probe.contains("\n22 | /opt/gqlmux-test/bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock restart && "), "\(probe)")
+        // Chaos under systemd: SIGKILLed once its clients were stored, after the barrier, and
+        // before exiting; then two restarts 50 ms apart. Every client carried each time.
+        for (row, start) in [(23, "echo 'kill storing'"), (24, "echo 'kill stored'"), (25, "echo 'kill exiting'"), (26, "systemctl restart gqlmuxd.service & sleep 0.05")] {
+            let line = probe.split(separator: "\n").first { $0.hasPrefix("\(row) | \(start)") }.map(String.init) ?? ""
+            let columns = line.components(separatedBy: " | ")
+            #expect(columns.count >= 5 && columns[columns.count - 4] == "0" && columns[columns.count - 3] == "0", "row \(row): \(line)\n\(probe)")
+        }
         #expect(
             probe.contains(#""state":"reconnecting"}"#) && probe.contains(#""gapMs":"#),
             "line clients are told reconnecting, then active with gapMs: \(probe)"
