@@ -3,6 +3,7 @@
 # private network), installs the shipped units from systemd/ plus a test drop-in, and runs
 # scripts/nspawn-e2e-inside.sh there. Results land in OUT_DIR.
 #   nspawn-e2e.sh OUT_DIR [BIN_DIR]
+# GQLMUX_E2E_INSIDE names another script of scripts/ to run inside instead (restart-scale.sh's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$1
@@ -26,7 +27,7 @@ cat >"$work/units/gqlmux-test-upstream.service" <<UNIT
 [Unit]
 Description=gqlmux test upstream (graphql-transport-ws, needs token "e2e-token")
 [Service]
-ExecStart=/opt/gqlmux-test/bin/gqlmux-test-upstream 18080 200 e2e-token
+ExecStart=/opt/gqlmux-test/bin/gqlmux-test-upstream 18080 ${GQLMUX_E2E_TICK_MS:-200} e2e-token
 UNIT
 cat >"$work/units/gqlmux-e2e.service" <<UNIT
 [Unit]
@@ -34,7 +35,7 @@ Description=gqlmux end-to-end checks
 After=multi-user.target
 [Service]
 Type=oneshot
-ExecStart=/opt/gqlmux-test/scripts/nspawn-e2e-inside.sh
+ExecStart=/opt/gqlmux-test/scripts/${GQLMUX_E2E_INSIDE:-nspawn-e2e-inside.sh}
 UNIT
 ln -s ../gqlmux-e2e.service "$work/units/multi-user.target.wants/gqlmux-e2e.service"
 cat >"$work/etc/gqlmuxd.toml" <<TOML

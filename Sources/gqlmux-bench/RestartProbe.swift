@@ -26,11 +26,20 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
     let steps = Array(arguments.dropFirst(6))
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     var probes: [ProbeCounters] = []
+    // PROBE_SUBSCRIPTIONS: distinct subscriptions per line client (each its own upstream
+    // operation, told apart by a variable), every one counted on its own.
+    let perClient = max(1, Int(ProcessInfo.processInfo.environment["PROBE_SUBSCRIPTIONS"] ?? "") ?? 1)
     for index in 0..<lines {
-        let client = try await ProbeLineClient.connect(lineSocket, group: group, transcript: index == 0)
+        let ids = perClient == 1 ? ["t\(index)"] : (0..<perClient).map { "t\(index)-\($0)" }
+        let client = try await ProbeLineClient.connect(lineSocket, group: group, transcript: index == 0, ids: ids)
         client.send(#"{"type":"connection_init","payload":{"client":"restart-probe"}}"# + "\n")
-        client.send(#"{"type":"subscribe","id":"t\#(index)","payload":{"query":"subscription { tick }"}}"# + "\n")
-        probes.append(client.counters)
+        var batch = ""
+        for (number, id) in ids.enumerated() {
+            let variables = perClient == 1 ? "" : #","variables":{"n":\#(index * perClient + number)}"#
+            batch += #"{"type":"subscribe","id":"\#(id)","payload":{"query":"subscription Tick($n: Int) { tick }"\#(variables)}}"# + "\n"
+        }
+        client.send(batch)
+        probes += ids.map { client.counters[$0]! }
     }
     for index in 0..<webSockets {
         let client = try await BenchWebSocketClient.subscribe(
@@ -72,7 +81,7 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
     say(
-        "clients: \(lines) line protocol, \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws), "
+        "clients: \(lines) line protocol (\(perClient) subscriptions each), \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws), "
             + "\(streams) endpoint HTTP streams (\((streams + 1) / 2) SSE, \(streams / 2) multipart)"
     )
     say("step | command | exit | disconnects | every subscription receiving again after | descriptors before → after")
@@ -117,17 +126,24 @@ struct ProbeCounters: Sendable {
 /// its task is in lock-protected counters and the locked transcript.
 final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
-    let counters = ProbeCounters()
+    /// One per subscription id; the connection's end counts in each.
+    let counters: [String: ProbeCounters]
+    /// The only id, when there is one (no id to read from each line).
+    private let single: ProbeCounters?
     static let transcript = NIOLockedValueBox<[String]>([])
     private let keepsTranscript: Bool
     private var partial: [UInt8] = []
     private var elided = 0
     private var channel: (any Channel)?
 
-    init(transcript: Bool) { keepsTranscript = transcript }
+    init(transcript: Bool, ids: [String]) {
+        keepsTranscript = transcript
+        counters = Dictionary(uniqueKeysWithValues: ids.map { ($0, ProbeCounters()) })
+        single = ids.count == 1 ? counters[ids[0]] : nil
+    }
 
-    static func connect(_ path: String, group: any EventLoopGroup, transcript: Bool) async throws -> ProbeLineClient {
-        let client = ProbeLineClient(transcript: transcript)
+    static func connect(_ path: String, group: any EventLoopGroup, transcript: Bool, ids: [String]) async throws -> ProbeLineClient {
+        let client = ProbeLineClient(transcript: transcript, ids: ids)
         client.channel = try await ClientBootstrap(group: group)
             .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) } }
             .connect(unixDomainSocketPath: path).get()
@@ -145,8 +161,14 @@ final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
                 partial.append(byte)
                 continue
             }
-            let isNext = partial.starts(with: Array(#"{"type":"next""#.utf8))
-            if isNext { results += 1 }
+            let isNext = partial.starts(with: Self.nextStart)
+            if isNext {
+                if single != nil {
+                    results += 1
+                } else if let id = Self.id(partial) {
+                    counters[id]?.results.add(1)
+                }
+            }
             if keepsTranscript {
                 if isNext {
                     elided += 1
@@ -161,11 +183,20 @@ final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
             }
             partial.removeAll(keepingCapacity: true)
         }
-        if results > 0 { counters.results.add(results) }
+        if results > 0 { single?.results.add(results) }
+    }
+
+    private static let nextStart = Array(#"{"type":"next","id":""#.utf8)
+
+    /// The id of a `next` line: the string after `"id":"`, which the daemon writes first.
+    private static func id(_ line: [UInt8]) -> String? {
+        let start = nextStart.count
+        guard let end = line[start...].firstIndex(of: UInt8(ascii: "\"")) else { return nil }
+        return String(decoding: line[start..<end], as: UTF8.self)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        counters.disconnects.add(1)
+        for counter in counters.values { counter.disconnects.add(1) }
         context.fireChannelInactive()
     }
 }
