@@ -13,7 +13,7 @@ systemctl start gqlmuxd.socket
 $bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock status >/dev/null 2>&1
 until [ "$(systemctl is-active gqlmuxd.service)" = active ]; do sleep 0.1; done
 # The daemon's descriptors and resident memory, and what the store holds.
-fds='pid=$(systemctl show -P MainPID gqlmuxd.service); echo "gqlmuxd $(ls /proc/$pid/fd | wc -l) fds, RSS $(awk "/VmRSS/ {print \$2}" /proc/$pid/status) KiB, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
+fds='pid=$(systemctl show -P MainPID gqlmuxd.service); echo "gqlmuxd $(ls /proc/$pid/fd | wc -l) fds, RSS $(sed -n "s/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p" /proc/$pid/status) KiB, store $(systemctl show -P NFileDescriptorStore gqlmuxd.service)"'
 steps=()
 for _ in $(seq "$restarts"); do steps+=("systemctl restart gqlmuxd.service"); done
 PROBE_SUBSCRIPTIONS=$subs timeout 600 "$bin/gqlmux-bench" - restart-probe /run/gqlmux/gqlmux.sock /run/gqlmux/graphql.sock \

@@ -1,4 +1,5 @@
 import EndpointServer
+import GQLMuxConfiguration
 import GQLMuxVocabulary
 import Handover
 import LocalEndpoint
@@ -69,23 +70,44 @@ extension Daemon {
         }
         var records: [UInt64: HandoverState.Client] = [:]
         for client in state.clients { records[client.cookie] = client }
-        var adopted = 0
+        var matched: [(fd: CInt, record: HandoverState.Client)] = []
         var unmatched = 0
-        var subscriptions = 0
         for client in inheritance.clients {
             guard let cookie = client.cookie, let record = records.removeValue(forKey: cookie) else {
                 await closeCleanly(client.fd)
                 unmatched += 1
                 continue
             }
-            do {
-                try await adoptClient(client.fd, record, since: state.handedAt)
-                adopted += 1
-                subscriptions += record.subscriptions.count
-            } catch {
-                unmatched += 1
-            }
+            matched.append((client.fd, record))
         }
+        // All at once: each adoption waits on the loop a few times, and one after another a
+        // thousand clients took 2.5 s before the last was served again.
+        guard let limits = try? await eventLoop.submit({ self.configuration.limits }).get() else {
+            for (fd, _) in matched { close(fd) }  // the loop is gone: nothing can be adopted
+            return 0
+        }
+        let handedAt = state.handedAt
+        let (adopted, subscriptions) = await withTaskGroup(of: Int?.self) { group in
+            for (fd, record) in matched {
+                group.addTask {
+                    do {
+                        try await self.adoptClient(fd, record, since: handedAt, limits: limits)
+                        return record.subscriptions.count
+                    } catch {
+                        return nil
+                    }
+                }
+            }
+            var adopted = 0
+            var subscriptions = 0
+            for await count in group {
+                guard let count else { continue }
+                adopted += 1
+                subscriptions += count
+            }
+            return (adopted, subscriptions)
+        }
+        unmatched += matched.count - adopted
         events.emit(
             .adopted,
             ["GQLMUX_CLIENTS": "\(adopted)", "GQLMUX_SUBSCRIPTIONS": "\(subscriptions)", "GQLMUX_UNMATCHED": "\(unmatched)"],
@@ -109,8 +131,7 @@ extension Daemon {
 
     /// One carried connection: its handlers as they were after its handshake, then its
     /// subscriptions again.
-    private func adoptClient(_ fd: CInt, _ record: HandoverState.Client, since: Instant) async throws {
-        let limits = try await eventLoop.submit { self.configuration.limits }.get()
+    private func adoptClient(_ fd: CInt, _ record: HandoverState.Client, since: Instant, limits: DaemonConfiguration.Limits) async throws {
         let channel = try await ClientBootstrap(group: eventLoop)
             .channelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .channelInitializer { channel in

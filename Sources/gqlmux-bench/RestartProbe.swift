@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Spawn
 
 /// `gqlmux-bench - restart-probe LINE_SOCKET GRAPHQL_SOCKET LINE_CLIENTS WS_CLIENTS
 /// STREAM_CLIENTS FDS_COMMAND STEP...`: the online restart, measured from the apps' side.
@@ -68,17 +69,15 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
         say("restart-probe: not every client received a first result within 60 s")
         return false
     }
-    func shell(_ command: String) -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do { try process.run() } catch { return (127, "\(error)") }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    // posix_spawn through Spawn: Foundation's Process failed with EBADF here once the probe
+    // held a thousand sockets.
+    func shell(_ command: String) async -> (status: Int32, output: String) {
+        do {
+            let (status, output) = try await runCommand("/bin/sh", ["-c", command], seconds: 300)
+            return (status, output.trimmingCharacters(in: .whitespacesAndNewlines))
+        } catch {
+            return (127, "\(error)")
+        }
     }
     say(
         "clients: \(lines) line protocol (\(perClient) subscriptions each), \(webSockets) endpoint WebSocket (\((webSockets + 1) / 2) graphql-transport-ws, \(webSockets / 2) graphql-ws), "
@@ -86,17 +85,17 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
     )
     say("step | command | exit | disconnects | every subscription receiving again after | descriptors before → after")
     var ok = true
-    let firstFDs = shell(fdsCommand).output
+    let firstFDs = await shell(fdsCommand).output
     for (number, step) in steps.enumerated() {
         if number > 0 { try await Task.sleep(for: .milliseconds(Int(pause * 1000))) }
-        let before = shell(fdsCommand).output
+        let before = await shell(fdsCommand).output
         let counts = probes.map(\.results.value)
         let start = ContinuousClock.now
-        let ran = shell(step)
+        let ran = await shell(step)
         let back = await receivingAgain(since: counts)
         let elapsed = ContinuousClock.now - start
         let disconnects = probes.reduce(0) { $0 + $1.disconnects.value }
-        let after = shell(fdsCommand).output
+        let after = await shell(fdsCommand).output
         let recovery = back ? String(format: "%.2f s", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) : "NOT within 60 s"
         say("\(number + 1) | \(step) | \(ran.status) | \(disconnects) | \(recovery) | \(before) → \(after)")
         if ran.status != 0 { say("    output: \(ran.output.prefix(400))") }
@@ -105,7 +104,7 @@ func runRestartProbe(_ arguments: [String]) async throws -> Bool {
             break
         }
     }
-    say("descriptors at the start: \(firstFDs); at the end: \(shell(fdsCommand).output)")
+    say("descriptors at the start: \(firstFDs); at the end: \(await shell(fdsCommand).output)")
     say("line client t0's transcript (results elided):")
     for line in ProbeLineClient.transcript.withLockedValue({ $0 }) { say("    \(line)") }
     return ok
@@ -144,10 +143,19 @@ final class ProbeLineClient: ChannelInboundHandler, @unchecked Sendable {
 
     static func connect(_ path: String, group: any EventLoopGroup, transcript: Bool, ids: [String]) async throws -> ProbeLineClient {
         let client = ProbeLineClient(transcript: transcript, ids: ids)
-        client.channel = try await ClientBootstrap(group: group)
-            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) } }
-            .connect(unixDomainSocketPath: path).get()
-        return client
+        // A thousand clients at once can fill the listener's backlog: a full one says EAGAIN, and
+        // the client tries again (for at most 10 s), as an app would.
+        for attempt in 0... {
+            do {
+                client.channel = try await ClientBootstrap(group: group)
+                    .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(client) } }
+                    .connect(unixDomainSocketPath: path).get()
+                return client
+            } catch let error as IOError where error.errnoCode == EAGAIN && attempt < 1000 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        fatalError("unreachable")
     }
 
     func send(_ text: String) { channel?.writeAndFlush(ByteBuffer(string: text), promise: nil) }

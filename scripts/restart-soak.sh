@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The mixed soak: online restarts, upstream outages and reloads interleaved under clients of
+# every kind, against strawberry and the real gqlmuxd, with a stand-in for systemd's file
+# descriptor store (no root, no systemd). Prints its summary; fails if a subscription is lost,
+# a client is closed, gqlmuxd's descriptors change or its RSS grows.
+#   scripts/restart-soak.sh [SECONDS]        (default 150)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/prerequisites.sh test
+scripts/setup-interop.sh
+swift build --product gqlmuxd
+swift build --product gqlmuxctl
+GQLMUX_BIN_DIR="$(swift build --show-bin-path)" .venv-interop/bin/python -m interop.restart_soak "${1:-150}"
