@@ -49,7 +49,7 @@ ping_interval = 1
 [graphql_endpoint]
 listen = "127.0.0.1:18090"
 [log]
-level = "debug"
+level = "${GQLMUX_E2E_LOG_LEVEL:-debug}"
 TOML
 echo '{"token":"e2e-token"}' >"$work/etc/token.json"
 chmod 0600 "$work/etc/token.json"

@@ -17,7 +17,7 @@ bin=$(swift build -c release --show-bin-path)
 out=$(mktemp -d /tmp/gqlmux-scale.XXXXXX)
 echo "$clients $subs $restarts" >"$out/params"
 # Ticks every 2 s: 10,000 subscriptions are 5,000 results a second through gqlmuxd.
-GQLMUX_E2E_INSIDE=restart-scale-inside.sh GQLMUX_E2E_TICK_MS=2000 scripts/nspawn-e2e.sh "$out" "$bin"
+GQLMUX_E2E_INSIDE=restart-scale-inside.sh GQLMUX_E2E_TICK_MS=2000 GQLMUX_E2E_LOG_LEVEL=info scripts/nspawn-e2e.sh "$out" "$bin"
 cat "$out/restart-probe.txt"
 python3 - "$out/journal.json" <<'PY'
 import json, sys
@@ -30,6 +30,9 @@ for t, name, e in marks:
     if name == "handed_over" and stop:
         print(f"handed over {e.get('GQLMUX_CLIENTS')} clients, {e.get('GQLMUX_SUBSCRIPTIONS')} subscriptions: {t - stop:.3f} s after SIGTERM")
     if name == "adopted" and stop:
-        print(f"adopted {e.get('GQLMUX_CLIENTS')} clients, {e.get('GQLMUX_SUBSCRIPTIONS')} subscriptions: {t - stop:.3f} s after SIGTERM")
+        print(f"adopted {e.get('GQLMUX_CLIENTS')} clients, {e.get('GQLMUX_SUBSCRIPTIONS')} subscriptions: {t - stop:.3f} s after SIGTERM "
+              f"(adoption itself {e.get('GQLMUX_DURATION_MS')} ms)")
+    if name == "started" and stop:
+        print(f"next gqlmuxd started {t - stop:.3f} s after SIGTERM")
 PY
 [ "$(cat "$out/restart-probe.rc")" = 0 ]

@@ -55,6 +55,7 @@ extension Daemon {
     @discardableResult
     func adopt(_ inheritance: Inheritance) async -> Int {
         guard inheritance.record != nil || !inheritance.clients.isEmpty else { return 0 }
+        let began = NIODeadline.now()
         let state: HandoverState
         do {
             guard let record = inheritance.record else { throw DaemonError("client connections came without their record") }
@@ -80,8 +81,8 @@ extension Daemon {
             }
             matched.append((client.fd, record))
         }
-        // All at once: each adoption waits on the loop a few times, and one after another a
-        // thousand clients took 2.5 s before the last was served again.
+        // All at once: each adoption waits on the loop a few times; 1,000 clients with 10,000
+        // subscriptions took 1.9 s one after another, 1.0–1.3 s this way (restart-scale.sh).
         guard let limits = try? await eventLoop.submit({ self.configuration.limits }).get() else {
             for (fd, _) in matched { close(fd) }  // the loop is gone: nothing can be adopted
             return 0
@@ -108,10 +109,14 @@ extension Daemon {
             return (adopted, subscriptions)
         }
         unmatched += matched.count - adopted
+        let took = (NIODeadline.now() - began).nanoseconds / 1_000_000
         events.emit(
             .adopted,
-            ["GQLMUX_CLIENTS": "\(adopted)", "GQLMUX_SUBSCRIPTIONS": "\(subscriptions)", "GQLMUX_UNMATCHED": "\(unmatched)"],
-            message: "adopted \(adopted) clients with \(subscriptions) subscriptions from the previous process"
+            [
+                "GQLMUX_CLIENTS": "\(adopted)", "GQLMUX_SUBSCRIPTIONS": "\(subscriptions)", "GQLMUX_UNMATCHED": "\(unmatched)",
+                "GQLMUX_DURATION_MS": "\(took)",
+            ],
+            message: "adopted \(adopted) clients with \(subscriptions) subscriptions from the previous process in \(took) ms"
         )
         return adopted
     }

@@ -51,7 +51,9 @@ import Glibc
         #expect(probe.contains("\n22 | /opt/gqlmux-test/bin/gqlmuxctl --socket /run/gqlmux/gqlmux.sock restart && "), "\(probe)")
         // Chaos under systemd: SIGKILLed once its clients were stored, after the barrier, and
         // before exiting; then two restarts 50 ms apart. Every client carried each time.
-        for (row, start) in [(23, "echo 'kill storing'"), (24, "echo 'kill stored'"), (25, "echo 'kill exiting'"), (26, "systemctl restart gqlmuxd.service & sleep 0.05")] {
+        for (row, start) in [
+            (23, "echo 'kill storing'"), (24, "echo 'kill stored'"), (25, "echo 'kill exiting'"), (26, "systemctl restart gqlmuxd.service & sleep 0.05"),
+        ] {
             let line = probe.split(separator: "\n").first { $0.hasPrefix("\(row) | \(start)") }.map(String.init) ?? ""
             let columns = line.components(separatedBy: " | ")
             #expect(columns.count >= 5 && columns[columns.count - 4] == "0" && columns[columns.count - 3] == "0", "row \(row): \(line)\n\(probe)")
