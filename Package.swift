@@ -124,7 +124,7 @@ let package = Package(
         .target(
             name: "EndpointServer",
             dependencies: [
-                "GQLMuxVocabulary", "LocalEndpoint", "LocalProtocol", "RequestValidation", "JSONEnvelope",
+                "GQLMuxVocabulary", "LocalEndpoint", "RequestValidation",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -162,12 +162,11 @@ let package = Package(
             name: "GQLMuxDaemon",
             dependencies: [
                 "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
-                "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover",
+                "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -189,6 +188,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -274,12 +274,14 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
-                "Multiplexing", "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport",
+                "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "HTTPStreaming",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).
                 .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -308,9 +310,8 @@ let package = Package(
         .testTarget(
             name: "SystemdTests",
             dependencies: [
-                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "Handover",
+                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxVocabulary", "GQLMuxTestSupport", "Handover",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -326,16 +327,19 @@ let package = Package(
         ),
         .testTarget(
             name: "GraphQLTransportWSTests",
-            dependencies: ["GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport"],
+            dependencies: ["GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .testTarget(
             name: "UpstreamTests",
             dependencies: [
-                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport",
+                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

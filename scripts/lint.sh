@@ -6,3 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 swift format lint --strict -r Sources Tests Fuzz Package.swift
 echo "lint: swift-format found nothing"
+# Each target imports exactly the modules Package.swift declares for it.
+python3 scripts/check-imports.py

@@ -1,5 +1,4 @@
 import GQLMuxVocabulary
-import GraphQLTransportWS
 import LocalEndpoint
 import NIOCore
 import NIOHTTP1

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The manifest tells the truth: every Swift target imports exactly the modules Package.swift
+declares for it (a declared module nothing imports, or an import of a module the target does not
+declare, is a finding), apart from the toolchain's own modules. Reads the manifest through
+`swift package dump-package` (no build). Prints each target's imports with --graph.
+
+    scripts/check-imports.py [--graph]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Modules every Swift target may import without declaring them: the toolchain's.
+TOOLCHAIN = {"Foundation", "FoundationEssentials", "FoundationNetworking", "Glibc", "Musl", "Darwin", "Dispatch", "Synchronization",
+             "_Concurrency", "Swift", "XCTest", "Testing", "_StringProcessing"}
+IMPORT = re.compile(r"^\s*(?:@testable\s+|@_exported\s+|@preconcurrency\s+)*(?:(?:internal|package|public|private|fileprivate)\s+)?"
+                    r"import\s+(?:(?:struct|class|enum|protocol|func|var|let|typealias)\s+)?([A-Za-z_][A-Za-z0-9_]*)", re.M)
+
+
+def module_name(dependency: dict) -> str:
+    if "byName" in dependency:
+        return dependency["byName"][0]
+    if "target" in dependency:
+        return dependency["target"][0]
+    return dependency["product"][0]
+
+
+def target_path(target: dict) -> str:
+    if target.get("path"):
+        return os.path.join(ROOT, target["path"])
+    folder = "Tests" if target["type"] == "test" else "Sources"
+    return os.path.join(ROOT, folder, target["name"])
+
+
+def main() -> int:
+    manifest = json.loads(subprocess.run(["swift", "package", "dump-package"], cwd=ROOT, capture_output=True,
+                                         text=True, check=True).stdout)
+    findings = []
+    graph = []
+    for target in manifest["targets"]:
+        if target["type"] not in ("regular", "executable", "test"):
+            continue
+        path = target_path(target)
+        sources = [os.path.join(d, f) for d, _, files in os.walk(path) for f in files if f.endswith(".swift")]
+        if not sources:
+            continue  # a C target
+        declared = {module_name(d).replace("-", "_") for d in target["dependencies"]}
+        imported = set()
+        for source in sources:
+            with open(source, encoding="utf-8") as f:
+                imported |= set(IMPORT.findall(f.read()))
+        imported -= TOOLCHAIN
+        imported.discard(target["name"].replace("-", "_"))
+        for name in sorted(imported - declared):
+            findings.append(f"{target['name']}: imports {name}, which Package.swift does not declare for it")
+        for name in sorted(declared - imported):
+            findings.append(f"{target['name']}: Package.swift declares {name}, which no file of it imports")
+        graph.append(f"{target['name']} → {', '.join(sorted(imported)) or '(nothing of ours)'}")
+    if "--graph" in sys.argv:
+        print("\n".join(graph))
+    for finding in findings:
+        print(finding)
+    if findings:
+        return 1
+    print(f"imports: every target imports exactly what Package.swift declares ({len(graph)} targets)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
