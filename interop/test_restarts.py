@@ -4,8 +4,8 @@ strawberry, with no systemd: `interop.fdstore.FDStore` stands in for its file de
 - Online restarts spaced wider than each kind's own liveness timeout: gql's legacy graphql-ws
   client with `keep_alive_timeout=30` (subscriptions-transport-ws's default), gql's
   graphql-transport-ws client pinging, SSE and multipart readers that give up when a heartbeat
-  is missed, a line client. None may close. GQLMUX_KA_RESTARTS and GQLMUX_KA_SPACING (seconds)
-  change the run (defaults 2 and 32).
+  is missed, a line client. None may close: one restart 32 s before the next, then six 6 s
+  apart. GQLMUX_KA_RESTARTS and GQLMUX_KA_SPACING (seconds) make it that many, evenly spaced.
 - A stop (SIGTERM without a store) with clients of every kind on the Unix socket and the TCP
   port: each is told SHUTTING_DOWN in its own protocol, a query still running gets its error
   before the close, and the next gqlmuxd binds the same port at once and serves a new client.
@@ -75,8 +75,13 @@ class RestartTests(unittest.IsolatedAsyncioTestCase):
         return self.daemon.process.wait(20)
 
     async def test_every_kind_keeps_its_liveness_across_restarts_wider_than_its_timeout(self) -> None:
-        restarts = int(os.environ.get("GQLMUX_KA_RESTARTS", "2"))
-        spacing = float(os.environ.get("GQLMUX_KA_SPACING", "32"))
+        # One restart wider than every kind's timeout (a keep-alive that never resumes shows),
+        # then six 6 s apart, closer than legacy's 10 s `ka` interval, for 36 s (a keep-alive
+        # that only resumes 10 s after each adoption never comes at all).
+        spacings = [32.0] + [6.0] * 6
+        if os.environ.get("GQLMUX_KA_RESTARTS"):
+            spacings = [float(os.environ.get("GQLMUX_KA_SPACING", "32"))] * int(os.environ["GQLMUX_KA_RESTARTS"])
+        restarts = len(spacings)
         self.store = FDStore(self.daemon.directory)
         self.daemon.start(store=self.store)
         clients = self.every_kind()
@@ -94,11 +99,11 @@ class RestartTests(unittest.IsolatedAsyncioTestCase):
             self.assertEqual([(c.name, c.ended) for c in clients if c.ended], [], f"after restart {restart + 1}")
             # Longer than every kind's liveness timeout: a kind whose keep-alive did not resume
             # with this process has given up by the end of this wait.
-            while time.monotonic() - began < spacing:
+            while time.monotonic() - began < spacings[restart]:
                 await asyncio.sleep(0.25)
                 self.assertEqual([(c.name, c.ended) for c in clients if c.ended], [], f"{time.monotonic() - began:.1f} s after restart {restart + 1}")
         self.assertEqual(self.store.count(), 0, f"the store is empty while gqlmuxd runs: {self.store.names()}")
-        print(f"\n{restarts} restarts spaced {spacing:.0f} s, {len(clients)} clients "
+        print(f"\n{restarts} restarts spaced {', '.join(f'{x:.0f}' for x in spacings)} s, {len(clients)} clients "
               f"({', '.join(c.name for c in clients)}): none closed; receiving again after "
               f"{', '.join(f'{g:.2f}' for g in gaps)} s")
 

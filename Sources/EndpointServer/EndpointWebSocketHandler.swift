@@ -91,7 +91,13 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         guard !dutiesStarted, !closeSent else { return }
         dutiesStarted = true
         if session.acknowledged {
-            if session.wire == .legacyWS { startKeepAlive(context) }
+            // Carried over a restart: a `ka` at once, as a fresh connection gets with its
+            // `connection_ack`, then every 10 s. Without it a client restarted more often than
+            // every 10 s would hear none at all and give up (30 s for SubscriptionClient).
+            if session.wire == .legacyWS {
+                writer.write(Self.frame(.text, WebSocketServerSession.keepAlive), flush: true, promise: nil)
+                startKeepAlive(context)
+            }
             return
         }
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)

@@ -23,16 +23,11 @@ extension Daemon: EndpointHost {
         }
         let key = [event.rawValue, listener.rawValue, fields["GQLMUX_REASON"] ?? "", fields["GQLMUX_HOST"] ?? "", fields["GQLMUX_ORIGIN"] ?? ""]
             .joined(separator: "\u{1F}")
-        let now = NIODeadline.now()
-        if let last = refusalLog[key], now - last.at < .seconds(1) {
-            refusalLog[key] = (last.at, last.unlogged + 1)
-        } else {
-            if refusalLog.count >= 1024 { refusalLog = [:] }
+        if let unlogged = refusalLog.admit(key, now: Self.now()) {
             var fields = fields
             fields["GQLMUX_LISTENER"] = listenerName(listener)
-            fields["GQLMUX_UNLOGGED"] = "\(refusalLog[key]?.unlogged ?? 0)"
+            fields["GQLMUX_UNLOGGED"] = "\(unlogged)"
             events.emit(event, fields, message: message)
-            refusalLog[key] = (now, 0)
         }
         let reason: String
         switch event {

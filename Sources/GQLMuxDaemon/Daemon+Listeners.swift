@@ -37,14 +37,13 @@ extension Daemon {
         let open = connectionCounts[origin, default: 0]
         guard open < connectionLimit(origin) else {
             metrics.refused(listener: origin.rawValue, reason: "listener_full")
-            let now = NIODeadline.now()
-            if now - (lastRefusalLogged[origin] ?? .distantPast) >= .seconds(1) {
-                lastRefusalLogged[origin] = now
+            if let unlogged = listenerFullLog.admit(origin, now: Self.now()) {
                 let key = origin == .lineSocket ? "max_clients" : origin == .endpointSocket ? "socket_max_connections" : "listen_max_connections"
                 events.emit(
                     .limitExceeded,
-                    ["GQLMUX_LIMIT": key, "GQLMUX_LISTENER": listenerName(origin)],
-                    message: "\(key) (\(connectionLimit(origin))) reached on \(listenerName(origin)); new connections refused (logged at most once a second)"
+                    ["GQLMUX_LIMIT": key, "GQLMUX_LISTENER": listenerName(origin), "GQLMUX_UNLOGGED": "\(unlogged)"],
+                    message:
+                        "\(key) (\(connectionLimit(origin))) reached on \(listenerName(origin)); new connections refused (\(unlogged) more since the last entry; logged at most once a second)"
                 )
             }
             return false
@@ -136,13 +135,15 @@ extension Daemon {
     }
 
     private func acceptFailed(_ origin: ClientSession.Origin, _ error: IOError) {
-        let now = NIODeadline.now()
-        guard now - (lastAcceptFailureLogged[origin] ?? .distantPast) >= .seconds(1) else { return }
-        lastAcceptFailureLogged[origin] = now
+        guard let unlogged = acceptFailureLog.admit(origin, now: Self.now()) else { return }
         events.emit(
             .acceptFailed,
-            ["GQLMUX_LISTENER": listenerName(origin), "GQLMUX_ERROR": "\(error)", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)"],
-            message: "accept failed on \(listenerName(origin)): \(error); retrying in 100 ms (logged at most once a second)"
+            [
+                "GQLMUX_LISTENER": listenerName(origin), "GQLMUX_ERROR": "\(error)", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)",
+                "GQLMUX_UNLOGGED": "\(unlogged)",
+            ],
+            message:
+                "accept failed on \(listenerName(origin)): \(error); retrying in 100 ms (\(unlogged) more since the last entry; logged at most once a second)"
         )
     }
 }

@@ -51,10 +51,12 @@ package final class Daemon: @unchecked Sendable {
     /// Open connections of each listener (``admitConnection``).
     var connectionCounts: [ClientSession.Origin: Int] = [:]
     /// When a full listener's refusal, or an accept failure, was last logged (once a second).
-    var lastRefusalLogged: [ClientSession.Origin: NIODeadline] = [:]
-    var lastAcceptFailureLogged: [ClientSession.Origin: NIODeadline] = [:]
+    /// Once-a-second journal limits: a full listener, a failing accept, an endpoint refusal
+    /// (by listener, reason, Host and Origin).
+    var listenerFullLog = LogLimiter<ClientSession.Origin>()
+    var acceptFailureLog = LogLimiter<ClientSession.Origin>()
     /// When each kind of endpoint refusal from each sender was last logged, and how many since.
-    var refusalLog: [String: (at: NIODeadline, unlogged: Int)] = [:]
+    var refusalLog = LogLimiter<String>()
     /// Each listener's connection limit within the open-file limit (made again at each reload).
     var descriptorPlan: DescriptorPlan
     /// Whether this process created the socket file (an adopted one belongs to systemd).
@@ -447,4 +449,9 @@ extension ServerBootstrap {
     func acceptingLater() -> ServerBootstrap {
         serverChannelOption(.autoRead, value: false)
     }
+}
+
+extension Daemon {
+    /// The loop's monotonic clock as the pure cores count time.
+    static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
 }

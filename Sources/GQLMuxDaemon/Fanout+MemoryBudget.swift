@@ -1,4 +1,5 @@
 import CMallocTuning
+import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
 
@@ -79,21 +80,15 @@ extension Fanout {
     /// A flood of half-sent requests would write an entry per refusal: at most one a second,
     /// with how many were not logged.
     private func logInboundBudget(_ fields: [String: String], _ what: String) {
-        let now = NIODeadline.now()
-        guard now - lastInboundBudgetLog >= .seconds(1) else {
-            inboundBudgetUnlogged += 1
-            return
-        }
+        guard let unlogged = inboundBudgetLog.admit(0, now: Self.now()) else { return }
         var fields = fields
         fields["GQLMUX_LIMIT_BYTES"] = "\(totalBufferBytes)"
-        fields["GQLMUX_UNLOGGED"] = "\(inboundBudgetUnlogged)"
+        fields["GQLMUX_UNLOGGED"] = "\(unlogged)"
         events.emit(
             .memoryBudget,
             fields,
-            message: "total_buffer_bytes (\(totalBufferBytes)) \(what) (\(inboundBudgetUnlogged) more such since the last entry; logged at most once a second)"
+            message: "total_buffer_bytes (\(totalBufferBytes)) \(what) (\(unlogged) more such since the last entry; logged at most once a second)"
         )
-        lastInboundBudgetLog = now
-        inboundBudgetUnlogged = 0
     }
 
     /// Gives freed heap back to the system a moment after clients were cut (glibc keeps it otherwise).

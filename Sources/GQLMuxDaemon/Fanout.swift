@@ -61,8 +61,7 @@ final class Fanout: @unchecked Sendable {
     /// The connections holding unfinished requests, for the budget's choice of whom to cut.
     var inboundHolders: [ObjectIdentifier: InboundReservation] = [:]
     /// When the budget last logged a refused or cut unfinished request, and how many since.
-    var lastInboundBudgetLog = NIODeadline.distantPast
-    var inboundBudgetUnlogged = 0
+    var inboundBudgetLog = LogLimiter<Int>()
     /// `[limits] total_buffer_bytes`.
     var totalBufferBytes: Int
     /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
@@ -428,7 +427,7 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// The loop's clock, for how long a stream was down.
-    private static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+    static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
 
     /// Flushes every session written since the last flush, once per loop turn.
     /// A flag test per delivery on the hot path, not a hash insert.

@@ -133,6 +133,8 @@ import Testing
         try channel.pipeline.syncOperations.addHandler(EndpointWebSocketHandler(wire: wire, writer: writer, acknowledged: true))
         #expect(!channel.isActive)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let atOnce = try sent(channel).filter { $0.payload == Array(#"{"type":"ka"}"#.utf8) }.count
+        #expect(atOnce == (wire == .legacyWS ? 1 : 0), "legacy: a ka at once, as a fresh connection's ack brings")
         let heard = try keepAlives(channel, over: 35)
         #expect(heard == (wire == .legacyWS ? 3 : 0), "graphql-transport-ws has no server keep-alive; legacy sends one every 10 s")
         #expect(channel.isActive, "no connection_init wait for a carried client")
