@@ -119,10 +119,12 @@ class RawWebSocket(Kind):
             raise
         except Exception as error:
             self.end(repr(error))
-        finally:
+        else:
             if self.ws is not None:
                 self.close_code = self.ws.close_code
             self.end(f"closed {self.close_code}")
+        if self.ws is not None:
+            self.close_code = self.ws.close_code
 
     async def query(self, id: str, document: str) -> None:
         """Starts a query or mutation on this connection (its answer is awaited by the caller)."""

@@ -32,6 +32,23 @@ def status(daemon) -> dict:
     return json.loads(out)
 
 
+def descriptors(daemon) -> tuple:
+    """gqlmuxd's open descriptors less its clients, and what they are."""
+    info = status(daemon)
+    folder = f"/proc/{daemon.process.pid}/fd"
+    listing = []
+    for fd in os.listdir(folder):
+        try:
+            listing.append(os.readlink(os.path.join(folder, fd)))
+        except OSError:
+            pass
+    kinds = {}
+    for target in listing:
+        kind = target.split(":")[0] if ":" in target else target
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return len(listing) - info["clients"], kinds
+
+
 async def soak(seconds: float) -> int:
     rng = random.Random(int(os.environ.get("GQLMUX_SOAK_SEED", "33")))
     server = Server("interop.strawberry_app:app", protocols="http")
@@ -98,14 +115,17 @@ async def soak(seconds: float) -> int:
             ended = [f"{c.name}: {c.ended}" for c in clients if c.ended]
             if ended:
                 failures.append(f"closed after {kind}: {ended}")
-            info = status(daemon)
-            fds = len(os.listdir(f"/proc/{daemon.process.pid}/fd")) - info["clients"]
+            fds, listing = descriptors(daemon)
             baseline_fds = fds if baseline_fds is None else baseline_fds
             if fds != baseline_fds:
-                failures.append(f"descriptors less clients {baseline_fds} → {fds} after {kind}")
+                await asyncio.sleep(2)  # something in passing (a connection closing) settles
+                fds, listing = descriptors(daemon)
+            if fds != baseline_fds:
+                failures.append(f"descriptors less clients {baseline_fds} → {fds} after {kind}: {listing}")
             samples.append((time.monotonic() - began, daemon.rss_kib(), fds))
             await asyncio.sleep(rng.uniform(0.5, 2.0))
     finally:
+        lost = [f"{c.name}: {c.ended}" for c in clients if c.ended]
         for client in clients:
             await client.close()
         log = daemon.log()
@@ -125,7 +145,7 @@ async def soak(seconds: float) -> int:
         if times:
             times = sorted(times)
             print(f"  {name:<22} {len(times):>3}×  every client receiving again after p50 {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s")
-    print(f"  subscriptions lost: {sum(1 for c in clients if c.ended)}; disconnects: {sum(1 for c in clients if c.ended)}")
+    print(f"  subscriptions lost: {len(lost)}; clients closed: {len(lost)}{' (' + '; '.join(lost) + ')' if lost else ''}")
     if samples:
         print(f"  gqlmuxd RSS first quarter max {early} KiB, last quarter max {late} KiB; descriptors less clients "
               f"{samples[0][2]} → {samples[-1][2]} over {len(samples)} samples")

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The manifest tells the truth: every Swift target imports exactly the modules Package.swift
 declares for it (a declared module nothing imports, or an import of a module the target does not
-declare, is a finding), apart from the toolchain's own modules. Reads the manifest through
-`swift package dump-package` (no build). Prints each target's imports with --graph.
+declare, is a finding), apart from the toolchain's own modules; and ARCHITECTURE.md's module
+table is the one this prints with --table. Reads the manifest through `swift package
+dump-package` (no build). Prints each target's imports with --graph.
 
-    scripts/check-imports.py [--graph]
+    scripts/check-imports.py [--graph] [--table]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> int:
                                          text=True, check=True).stdout)
     findings = []
     graph = []
+    tables = {}
     for target in manifest["targets"]:
         if target["type"] not in ("regular", "executable", "test"):
             continue
@@ -62,8 +64,29 @@ def main() -> int:
         for name in sorted(declared - imported):
             findings.append(f"{target['name']}: Package.swift declares {name}, which no file of it imports")
         graph.append(f"{target['name']} → {', '.join(sorted(imported)) or '(nothing of ours)'}")
+        tables[target["name"]] = imported
     if "--graph" in sys.argv:
         print("\n".join(graph))
+    table = ["| module | imports (ours; then packages') |", "|---|---|"]
+    ours = {t["name"] for t in manifest["targets"]}
+    for target in manifest["targets"]:
+        if target["type"] == "test" or target["name"] not in tables:
+            continue
+        names = tables[target["name"]]
+        own = sorted(n for n in names if n in ours)
+        theirs = sorted(n for n in names if n not in ours)
+        table.append(f"| {target['name']} | {', '.join(own) or '—'}{'; ' + ', '.join(theirs) if theirs else ''} |")
+    table_text = "\n".join(table)
+    if "--table" in sys.argv:
+        print(table_text)
+    # ARCHITECTURE.md's module table is this one, between its markers.
+    with open(os.path.join(ROOT, "ARCHITECTURE.md"), encoding="utf-8") as f:
+        architecture = f.read()
+    begin, end = "<!-- modules: begin (scripts/check-imports.py --table) -->\n", "\n<!-- modules: end -->"
+    if begin not in architecture or end not in architecture:
+        findings.append("ARCHITECTURE.md: no module table between its markers")
+    elif architecture.split(begin, 1)[1].split(end, 1)[0] != table_text:
+        findings.append("ARCHITECTURE.md: the module table differs from Package.swift (print it with scripts/check-imports.py --table)")
     for finding in findings:
         print(finding)
     if findings:
