@@ -35,6 +35,7 @@ class FDStore:
         self.lock = threading.Lock()
         self.stored: List[Tuple[str, int]] = []
         self.messages: List[str] = []
+        self.ready = 0  # READY=1 messages so far
         self.closed = False
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -55,6 +56,8 @@ class FDStore:
             fields = dict(line.split("=", 1) for line in data.decode(errors="replace").splitlines() if "=" in line)
             with self.lock:
                 self.messages.append(data.decode(errors="replace"))
+                if fields.get("READY") == "1":
+                    self.ready += 1
                 if fields.get("FDSTORE") == "1" and len(self.stored) + len(fds) <= self.capacity:
                     name = fields.get("FDNAME", "stored")
                     self.stored += [(name, fd) for fd in fds]

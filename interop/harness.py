@@ -160,6 +160,9 @@ class Daemon:
                     f'[socket]\npath = "{self.socket}"\n[log]\ntarget = "stderr"\n{extra}\n')
         self.process: Optional[subprocess.Popen] = None
         self.log_path = os.path.join(self.directory, "gqlmuxd.log")
+        import re
+        fixed = re.search(r'^listen = "127\.0\.0\.1:([1-9][0-9]*)"', extra, re.M)
+        self.tcp_port = int(fixed.group(1)) if fixed else None
 
     def start(self, prefix: Optional[List[str]] = None, env: Optional[dict] = None, store=None) -> None:
         """`prefix`: a command gqlmuxd runs under, e.g. `["prlimit", "--nofile=256:256"]`;
@@ -171,17 +174,25 @@ class Daemon:
         log.write(f"==> start {self.starts}\n")
         log.flush()
         command = [os.path.join(BIN, "gqlmuxd"), "--config", self.config]
+        ready = store.ready if store is not None else 0
         if store is not None:
             self.process = store.spawn(command, log, env=env, prefix=prefix)
         else:
             self.process = subprocess.Popen([*(prefix or []), *command], stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
+        # With a store, READY=1 says every listener is up (an inherited one accepts before that).
+        deadline = time.monotonic() + 20
+        while store is not None and store.ready == ready and time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.02)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
                 with socket.socket(socket.AF_UNIX) as s:
                     s.connect(self.socket)
-                    return
+                # A fixed TCP port is bound after the line socket: wait for it too.
+                if self.tcp_port and not can_connect(self.tcp_port):
+                    raise OSError("the TCP port is not bound yet")
+                return
             except OSError:
                 if self.process.poll() is not None:
                     break

@@ -128,6 +128,7 @@ class HandoverChaosTests(unittest.IsolatedAsyncioTestCase):
                 "settled_s": round(took, 2), "new_client": fresh.results > 0 and not fresh.ended,
                 "store_after": store.count(), "fds_before": fds_before, "fds_after": fds_after,
                 "alive": daemon.process.poll() is None,
+                "new_client_end": fresh.ended,
             }
         except BaseException as error:
             raise AssertionError(f"{fault} {step}: {error!r}\n{daemon.log()[-4000:]}") from error
