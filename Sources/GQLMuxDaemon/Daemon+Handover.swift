@@ -78,13 +78,8 @@ extension Daemon {
         events.emit(.stopping, ["GQLMUX_REASON": reason], message: "stopping for a restart (\(reason)): handing clients to the next process")
         HandoverFault.reached(.draining, loop: eventLoop)
 
-        // Draining: what is in flight gets its answer.
-        let deadline = NIODeadline.now() + Self.answerWait
-        while NIODeadline.now() < deadline {
-            let waiting = try? await eventLoop.submit { self.sessions.values.contains { self.fanout.awaitsAnswer($0) } }.get()
-            guard waiting == true else { break }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        // Draining: what is in flight gets its answer (the fan-out says when the last one came).
+        _ = try? await eventLoop.flatSubmit { self.fanout.noAnswerPending(within: Self.answerWait) }.get()
 
         // Sorting and flushing, on the loop.
         let sorted = try? await eventLoop.flatSubmit { self.sortAndFlush() }.get()

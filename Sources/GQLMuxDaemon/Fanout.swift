@@ -27,20 +27,17 @@ final class Fanout: @unchecked Sendable {
     /// where the core placed them. Set once, in `init` (its sink needs `self`).
     private(set) var carriers: UpstreamCarriers!
     let eventLoop: any EventLoop
-    /// The core itself; read it through `core`, which writes the run first.
+    /// The core itself; changed and asked through ``settled(_:)``, which writes the run first.
     var multiplexer: Core
-    /// The core, after the results of this turn's run are written (`Fanout+Delivery.swift`):
-    /// every change to it, and every question asked of it, comes after the results that arrived
-    /// before, as if each had been written when it arrived.
-    private var core: Core {
-        _read {
-            writeRun()
-            yield multiplexer
-        }
-        _modify {
-            writeRun()
-            yield &multiplexer
-        }
+
+    /// Runs `body` on the core once the results of this turn's run are written
+    /// (`Fanout+Delivery.swift`): every change to it, and every question asked of it, comes after
+    /// the results that arrived before, as if each had been written when it arrived. A method,
+    /// not a property, because it writes to sockets.
+    @inline(__always)
+    private func settled<T>(_ body: (inout Core) throws -> T) rethrows -> T {
+        writeRun()
+        return try body(&multiplexer)
     }
     /// Results of one operation that arrived this turn and are not written yet.
     var run = ResultRun()
@@ -52,6 +49,8 @@ final class Fanout: @unchecked Sendable {
     /// An event is being handled; others wait in `waiting` (see `handle`).
     private var busy = false
     private var waiting: [Event] = []
+    /// The drain's waits for every answer (``noAnswerPending(within:)``).
+    private var answerWaiters: [EventLoopPromise<Void>] = []
     private(set) var messagesIn = 0
     var messagesOut = 0
     /// Unwritten bytes of all clients together, as last measured (see `Fanout+MemoryBudget.swift`).
@@ -96,17 +95,22 @@ final class Fanout: @unchecked Sendable {
     func apply(_ configuration: DaemonConfiguration) {
         totalBufferBytes = configuration.limits.totalBufferBytes
         replayLast = configuration.replayLast
-        core.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
-        core.layout = configuration.upstreamLayout
+        settled {
+            $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
+            $0.layout = configuration.upstreamLayout
+        }
     }
 
-    var upstreamCount: Int { core.upstreamCount }
-    /// Bytes of latest results kept for replays (counted in the memory budget).
-    var retainedBytes: Int { core.retainedBytes }
+    /// Upstream operations open (as of the last event handled: reading it writes nothing).
+    var upstreamCount: Int { multiplexer.upstreamCount }
+    /// Bytes of latest results kept for replays (counted in the memory budget), as of the last
+    /// event handled.
+    var retainedBytes: Int { multiplexer.retainedBytes }
 
     /// Drops every latest result kept for replays (the budget needs the room).
-    func forgetLastResults() -> Int { core.forgetLastResults() }
-    var localCount: Int { core.localCount }
+    func forgetLastResults() -> Int { settled { $0.forgetLastResults() } }
+    /// Local operations open, as of the last event handled.
+    var localCount: Int { multiplexer.localCount }
 
     // MARK: - Events in
 
@@ -114,7 +118,7 @@ final class Fanout: @unchecked Sendable {
     /// parsed, so a duplicate id is named as such): nil when it may.
     func admission(session: ClientSession, localID: String) -> Core.Refusal? {
         eventLoop.assertInEventLoop()
-        return core.admission(client: ObjectIdentifier(session), localID: localID)
+        return settled { $0.admission(client: ObjectIdentifier(session), localID: localID) }
     }
 
     /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
@@ -125,18 +129,20 @@ final class Fanout: @unchecked Sendable {
         let delivery = Delivery(session: session, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
         serially {
-            let actions = core.subscribe(
-                client: ObjectIdentifier(session),
-                localID: localID,
-                kind: request.kind,
-                key: key,
-                payload: request.payload,
-                tag: delivery,
-                replay: request.options.replayLast ?? replayLast,
-                snapshot: request.snapshotPayload,
-                resumingSince: resumingSince,
-                now: resumingSince == nil ? nil : Self.now()
-            )
+            let actions = settled {
+                $0.subscribe(
+                    client: ObjectIdentifier(session),
+                    localID: localID,
+                    kind: request.kind,
+                    key: key,
+                    payload: request.payload,
+                    tag: delivery,
+                    replay: request.options.replayLast ?? replayLast,
+                    snapshot: request.snapshotPayload,
+                    resumingSince: resumingSince,
+                    now: resumingSince == nil ? nil : Self.now()
+                )
+            }
             perform(actions, asker: session)
         }
     }
@@ -144,7 +150,7 @@ final class Fanout: @unchecked Sendable {
     /// A local `complete`.
     func complete(session: ClientSession, localID: String) {
         eventLoop.assertInEventLoop()
-        serially { perform(core.complete(client: ObjectIdentifier(session), localID: localID)) }
+        serially { perform(settled { $0.complete(client: ObjectIdentifier(session), localID: localID) }) }
     }
 
     /// The session closed or failed: its operations lose their subscriber. During a delivery
@@ -157,25 +163,25 @@ final class Fanout: @unchecked Sendable {
     /// What a restart carries of `session`: its subscriptions (never a query or mutation).
     func subscriptions(of session: ClientSession) -> [Core.CarriedSubscription] {
         eventLoop.assertInEventLoop()
-        return core.subscriptions(of: ObjectIdentifier(session))
+        return settled { $0.subscriptions(of: ObjectIdentifier(session)) }
     }
 
     /// The local ids of every operation `session` has open.
     func openOperations(of session: ClientSession) -> [String] {
         eventLoop.assertInEventLoop()
-        return core.localIDs(of: ObjectIdentifier(session))
+        return settled { $0.localIDs(of: ObjectIdentifier(session)) }
     }
 
     /// Whether `session` waits for a query's or mutation's answer.
     func awaitsAnswer(_ session: ClientSession) -> Bool {
         eventLoop.assertInEventLoop()
-        return core.hasSingleOperation(ObjectIdentifier(session))
+        return settled { $0.hasSingleOperation(ObjectIdentifier(session)) }
     }
 
     /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
     func shutDown() {
         eventLoop.assertInEventLoop()
-        serially { perform(core.shutDown()) }
+        serially { perform(settled { $0.shutDown() }) }
     }
 
     // MARK: - One event at a time
@@ -214,12 +220,33 @@ final class Fanout: @unchecked Sendable {
         }
         waiting.removeAll(keepingCapacity: true)
         busy = false
+        if !answerWaiters.isEmpty { answersMaybeSettled() }
+    }
+
+    // MARK: - Waiting for answers
+
+    /// Completes once no query or mutation of any client waits for its answer, or when `limit`
+    /// has passed, whichever is first (a restart's drain waits on it).
+    func noAnswerPending(within limit: TimeAmount) -> EventLoopFuture<Void> {
+        eventLoop.assertInEventLoop()
+        guard multiplexer.hasAnySingleOperation else { return eventLoop.makeSucceededVoidFuture() }
+        let promise = eventLoop.makePromise(of: Void.self)
+        answerWaiters.append(promise)
+        eventLoop.scheduleTask(in: limit) { promise.succeed() }
+        return promise.futureResult
+    }
+
+    private func answersMaybeSettled() {
+        guard !multiplexer.hasAnySingleOperation else { return }
+        let waiters = answerWaiters
+        answerWaiters = []
+        for waiter in waiters { waiter.succeed() }
     }
 
     private func process(_ event: Event) {
         switch event {
         case .upstream(let update, let id): upstream(update, id)
-        case .clientGone(let session): perform(core.clientGone(ObjectIdentifier(session)))
+        case .clientGone(let session): perform(settled { $0.clientGone(ObjectIdentifier(session)) })
         }
     }
 
@@ -230,19 +257,19 @@ final class Fanout: @unchecked Sendable {
             messagesIn += 1
             // The hot path: the result joins this turn's run, written to every subscriber at
             // the end of the turn or before anything else reaches the core
-            // (`Fanout+Delivery.swift`). Asked of the core itself: asking through `core` would
+            // (`Fanout+Delivery.swift`). Asked of the core itself: asking through `settled` would
             // write the run first.
             guard !multiplexer.deliversPlainly, multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else { return append(payload, of: id) }
-            if core.isSnapshot(id) { return perform(core.snapshotAnswered(id, payload)) }
+            if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
-            let waiting = core.waiting(on: id)
-            messagesOut += deliver(payload, to: core.subscribers(of: id)) { !waiting.contains($0.key) }
-            perform(core.hold(id, payload))
-            core.remember(id, payload, budget: rememberBudget)
+            let waiting = settled { $0.waiting(on: id) }
+            messagesOut += deliver(payload, to: settled { $0.subscribers(of: id) }) { !waiting.contains($0.key) }
+            perform(settled { $0.hold(id, payload) })
+            settled { $0.remember(id, payload, budget: rememberBudget) }
         case .state(let state):
-            perform(core.upstreamState(id, state, now: Self.now()))
+            perform(settled { $0.upstreamState(id, state, now: Self.now()) })
         case .finished(let finish):
-            perform(core.upstreamFinished(id, finish))
+            perform(settled { $0.upstreamFinished(id, finish) })
         }
     }
 
@@ -310,7 +337,7 @@ final class Fanout: @unchecked Sendable {
             // The layout names only carriers the daemon has (both follow the configuration).
             assertionFailure("no carrier for \(placement)")
             let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
-            return perform(core.upstreamFinished(id, .error(.transport(failure))))
+            return perform(settled { $0.upstreamFinished(id, .error(.transport(failure))) })
         }
         var fields = [
             "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
@@ -337,7 +364,7 @@ final class Fanout: @unchecked Sendable {
             )
             session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
         case .upstreamFull:
-            let limits = core.layout
+            let limits = settled { $0.layout }
             if case .streams(let limit) = limits.subscriptions {
                 events.emit(
                     .limitExceeded,

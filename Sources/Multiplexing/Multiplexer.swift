@@ -219,6 +219,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// mutations), in id order.
     package func localIDs(of client: Client) -> [String] { (clients[client] ?? [:]).keys.sorted() }
 
+    /// Whether any client has a query or mutation in flight.
+    package var hasAnySingleOperation: Bool { operations.values.contains { $0.kind != .subscription } }
+
     /// Whether `client` has a query or mutation in flight.
     package func hasSingleOperation(_ client: Client) -> Bool {
         (clients[client] ?? [:]).values.contains { operations[$0]?.kind != .subscription }

@@ -25,7 +25,10 @@ import Glibc
         #expect(read("status-first.json.rc") == "0", "\(read("status-first.json"))")
         #expect(read("active-after.txt") == "active")
         #expect(read("graphql-socket-active.txt") == "active")
-        #expect(read("status-first.json").contains(#""graphqlEndpoint":"/run/gqlmux/graphql.sock""#), "\(read("status-first.json"))")
+        #expect(
+            read("status-first.json").contains(#""graphqlEndpoint":"/run/gqlmux/graphql.sock http://127.0.0.1:18090/graphql""#),
+            "\(read("status-first.json"))"
+        )
 
         // systemctl show -P StatusText follows an upstream kill and recovery.
         #expect(read("statustext-connected.txt").hasPrefix("connected to ws://127.0.0.1:18080/graphql; 1 clients, 1 subscriptions (1 upstream)"))
