@@ -10,8 +10,9 @@ if [[ ${1:-build} == test ]]; then
     # peer-credential and journald tests; openssl: TLS tests; python3-venv: interop servers
     # and the Python client; prometheus: its promtool checks the metrics, its server scrapes them;
     # chromium: the browser that tries the local GraphQL endpoint as a hostile web page would;
-    # tinyproxy: the HTTP proxy the upstream connections are tunnelled through.
-    need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium tinyproxy)
+    # tinyproxy: the HTTP proxy the upstream connections are tunnelled through; curl: the SSE
+    # clients of the stop-and-start test under systemd.
+    need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium tinyproxy curl)
 fi
 missing=()
 for package in "${need[@]}"; do
