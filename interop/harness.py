@@ -216,6 +216,16 @@ class Daemon:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+async def wait_for(condition, seconds: float, what: str, poll: float = 0.05) -> None:
+    """Polls `condition` (every `poll` seconds) until it holds; fails naming `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(poll)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
 def free_port() -> int:
     """A loopback port free now (for a listener that must keep its number across starts)."""
     with socket.socket() as probe:
@@ -317,12 +327,7 @@ class Subscribers:
                    if any(m.get("type") == "state" and m.get("state") == "active" for _, m in self.events(c, id)))
 
     async def wait(self, condition, seconds: float, what: str) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError(f"timed out after {seconds}s waiting for: {what}")
+        await wait_for(condition, seconds, what, poll=0.005)
 
     async def wait_all_resumed(self, since: float, seconds: float) -> float:
         """Waits until every subscription resumed after `since`; returns when the last one did."""

@@ -16,6 +16,8 @@ from typing import List, Optional
 from gql import Client, GraphQLRequest, gql
 from gql.transport.websockets import WebsocketsTransport
 
+from interop.harness import wait_for  # noqa: F401 (the tests take it from here with the kinds)
+
 TICK = "subscription Tick($ms: Int!) { tick(intervalMs: $ms) }"
 
 
@@ -39,13 +41,18 @@ class Kind:
         if self.ended is None:
             self.ended = why
 
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
     async def close(self) -> None:
+        """Cancels the client and waits for it, 10 s at most (a library's close that hangs on a
+        dead peer must not hang the test)."""
         if self.task is not None:
             self.task.cancel()
-            try:
-                await self.task
-            except BaseException:
-                pass
+            await asyncio.wait({self.task}, timeout=10)
 
 
 class GQLClient(Kind):
@@ -61,9 +68,6 @@ class GQLClient(Kind):
                                              pong_timeout=ping_interval)
         self.interval_ms = interval_ms
         self.errors: List[str] = []
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         try:
@@ -93,9 +97,6 @@ class RawWebSocket(Kind):
         self.close_code: Optional[int] = None
         self.ws = None
         self.queries: List[str] = []
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         import websockets
@@ -147,9 +148,6 @@ class Stream(Kind):
         self.interval_ms = interval_ms
         self.silence = silence if silence is not None else (15.0 if mode == "sse" else 8.0)
         self.body = b""
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
 
     def content(self) -> tuple:
         """The response's body with its chunked framing removed, and whether the last chunk
@@ -210,9 +208,6 @@ class Line(Kind):
         self.interval_ms = interval_ms
         self.messages: List[dict] = []
 
-    def start(self) -> None:
-        self.task = asyncio.create_task(self._run())
-
     async def _run(self) -> None:
         try:
             reader, writer = await asyncio.open_unix_connection(self.path, limit=1 << 22)
@@ -233,15 +228,6 @@ class Line(Kind):
             raise
         except Exception as error:
             self.end(repr(error))
-
-
-async def wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s: {what}")
 
 
 def told_shutting_down(client: Kind) -> Optional[str]:
