@@ -62,10 +62,13 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         self.reservation = reservation
         self.makeSession = makeSession
         self.writer = writer
-        self.timeouts = HTTPConnectionTimeouts(connectedAt: Self.now())
+        // Counted from when the handler joins its channel's loop (``handlerAdded``).
+        self.timeouts = HTTPConnectionTimeouts(connectedAt: Instant(nanoseconds: 0))
     }
 
-    private static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+    /// Now on the clock of `loop`, the handler's own (an `EmbeddedEventLoop`'s in tests, so every
+    /// timeout runs on a manual clock there).
+    private static func now(_ loop: any EventLoop) -> Instant { Instant(nanoseconds: Int64(loop.now.uptimeNanoseconds)) }
 
     /// This handler's own context while it is in the pipeline, for ``bytesArrived()``.
     private var context: ChannelHandlerContext?
@@ -100,12 +103,12 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         self.session = session
         session.framing = exchange.framing
         requests = 1
-        timeouts.headReceived(at: Self.now())
-        timeouts.requestEnded()
+        timeouts.requestEnded()  // its answer (the stream) is on the way
     }
 
     package func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if requests == 0 { timeouts = HTTPConnectionTimeouts(connectedAt: Self.now(context.eventLoop), limits: timeouts.limits) }
         if exchange != nil { startHeartbeat(context) }
         armTimer(context)
         reservation.onCut = { [unowned self] in
@@ -128,7 +131,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         guard !closingConnection else { return }
         switch unwrapInboundIn(data) {
         case .head(let head):
-            timeouts.headReceived(at: Self.now())
+            timeouts.headReceived(at: Self.now(context.eventLoop))
             armTimer(context)
             self.head = head
             body = nil
@@ -165,7 +168,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
     /// Bytes arrived on the connection (``HTTPActivity`` sees them before the decoder).
     package func bytesArrived() {
         guard let context, !closingConnection else { return }
-        timeouts.bytesArrived(at: Self.now())
+        timeouts.bytesArrived(at: Self.now(context.eventLoop))
         armTimer(context)
     }
 
@@ -224,7 +227,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         timer?.cancel()
         timerDeadline = deadline.at
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
-        let wait = max(deadline.at - Self.now(), .zero)
+        let wait = max(deadline.at - Self.now(context.eventLoop), .zero)
         timer = context.eventLoop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) {
             let (context, handler) = bound.value
             handler.timer = nil
@@ -234,7 +237,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
     }
 
     private func timerFired(_ context: ChannelHandlerContext) {
-        guard let timeout = timeouts.expired(at: Self.now()) else { return armTimer(context) }
+        guard let timeout = timeouts.expired(at: Self.now(context.eventLoop)) else { return armTimer(context) }
         host.endpointRefused(
             .requestTimeout,
             listener: listener,
@@ -364,7 +367,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             context.flush()
             context.close(promise: nil)
         } else if exchange.ended {
-            timeouts.responseEnded(at: Self.now())
+            timeouts.responseEnded(at: Self.now(context.eventLoop))
             armTimer(context)
         }
     }
@@ -395,7 +398,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         headers.add(name: "Content-Length", value: "0")
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .noContent, headers: headers))), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        timeouts.responseEnded(at: Self.now())
+        timeouts.responseEnded(at: Self.now(context.eventLoop))
         armTimer(context)
     }
 
@@ -454,7 +457,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             done.whenComplete { _ in channel.close(mode: .output, promise: nil) }
             channel.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
         } else {
-            timeouts.responseEnded(at: Self.now())
+            timeouts.responseEnded(at: Self.now(context.eventLoop))
             armTimer(context)
         }
     }

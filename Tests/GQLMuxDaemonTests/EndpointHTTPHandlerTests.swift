@@ -114,4 +114,37 @@ import Testing
         }
         #expect(chunks == ["event: next\ndata: {\"data\":1}\n\n"], "framed results go out as they are, one body part")
     }
+
+    /// The connection's timeouts run on the channel's loop clock: here the embedded one, moved by
+    /// hand, so each deadline is tested to the millisecond.
+    @Test func aBodyThatDoesNotCompleteInThirtySecondsIs408() throws {
+        let host = Host()
+        let channel = try channel(host, Session())
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/graphql")
+        head.headers.add(name: "Host", value: "localhost")
+        head.headers.add(name: "Content-Type", value: "application/json")
+        head.headers.add(name: "Content-Length", value: "100")
+        try channel.writeInbound(HTTPServerRequestPart.head(head))
+        try channel.writeInbound(HTTPServerRequestPart.body(ByteBuffer(string: #"{"query":"#)))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(29_999))
+        #expect(host.refusals.isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(host.refusals == [.requestTimeout])
+        #expect(try response(channel)?.status == 408)
+    }
+
+    @Test func anIdleConnectionIsClosedAfterSixtySecondsOfKeepAlive() throws {
+        let host = Host()
+        let session = Session()
+        let channel = try channel(host, session)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try request(channel, .POST, "/graphql", headers: [("Host", "localhost"), ("Content-Type", "application/json")], body: #"{"query":"{ hello }"}"#)
+        session.answer(#"{"type":"next","id":"http-1","payload":{"data":{"hello":"world"}}}"# + "\n" + #"{"type":"complete","id":"http-1"}"# + "\n")
+        #expect(try response(channel)?.status == 200)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(59_999))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(!channel.isActive, "closed at the keep-alive timeout")
+        #expect(host.refusals == [.requestTimeout])
+    }
 }
