@@ -276,13 +276,8 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             body: body,
             queryItems: target.count > 1 ? HTTPExchange.queryItems(target[1]) : [],
             id: "http-\(requests)"
-        ) { request -> HTTPExchange.OperationKind? in
-            guard let parsed = try? SubscribeRequest.parse(request, limits: limits) else { return nil }
-            switch parsed.kind {
-            case .query: return .query
-            case .mutation: return .mutation
-            case .subscription: return .subscription
-            }
+        ) { request -> OperationKind? in
+            (try? SubscribeRequest.parse(request, limits: limits))?.kind
         }
         switch start {
         case .reject(let status, let message):

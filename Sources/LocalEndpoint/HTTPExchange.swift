@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import JSONEnvelope
 import LocalProtocol
 import NIOCore
@@ -52,11 +53,6 @@ package struct HTTPExchange: Sendable {
     }
 
     package static let multipartContentType = #"multipart/mixed;boundary="graphql";subscriptionSpec=1.0"#
-
-    /// What a request's document is, once parsed.
-    package enum OperationKind: Sendable, Equatable {
-        case query, mutation, subscription
-    }
 
     /// Reads a request. `request` is the JSON object of a POST body, or nil for a GET, whose
     /// `query`, `variables`, `operationName` and `extensions` come from `queryItems`.

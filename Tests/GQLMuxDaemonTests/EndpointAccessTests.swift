@@ -142,7 +142,7 @@ import Testing
         #expect(MediaType.list("text/event-stream;q=0, application/json").map(\.essence) == ["application/json"])
     }
 
-    func start(_ method: String, contentType: String? = "application/json", kind: HTTPExchange.OperationKind?) -> HTTPExchange.Start {
+    func start(_ method: String, contentType: String? = "application/json", kind: OperationKind?) -> HTTPExchange.Start {
         HTTPExchange.start(
             method: method,
             accept: "application/json",
@@ -154,7 +154,7 @@ import Testing
     }
 
     @Test func getRunsOnlyAQueryThatParses() {
-        for kind: HTTPExchange.OperationKind? in [nil, .mutation, .subscription] {
+        for kind: OperationKind? in [nil, .mutation, .subscription] {
             guard case .reject(405, _) = start("GET", kind: kind) else {
                 Issue.record("GET ran \(String(describing: kind))")
                 continue
