@@ -23,7 +23,7 @@ extension Daemon: EndpointHost {
         }
         let key = [event.rawValue, listener.rawValue, fields["GQLMUX_REASON"] ?? "", fields["GQLMUX_HOST"] ?? "", fields["GQLMUX_ORIGIN"] ?? ""]
             .joined(separator: "\u{1F}")
-        if let unlogged = refusalLog.admit(key, now: Self.now()) {
+        if let unlogged = refusalLog.admit(key, now: Fanout.now()) {
             var fields = fields
             fields["GQLMUX_LISTENER"] = listenerName(listener)
             fields["GQLMUX_UNLOGGED"] = "\(unlogged)"

@@ -50,12 +50,10 @@ package final class Daemon: @unchecked Sendable {
     var stopping = false
     /// Open connections of each listener (``admitConnection``).
     var connectionCounts: [ClientSession.Origin: Int] = [:]
-    /// When a full listener's refusal, or an accept failure, was last logged (once a second).
-    /// Once-a-second journal limits: a full listener, a failing accept, an endpoint refusal
-    /// (by listener, reason, Host and Origin).
+    /// Once-a-second journal limits: a full listener, a failing accept, and each kind of endpoint
+    /// refusal from each sender (by listener, reason, Host and Origin).
     var listenerFullLog = LogLimiter<ClientSession.Origin>()
     var acceptFailureLog = LogLimiter<ClientSession.Origin>()
-    /// When each kind of endpoint refusal from each sender was last logged, and how many since.
     var refusalLog = LogLimiter<String>()
     /// Each listener's connection limit within the open-file limit (made again at each reload).
     var descriptorPlan: DescriptorPlan
@@ -449,9 +447,4 @@ extension ServerBootstrap {
     func acceptingLater() -> ServerBootstrap {
         serverChannelOption(.autoRead, value: false)
     }
-}
-
-extension Daemon {
-    /// The loop's monotonic clock as the pure cores count time.
-    static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
 }

@@ -49,8 +49,8 @@ final class Fanout: @unchecked Sendable {
     /// An event is being handled; others wait in `waiting` (see `handle`).
     private var busy = false
     private var waiting: [Event] = []
-    /// The drain's waits for every answer (``noAnswerPending(within:)``).
-    private var answerWaiters: [EventLoopPromise<Void>] = []
+    /// The drain's waits for every answer (``noAnswerPending(within:)``), each with its limit.
+    private var answerWaiters: [(promise: EventLoopPromise<Void>, limit: Scheduled<Void>)] = []
     private(set) var messagesIn = 0
     var messagesOut = 0
     /// Unwritten bytes of all clients together, as last measured (see `Fanout+MemoryBudget.swift`).
@@ -231,8 +231,7 @@ final class Fanout: @unchecked Sendable {
         eventLoop.assertInEventLoop()
         guard multiplexer.hasAnySingleOperation else { return eventLoop.makeSucceededVoidFuture() }
         let promise = eventLoop.makePromise(of: Void.self)
-        answerWaiters.append(promise)
-        eventLoop.scheduleTask(in: limit) { promise.succeed() }
+        answerWaiters.append((promise, eventLoop.scheduleTask(in: limit) { promise.succeed() }))
         return promise.futureResult
     }
 
@@ -240,7 +239,10 @@ final class Fanout: @unchecked Sendable {
         guard !multiplexer.hasAnySingleOperation else { return }
         let waiters = answerWaiters
         answerWaiters = []
-        for waiter in waiters { waiter.succeed() }
+        for waiter in waiters {
+            waiter.limit.cancel()
+            waiter.promise.succeed()
+        }
     }
 
     private func process(_ event: Event) {
