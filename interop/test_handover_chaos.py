@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -35,8 +36,30 @@ CASES = [
 ]
 
 
-def descriptors(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def descriptors(pid: int) -> list:
+    """What a process has open: one name per descriptor (socket:[…], anon_inode:[eventpoll], …)."""
+    folder = f"/proc/{pid}/fd"
+    names = []
+    for fd in os.listdir(folder):
+        try:
+            names.append(re.sub(r"\[\d+\]$", "", os.readlink(os.path.join(folder, fd))))
+        except OSError:
+            pass
+    return sorted(names)
+
+
+async def settled_descriptors(pid: int, clients) -> tuple:
+    """The descriptors less the clients, once the count is the same three times in a row 0.2 s
+    apart (a connection still closing, or the upstream's being replaced, is not a leak): the
+    count and the kinds, for the failure message."""
+    seen = []
+    for _ in range(15):
+        names = descriptors(pid)
+        seen.append(len(names) - clients())
+        if len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]:
+            break
+        await asyncio.sleep(0.2)
+    return seen[-1], names
 
 
 class HandoverChaosTests(unittest.IsolatedAsyncioTestCase):
@@ -75,8 +98,8 @@ class HandoverChaosTests(unittest.IsolatedAsyncioTestCase):
             for client in clients:
                 client.start()
             await wait_for(lambda: all(c.results > 0 for c in clients), 30, "every client receiving")
-            before = self.status(daemon)
-            fds_before = descriptors(daemon.process.pid) - before["clients"]
+            fds_before, kinds_before = await settled_descriptors(
+                daemon.process.pid, lambda: self.status(daemon)["clients"])
 
             if fault in ("kill", "watchdog"):
                 with open(fault_file, "w") as f:
@@ -118,15 +141,14 @@ class HandoverChaosTests(unittest.IsolatedAsyncioTestCase):
             fresh.start()
             await wait_for(lambda: fresh.results > 0 or fresh.ended, 15, "a new client served")
             await wait_for(lambda: store.count() == 0, 5, "the store empty")
-            after = self.status(daemon)
-            await asyncio.sleep(0.3)
-            after = self.status(daemon)
-            fds_after = descriptors(daemon.process.pid) - after["clients"]
+            fds_after, kinds_after = await settled_descriptors(
+                daemon.process.pid, lambda: self.status(daemon)["clients"])
             return {
                 "case": f"{fault} {step}" if fault != "double" else step,
                 "exit": code, "stored": stored, "carried": carried, "closed": closed, "hung": hung,
                 "settled_s": round(took, 2), "new_client": fresh.results > 0 and not fresh.ended,
                 "store_after": store.count(), "fds_before": fds_before, "fds_after": fds_after,
+                "kinds_before": kinds_before, "kinds_after": kinds_after,
                 "alive": daemon.process.poll() is None,
                 "new_client_end": fresh.ended,
             }
@@ -157,7 +179,10 @@ class HandoverChaosTests(unittest.IsolatedAsyncioTestCase):
                 self.assertEqual(r["hung"], 0, r)
                 self.assertTrue(r["new_client"] and r["alive"], r)
                 self.assertEqual(r["store_after"], 0, r)
-                self.assertEqual(r["fds_after"], r["fds_before"], r)
+                # Two processes: the new one may hold one descriptor fewer than the old (a
+                # connection the old one had not yet let go of), never more: every descriptor
+                # it adopted or refused and every client that went away is closed.
+                self.assertLessEqual(r["fds_after"], r["fds_before"], r)
         # The fault really struck where it was meant to.
         for r in rows:
             if r["case"].startswith(("kill", "watchdog")):
