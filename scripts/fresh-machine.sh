@@ -5,7 +5,9 @@
 # `scripts/demo.sh` (DEMO_COUNT mode) then `scripts/test.sh` run inside systemd-nspawn as a
 # newcomer would run them (root, nothing else installed).
 #
-#   scripts/fresh-machine.sh [demo|test|all]     (default: all; needs root)
+#   scripts/fresh-machine.sh [demo|test|all|ci]  (default: all; needs root)
+#   ci: all, then the outage soak and the mixed restart soak on the same machine and build
+#       (CI's way: one debug build serves the README's commands and both soaks)
 #   scripts/fresh-machine.sh root                 only make sure the cached root exists; print its path
 #
 # The pristine root file system is cached in $GQLMUX_FRESH_CACHE (default
@@ -66,12 +68,13 @@ case $what in
     demo) commands=('DEMO_COUNT=3 scripts/demo.sh') ;;
     test) commands=('scripts/test.sh') ;;
     all) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh') ;;
-    *) echo "usage: scripts/fresh-machine.sh [demo|test|all]" >&2; exit 64 ;;
+    ci) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh' 'scripts/soak.sh' "scripts/restart-soak.sh ${GQLMUX_RESTART_SOAK_SECONDS:-90}") ;;
+    *) echo "usage: scripts/fresh-machine.sh [demo|test|all|ci]" >&2; exit 64 ;;
 esac
 script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 script+="; cd /root/gqlmux"
 for command in "${commands[@]}"; do
-    script+="; echo '==> fresh Debian 12: $command'; $command"
+    script+="; echo \"==> [\$((SECONDS / 60))m\$((SECONDS % 60))s] fresh Debian 12: $command\"; $command"
 done
 
 extra=()

@@ -46,9 +46,10 @@ check() {  # check DESCRIPTION COMMAND...
 check "lintian reports no error and no warning" test "$lintian_rc" = 0
 
 # The test upstream the installed daemon talks to (not part of the package).
-swift build --product gqlmux-test-upstream
-swift build --product gqlmux-bench
-bin=$(swift build --show-bin-path)
+# Built as the package's gqlmuxd is (release, static standard library), so they reuse its build.
+swift build -c release --static-swift-stdlib --product gqlmux-test-upstream
+swift build -c release --static-swift-stdlib --product gqlmux-bench
+bin=$(swift build -c release --show-bin-path)
 
 pristine=$(scripts/fresh-machine.sh root)
 system=${pristine%-bookworm}-systemd-bookworm
