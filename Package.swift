@@ -124,7 +124,7 @@ let package = Package(
         .target(
             name: "EndpointServer",
             dependencies: [
-                "GQLMuxVocabulary", "LocalEndpoint", "RequestValidation",
+                "GQLMuxVocabulary", "Handover", "LocalEndpoint", "RequestValidation",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -166,7 +166,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -274,7 +273,7 @@ let package = Package(
             name: "GQLMuxDaemonTests",
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
-                "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "HTTPStreaming",
+                "LocalEndpoint", "EndpointServer", "Handover", "GQLMuxConfiguration", "SystemdSupport", "HTTPStreaming",
                 "GQLMuxFuzz",
                 "GQLMuxTestSupport",
                 // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).

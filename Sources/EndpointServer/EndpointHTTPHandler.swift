@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import Handover
 import LocalEndpoint
 import NIOCore
 import NIOHTTP1
@@ -75,26 +76,9 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
     /// The handler in front of the HTTP decoder (set when both are added).
     package weak var activity: HTTPActivity?
 
-    /// The stream in progress, when this connection can be carried over a restart as it is: a
-    /// subscription's SSE or multipart stream, its session added, nothing half-read.
-    package var carriedStream: HTTPExchange? {
-        guard let exchange, !exchange.ended, exchange.mode == .sse || exchange.mode == .multipart, session != nil, head == nil,
-            !closingConnection, !handedOver
-        else { return nil }
-        return exchange
-    }
-
     /// The connection went to the next process: nothing more is written from this one (no
     /// heartbeat, no timeout's answer).
     private var handedOver = false
-
-    package func handOver() {
-        handedOver = true
-        heartbeat?.cancel()
-        heartbeat = nil
-        timer?.cancel()
-        timer = nil
-    }
 
     /// Carried over a restart: `exchange`'s stream goes on here, into `session` (added after
     /// this handler by the caller). Called before this handler is added.
@@ -102,6 +86,8 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         self.exchange = exchange
         self.session = session
         session.framing = exchange.framing
+        session.inbound = reservation
+        session.wire = self
         requests = 1
         timeouts.requestEnded()  // its answer (the stream) is on the way
     }
@@ -290,6 +276,8 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             context.flush()
             if session == nil {
                 let session = makeSession(context.channel)
+                session.inbound = reservation
+                session.wire = self
                 self.session = session
                 do {
                     try context.pipeline.syncOperations.addHandler(session, position: .after(self))
@@ -541,3 +529,22 @@ package final class ResumedChunkedResponse: ChannelDuplexHandler {
 
 @available(*, unavailable)
 extension ResumedChunkedResponse: Sendable {}
+
+/// Carried over a restart while it streams a subscription (SSE or multipart), its session
+/// added and nothing half-read; any other exchange is closed instead.
+extension EndpointHTTPHandler: CarriedConnection {
+    package var carriage: HandoverState.Carriage? {
+        guard let exchange, !exchange.ended, exchange.mode == .sse || exchange.mode == .multipart, session != nil, head == nil,
+            !closingConnection, !handedOver
+        else { return nil }
+        return .init(exchange.mode == .sse ? .sse : .multipart)
+    }
+
+    package func handOver() {
+        handedOver = true
+        heartbeat?.cancel()
+        heartbeat = nil
+        timer?.cancel()
+        timer = nil
+    }
+}

@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import Handover
 import LocalEndpoint
 import NIOCore
 import RequestValidation
@@ -30,12 +31,32 @@ package enum EndpointRefusal: Sendable {
 package protocol EndpointSession: AnyObject, ChannelHandler {
     /// How results reach the client: set before each subscribe.
     var framing: NextFraming { get set }
+    /// The connection's share of the memory budget for what it has not finished sending.
+    var inbound: (any InboundBudget)? { get set }
+    /// The handler that owns the connection's wire, as the online restart asks it
+    /// (``CarriedConnection``): set by whoever builds the session's pipeline.
+    var wire: (any CarriedConnection)? { get set }
+}
+
+/// What ``EndpointPipeline`` asks the control plane besides what the handlers ask: a session
+/// for a connection, a share of the memory budget, and the settings a pipeline is built with.
+package protocol EndpointConnectionHost: EndpointHost {
+    /// A session for `channel`, wired to the data plane; added to the pipeline by the caller.
+    func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> any EndpointSession
+    /// A new connection's share of the memory budget (released when it closes).
+    func makeInboundBudget() -> any InboundBudget
+    /// `[graphql_endpoint] path`.
+    var endpointPath: String { get }
+    /// `[limits] max_line_bytes`: the largest request body or WebSocket message.
+    var maxMessageBytes: Int { get }
 }
 
 /// A connection's share of the memory budget for what it has not finished sending: its reader
 /// says how many such bytes it holds now; the budget grants or refuses, and may cut the
 /// connection to make room for a smaller request (``onCut``).
 package protocol InboundBudget: AnyObject {
+    /// Bytes of unfinished requests held now.
+    var held: Int { get }
     /// The connection now holds `bytes` of unfinished requests; false when that does not fit
     /// (nothing is reserved then).
     func hold(_ bytes: Int) -> Bool

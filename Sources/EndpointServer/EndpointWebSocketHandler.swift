@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import Handover
 import LocalEndpoint
 import NIOCore
 import NIOWebSocket
@@ -55,20 +56,6 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         session = WebSocketServerSession(wire: wire, token: token, acknowledged: acknowledged)
         self.writer = writer
         self.onDeniedToken = onDeniedToken
-    }
-
-    /// Whether the client's `connection_init` was acknowledged.
-    package var acknowledged: Bool { session.acknowledged }
-
-    /// Whether this connection can be carried over a restart as it is: open, no close frame
-    /// sent.
-    package var isOpen: Bool { !closeSent }
-
-    /// The connection goes to the next process: nothing more is written from this one (no
-    /// keep-alive, no close frame).
-    package func handOver() {
-        closeSent = true
-        stopTimers()
     }
 
     /// Whether this connection's periodic and pending duties (the `connection_init` wait, legacy
@@ -293,4 +280,18 @@ package final class EncodedFrameWriter: ChannelOutboundHandler, RemovableChannel
     }
 
     package func flush() { context?.flush() }
+}
+
+/// Carried over a restart while open (no close frame sent), with its subprotocol and whether
+/// its `connection_init` was acknowledged.
+extension EndpointWebSocketHandler: CarriedConnection {
+    package var carriage: HandoverState.Carriage? {
+        guard !closeSent else { return nil }
+        return .init(session.wire == .legacyWS ? .legacyWS : .transportWS, acknowledged: session.acknowledged)
+    }
+
+    package func handOver() {
+        closeSent = true
+        stopTimers()
+    }
 }

@@ -48,7 +48,14 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// Its share of the memory budget for what it has not finished sending (a partial line or
     /// frame): such a client cannot be carried over a restart.
-    var inbound: InboundReservation?
+    var inbound: (any InboundBudget)?
+
+    /// Whether it holds part of a line or frame it has not finished sending.
+    var holdsPartialInput: Bool { (inbound?.held ?? 0) > 0 }
+
+    /// The handler that owns this client's wire: what the online restart asks whether, and
+    /// as what, the client can be carried.
+    var wire: (any CarriedConnection)?
 
     let origin: Origin
     private var opened = false

@@ -2,10 +2,8 @@ import EndpointServer
 import GQLMuxConfiguration
 import GQLMuxVocabulary
 import Handover
-import LocalEndpoint
 import NIOCore
 import NIOPosix
-import NIOWebSocket
 
 #if canImport(Glibc)
 import Glibc
@@ -143,45 +141,13 @@ extension Daemon {
                 channel.eventLoop.makeCompletedFuture {
                     guard self.admitConnection(channel, origin: record.origin) else { throw DaemonError("its listener is full") }
                     let session: ClientSession
-                    switch record.kind {
-                    case .line:
+                    if record.kind == .line {
                         session = try self.addLineHandlers(channel)
-                    case .sse, .multipart:
-                        // The stream's head went out before the restart; its body goes on.
-                        guard let id = record.subscriptions.first?.id,
-                            let exchange = HTTPExchange(resuming: record.kind == .sse ? .sse : .multipart, id: id)
-                        else { throw DaemonError("a carried HTTP stream without its subscription") }
-                        let sync = channel.pipeline.syncOperations
-                        let writer = EncodedFrameWriter()
-                        let http = EndpointHTTPHandler(
-                            path: self.configuration.graphqlEndpoint.path,
-                            maxBodyBytes: limits.maxLineBytes,
-                            listener: record.origin,
-                            host: self,
-                            reservation: InboundReservation(fanout: self.fanout),
-                            writer: writer,
-                            makeSession: { channel in self.makeSession(channel, origin: record.origin) }
-                        )
-                        session = self.makeSession(channel, origin: record.origin)
-                        http.resume(exchange, session: session)
-                        try sync.addHandler(writer)
-                        try sync.addHandler(ResumedChunkedResponse())
-                        try sync.addHandler(http)
-                        try sync.addHandler(session)
-                    case .transportWS, .legacyWS:
-                        // What NIO's upgrader puts in front of a WebSocket after its upgrade.
-                        let sync = channel.pipeline.syncOperations
-                        try sync.addHandler(WebSocketFrameEncoder())
-                        try sync.addHandler(ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: limits.maxLineBytes)))
-                        try sync.addHandler(WebSocketProtocolErrorHandler())
-                        session = try self.addWebSocketHandlers(
-                            channel,
-                            wire: record.kind == .legacyWS ? .legacyWS : .transportWS,
-                            token: nil,
-                            origin: record.origin,
-                            reservation: InboundReservation(fanout: self.fanout),
-                            acknowledged: record.acknowledged
-                        )
+                    } else {
+                        // The endpoint rebuilds its own kinds, through the path a fresh connection takes.
+                        let built = try EndpointPipeline.configure(channel, origin: record.origin, arrival: .carried(record), host: self)
+                        guard let built = built as? ClientSession else { throw DaemonError("the endpoint gave a carried connection no session") }
+                        session = built
                     }
                     session.name = record.name
                 }

@@ -1,11 +1,8 @@
 import EndpointServer
 import GQLMuxConfiguration
 import GQLMuxVocabulary
-import LocalEndpoint
 import NIOCore
-import NIOHTTP1
 import NIOPosix
-import NIOWebSocket
 
 #if canImport(Glibc)
 import Glibc
@@ -50,7 +47,6 @@ extension Daemon {
 
     private func endpointBootstrap(_ configuration: DaemonConfiguration, origin: ClientSession.Origin) -> ServerBootstrap {
         let limits = configuration.limits
-        let path = configuration.graphqlEndpoint.path
         return ServerBootstrap(group: eventLoop)
             .acceptingLater()
             .serverChannelOption(.backlog, value: 1024)
@@ -64,136 +60,11 @@ extension Daemon {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
                     guard self.admitConnection(channel, origin: origin) else {
-                        return try sync.addHandler(RefuseConnection(self.refusal(for: origin)))
+                        return try channel.pipeline.syncOperations.addHandler(RefuseConnection(self.refusal(for: origin)))
                     }
-                    let reservation = InboundReservation(fanout: self.fanout)
-                    let makeSession: (any Channel) -> ClientSession = { channel in self.makeSession(channel, origin: origin) }
-                    let writer = EncodedFrameWriter()
-                    let http = EndpointHTTPHandler(
-                        path: path,
-                        maxBodyBytes: limits.maxLineBytes,
-                        listener: origin,
-                        host: self,
-                        reservation: reservation,
-                        writer: writer,
-                        makeSession: makeSession
-                    )
-                    let activity = HTTPActivity(http: http)
-                    let bound = NIOLoopBound((http, activity, writer, reservation), eventLoop: channel.eventLoop)
-                    let upgrader = NIOWebSocketServerUpgrader(
-                        maxFrameSize: limits.maxLineBytes,
-                        automaticErrorHandling: true,
-                        shouldUpgrade: { channel, head in
-                            // A refused upgrade goes on as a plain request: the HTTP handler
-                            // answers it (403, 401) and logs why.
-                            guard Self.target(head.uri) == path, let wire = Self.subprotocol(head), self.mayUpgrade(head, origin: origin) else {
-                                return channel.eventLoop.makeSucceededFuture(nil)
-                            }
-                            var headers = HTTPHeaders()
-                            if !head.headers["Sec-WebSocket-Protocol"].isEmpty { headers.add(name: "Sec-WebSocket-Protocol", value: wire.rawValue) }
-                            return channel.eventLoop.makeSucceededFuture(headers)
-                        },
-                        upgradePipelineHandler: { channel, head in
-                            let wire = Self.subprotocol(head) ?? .transportWS
-                            let http = bound.value.0
-                            let token = self.tokenAfterUpgrade(head, origin: origin)
-                            let removed = channel.eventLoop.makePromise(of: Void.self)
-                            channel.pipeline.syncOperations.removeHandler(http, promise: removed)
-                            return removed.futureResult.flatMapThrowing {
-                                let (_, activity, writer, reservation) = bound.value
-                                channel.pipeline.syncOperations.removeHandler(activity, promise: nil)
-                                channel.pipeline.syncOperations.removeHandler(writer, promise: nil)
-                                _ = try self.addWebSocketHandlers(channel, wire: wire, token: token, origin: origin, reservation: reservation)
-                            }
-                        }
-                    )
-                    try sync.addHandler(writer)
-                    try sync.addHandler(activity)
-                    try sync.configureHTTPServerPipeline(
-                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }),
-                        withErrorHandling: true
-                    )
-                    try sync.addHandler(http)
+                    try EndpointPipeline.configure(channel, origin: origin, arrival: .accepted, host: self)
                 }
             }
-    }
-
-    /// An endpoint WebSocket client's handlers, its session last: after its upgrade, or carried
-    /// over a restart (`acknowledged`: its `connection_init` was answered before). On the
-    /// channel's loop.
-    func addWebSocketHandlers(
-        _ channel: any Channel,
-        wire: EndpointSubprotocol,
-        token: EndpointToken?,
-        origin: ClientSession.Origin,
-        reservation: InboundReservation,
-        acknowledged: Bool = false
-    ) throws -> ClientSession {
-        let limits = configuration.limits
-        let sync = channel.pipeline.syncOperations
-        // Frames out are encoded by EndpointWebSocketHandler, a batch at a time, and written
-        // below NIO's frame encoder.
-        let writer = EncodedFrameWriter()
-        try sync.addHandler(writer, position: .first)
-        let meter = WebSocketInboundMeter(reservation: reservation) {
-            var reason = ByteBuffer()
-            reason.writeInteger(UInt16(1008))
-            reason.writeString("gqlmuxd's memory budget (total_buffer_bytes) cannot hold this message")
-            writer.write(EndpointWebSocketHandler.frame(.connectionClose, reason), flush: true, promise: nil)
-            channel.close(promise: nil)
-        }
-        try sync.addHandler(WebSocketInboundMeter.RawBytes(meter), position: .first)
-        try sync.addHandler(WebSocketInboundMeter.Frames(meter))
-        try sync.addHandler(
-            NIOWebSocketFrameAggregator(
-                minNonFinalFragmentSize: 0,
-                maxAccumulatedFrameCount: 1 << 12,
-                maxAccumulatedFrameSize: limits.maxLineBytes
-            )
-        )
-        try sync.addHandler(
-            EndpointWebSocketHandler(wire: wire, writer: writer, token: token, acknowledged: acknowledged) {
-                self.endpointRefused(
-                    .unauthorized,
-                    listener: origin,
-                    fields: ["GQLMUX_REASON": "connection_init_token"],
-                    message: "WebSocket client without a valid token closed (4403)"
-                )
-            }
-        )
-        let session = makeSession(channel, origin: origin)
-        session.framing = .webSocket(wire)  // results framed once, by the fan-out
-        session.inbound = reservation
-        try sync.addHandler(session)
-        return session
-    }
-
-    /// Whether an upgrade passes the browser checks and carries no wrong token (a missing one
-    /// may still come in `connection_init`).
-    private func mayUpgrade(_ head: HTTPRequestHead, origin: ClientSession.Origin) -> Bool {
-        eventLoop.assertInEventLoop()
-        guard case .allow = endpointAccess.check(EndpointHTTPHandler.accessHeaders(head)) else { return false }
-        guard origin == .endpointTCP, let token = endpointToken else { return true }
-        return token.check(authorization: head.headers["authorization"]) != .invalid
-    }
-
-    /// The token a WebSocket client must still present in `connection_init`: on the TCP port,
-    /// when one is configured and the upgrade did not carry it.
-    private func tokenAfterUpgrade(_ head: HTTPRequestHead, origin: ClientSession.Origin) -> EndpointToken? {
-        guard origin == .endpointTCP, let token = endpointToken else { return nil }
-        return token.check(authorization: head.headers["authorization"]) == .valid ? nil : token
-    }
-
-    private static func target(_ uri: String) -> String {
-        String(uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
-    }
-
-    /// The subprotocol for an upgrade request: the client's first supported offer;
-    /// graphql-transport-ws when it offers none; nil when it offers only others.
-    private static func subprotocol(_ head: HTTPRequestHead) -> EndpointSubprotocol? {
-        let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map(String.init) }
-        return offered.isEmpty ? .transportWS : EndpointSubprotocol.select(offered: offered)
     }
 }

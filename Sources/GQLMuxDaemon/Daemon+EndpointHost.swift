@@ -38,3 +38,16 @@ extension Daemon: EndpointHost {
         metrics.refused(listener: listener.rawValue, reason: reason)
     }
 }
+
+/// The control plane's part in building an endpoint connection's pipeline (``EndpointPipeline``).
+extension Daemon: EndpointConnectionHost {
+    package func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> any EndpointSession {
+        makeSession(channel, origin: origin)
+    }
+
+    package func makeInboundBudget() -> any InboundBudget { InboundReservation(fanout: fanout) }
+
+    package var endpointPath: String { configuration.graphqlEndpoint.path }
+
+    package var maxMessageBytes: Int { configuration.limits.maxLineBytes }
+}

@@ -1,7 +1,5 @@
-import EndpointServer
 import GQLMuxVocabulary
 import Handover
-import LocalEndpoint
 import LocalProtocol
 import Multiplexing
 import NIOCore
@@ -46,7 +44,7 @@ extension Daemon {
     /// `gqlmuxctl restart`: begins an online restart, or says why it cannot. On the loop.
     func restart() -> String? {
         eventLoop.assertInEventLoop()
-        guard handoverStore != nil, let requestStop else {
+        guard let requestStop = hooks.handover?.requestStop else {
             return
                 "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
         }
@@ -157,8 +155,7 @@ extension Daemon {
         HandoverFault.reached(.flushing, loop: eventLoop)
         for (session, _) in carried {
             sessions.removeValue(forKey: ObjectIdentifier(session))
-            (try? session.channel.pipeline.syncOperations.handler(type: EndpointWebSocketHandler.self))?.handOver()
-            (try? session.channel.pipeline.syncOperations.handler(type: EndpointHTTPHandler.self))?.handOver()
+            session.wire?.handOver()
         }
         let done = eventLoop.makePromise(of: Sorted.self)
         var finished = false
@@ -190,25 +187,13 @@ extension Daemon {
     }
 
     /// What the next process needs to rebuild `session`, or nil when it cannot be carried
-    /// whole: an HTTP client not streaming a subscription, a half-sent line or frame, a query
-    /// or mutation still in flight, a connection already closing.
+    /// whole: its wire says so (``CarriedConnection``: an HTTP client not streaming a
+    /// subscription, a close under way), or it holds a half-sent line or frame, or a query or
+    /// mutation of its is still in flight, or its connection is closing.
     private func carriedRecord(_ session: ClientSession) -> HandoverState.Client? {
-        guard session.channel.isActive, !session.isClosing, (session.inbound?.held ?? 0) == 0, !fanout.awaitsAnswer(session),
-            let cookie = Self.cookie(session.channel)
+        guard session.channel.isActive, !session.isClosing, !session.holdsPartialInput, !fanout.awaitsAnswer(session),
+            let carriage = session.wire?.carriage, let cookie = Self.cookie(session.channel)
         else { return nil }
-        let kind: HandoverState.Kind
-        var acknowledged = true
-        let pipeline = session.channel.pipeline.syncOperations
-        if session.origin == .lineSocket {
-            kind = .line
-        } else if let handler = try? pipeline.handler(type: EndpointWebSocketHandler.self) {
-            guard handler.isOpen, case .webSocket(let wire) = session.framing else { return nil }
-            kind = wire == .legacyWS ? .legacyWS : .transportWS
-            acknowledged = handler.acknowledged
-        } else {
-            guard let stream = (try? pipeline.handler(type: EndpointHTTPHandler.self))?.carriedStream else { return nil }
-            kind = stream.mode == .sse ? .sse : .multipart
-        }
         let subscriptions = fanout.subscriptions(of: session).map {
             HandoverState.Subscription(
                 id: $0.localID,
@@ -219,9 +204,9 @@ extension Daemon {
         return HandoverState.Client(
             cookie: cookie,
             origin: session.origin,
-            kind: kind,
+            kind: carriage.kind,
             name: session.name,
-            acknowledged: acknowledged,
+            acknowledged: carriage.acknowledged,
             subscriptions: subscriptions
         )
     }

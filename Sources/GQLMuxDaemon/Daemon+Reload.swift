@@ -24,7 +24,7 @@ extension Daemon {
 
     private func reloadNow() -> EventLoopFuture<Void> {
         eventLoop.assertInEventLoop()
-        onLifecycle?(.reloading)
+        hooks.lifecycle?(.reloading)
         let running = configuration
         let path = configPath
         let done = NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) {
@@ -36,7 +36,7 @@ extension Daemon {
             self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed, configuration kept: \(error)")
         }
         done.whenComplete { _ in
-            self.onLifecycle?(.ready)
+            self.hooks.lifecycle?(.ready)
             self.statusChanged()
         }
         return done

@@ -13,16 +13,16 @@ import ServiceLifecycle
 extension Daemon: Service {
     package func run() async throws {
         try await start()
-        onLifecycle?(.ready)
+        hooks.lifecycle?(.ready)
         // Cancellation (a sibling failed) ends the wait too; the drain is the same.
         try? await gracefulShutdown()
-        onLifecycle?(.stopping)
+        hooks.lifecycle?(.stopping)
         // Under systemd with a file descriptor store, a restart hands the clients to the next
         // process; a stop closes them.
-        if let handoverStore {
+        if let handover = hooks.handover {
             let requested = (try? await eventLoop.submit { self.restartRequested }.get()) ?? false
-            let (restart, why) = requested ? (true, "gqlmuxctl restart") : (stopIsRestart?() ?? (true, "SIGTERM"))
-            if restart, await handOver(to: handoverStore, reason: why) { return }
+            let (restart, why) = requested ? (true, "gqlmuxctl restart") : handover.stopIsRestart()
+            if restart, await handOver(to: handover.store, reason: why) { return }
             if !restart {
                 await shutdown(reason: why)
                 return

@@ -2,6 +2,7 @@ import FoundationEssentials
 import GQLMuxConfiguration
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import Handover
 import LocalProtocol
 import NIOCore
 import NIOPosix
@@ -59,24 +60,13 @@ package final class Daemon: @unchecked Sendable {
     var descriptorPlan: DescriptorPlan
     /// Whether this process created the socket file (an adopted one belongs to systemd).
     var ownsSocketFile = true
-    /// Called on the loop after each lifecycle change (sd_notify STATUS in production),
-    /// at most once per loop turn.
-    package var onStatusChange: (@Sendable (String) -> Void)?
-    /// Called when the daemon is ready, reloading or stopping (READY=1, RELOADING=1, STOPPING=1).
-    package var onLifecycle: (@Sendable (LifecycleChange) -> Void)?
-    /// Where SIGTERM hands the clients over instead of closing them (systemd's file descriptor
-    /// store, set by gqlmuxd when the unit has one); nil: a stop closes them.
-    package var handoverStore: HandoverStore?
-    /// At SIGTERM: whether this stop is a restart (the store is kept for the next process), and
-    /// why, for the journal. Unset: every SIGTERM with a store hands over.
-    package var stopIsRestart: (@Sendable () -> (Bool, String))?
+    /// What the daemon tells, and asks, the process that runs it: given at initialisation.
+    let hooks: DaemonHooks
     /// `gqlmuxctl restart` asked for this stop: the clients are handed over whatever the
     /// service manager is doing, and gqlmuxd exits with ``restartExitCode``.
     package internal(set) var restartRequested = false
     /// The exit status gqlmuxd.service restarts on (`RestartForceExitStatus=`).
     package static let restartExitCode: Int32 = 75
-    /// Ends the service group (raises SIGTERM in gqlmuxd), once `restart` has answered.
-    package var requestStop: (@Sendable () -> Void)?
     private var statusScheduled = false
     /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
     var reloadError: String?
@@ -87,13 +77,16 @@ package final class Daemon: @unchecked Sendable {
     ///   - configuration: the parsed configuration.
     ///   - configPath: re-read on reload; nil keeps the configuration as given.
     ///   - listeners: sockets systemd passed, used instead of binding.
+    ///   - hooks: what the daemon tells the service manager, and how it hands over.
     package init(
         configuration: DaemonConfiguration,
         configPath: String?,
         listeners: AdoptedListeners = AdoptedListeners(),
         eventLoop: any EventLoop,
-        events: DaemonEvents
+        events: DaemonEvents,
+        hooks: DaemonHooks = DaemonHooks()
     ) throws {
+        self.hooks = hooks
         self.configuration = configuration
         self.configPath = configPath
         self.listeners = listeners
@@ -243,6 +236,7 @@ package final class Daemon: @unchecked Sendable {
         try sync.addHandler(ByteToMessageHandler(decoder))
         let session = makeSession(channel, origin: .lineSocket)
         session.inbound = reservation.value
+        session.wire = LineWire()
         try sync.addHandler(session)
         return session
     }
@@ -423,7 +417,7 @@ package final class Daemon: @unchecked Sendable {
         statusScheduled = true
         eventLoop.execute {
             self.statusScheduled = false
-            self.onStatusChange?(self.statusLineOnLoop)
+            self.hooks.statusChanged?(self.statusLineOnLoop)
         }
     }
 
@@ -447,4 +441,11 @@ extension ServerBootstrap {
     func acceptingLater() -> ServerBootstrap {
         serverChannelOption(.autoRead, value: false)
     }
+}
+
+/// A line-protocol client's wire: carried over a restart as it is whenever its session may be
+/// (no partial line held, which its session's budget share says); nothing of its own to stop.
+private final class LineWire: CarriedConnection {
+    var carriage: HandoverState.Carriage? { .init(.line) }
+    func handOver() {}
 }

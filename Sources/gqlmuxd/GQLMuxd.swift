@@ -88,26 +88,17 @@ struct GQLMuxd: AsyncParsableCommand {
         let inheritance = Handover.inheritance(adopted.stored, configuration: configuration)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let daemon: Daemon
-        do {
-            daemon = try Daemon(
-                configuration: configuration,
-                configPath: config,
-                listeners: .init(line: adopted.line, graphql: adopted.graphql, inheritance: inheritance),
-                eventLoop: group.next(),
-                events: events
-            )
-        } catch {
-            throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
-        }
+        let loop = group.next()
+        var hooks = DaemonHooks()
         if let capacity = FileDescriptorStore.capacity {
-            let loop = daemon.eventLoop
-            daemon.handoverStore = { package in try Handover.store(package, capacity: capacity, loop: loop) }
-            daemon.stopIsRestart = { Handover.stopIsRestart() }
-            daemon.requestStop = { kill(getpid(), SIGTERM) }
+            hooks.handover = .init(
+                store: { package in try Handover.store(package, capacity: capacity, loop: loop) },
+                stopIsRestart: { Handover.stopIsRestart() },
+                requestStop: { kill(getpid(), SIGTERM) }
+            )
         }
         let lastStatus = NIOLockedValueBox("")
-        daemon.onStatusChange = { line in
+        hooks.statusChanged = { line in
             let changed = lastStatus.withLockedValue { last in
                 defer { last = line }
                 return last != line
@@ -115,7 +106,7 @@ struct GQLMuxd: AsyncParsableCommand {
             if changed { notifier.status(line) }
         }
         let ready = NIOLockedValueBox(false)
-        daemon.onLifecycle = { change in
+        hooks.lifecycle = { change in
             switch change {
             case .ready:
                 ready.withLockedValue { $0 = true }
@@ -123,6 +114,19 @@ struct GQLMuxd: AsyncParsableCommand {
             case .reloading: notifier.reloading()
             case .stopping: notifier.stopping(status: "stopping: closing clients and the upstream")
             }
+        }
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(
+                configuration: configuration,
+                configPath: config,
+                listeners: .init(line: adopted.line, graphql: adopted.graphql, inheritance: inheritance),
+                eventLoop: loop,
+                events: events,
+                hooks: hooks
+            )
+        } catch {
+            throw startFailure("cannot start: \(error)", errno: (error as? IOError)?.errnoCode ?? EIO, notifier)
         }
 
         // The watchdog, the metrics endpoint, the daemon and SIGHUP reloads, until SIGTERM/SIGINT.

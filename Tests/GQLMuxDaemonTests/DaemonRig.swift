@@ -29,6 +29,10 @@ final class DaemonRig: @unchecked Sendable {
     private var running: RunningDaemon
     var daemon: Daemon { running.daemon }
     let log = EventLog()
+    /// Where the rig's daemons hand their clients over on a stop, when set (an online restart,
+    /// ``restartOnline(damage:)``); unset, a stop closes them. Every daemon of the rig is made
+    /// with hooks that ask this.
+    let handoverStore = NIOLockedValueBox<Daemon.HandoverStore?>(nil)
     var socketPath: String { directory + "/gqlmux.sock" }
     var configPath: String { directory + "/gqlmuxd.toml" }
 
@@ -55,9 +59,7 @@ final class DaemonRig: @unchecked Sendable {
             """
         try toml.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         let configuration = try DaemonConfiguration.load(path: directory + "/gqlmuxd.toml")
-        running = try await RunningDaemon(
-            Daemon(configuration: configuration, configPath: directory + "/gqlmuxd.toml", eventLoop: group.next(), events: log.events)
-        )
+        running = try await Self.run(configuration, configPath: directory + "/gqlmuxd.toml", group: group, log: log, store: handoverStore)
         await eventually("upstream connected") { self.log.count(.connected) == 1 }
     }
 
@@ -72,7 +74,7 @@ final class DaemonRig: @unchecked Sendable {
     func restartDaemon() async throws {
         await running.stop()
         let configuration = try DaemonConfiguration.load(path: configPath)
-        running = try await RunningDaemon(Daemon(configuration: configuration, configPath: configPath, eventLoop: group.next(), events: log.events))
+        running = try await Self.run(configuration, configPath: configPath, group: group, log: log, store: handoverStore)
     }
 
     /// An online restart as under systemd, with this process standing in for its file
@@ -81,31 +83,55 @@ final class DaemonRig: @unchecked Sendable {
     /// the store holds, exactly as gqlmuxd passes it on. `damage` changes the record first.
     func restartOnline(damage: (([UInt8]) -> [UInt8])? = nil) async throws {
         let store = NIOLockedValueBox<Daemon.Inheritance?>(nil)
-        daemon.handoverStore = { package in
-            let sockets = FileDescriptorStore.socketsByCookie()
-            var inheritance = Daemon.Inheritance(record: .success(package.record))
-            for cookie in package.clients {
-                guard let fd = sockets[cookie] else { continue }
-                inheritance.clients.append((dup(fd), cookie))
+        handoverStore.withLockedValue {
+            $0 = { package in
+                let sockets = FileDescriptorStore.socketsByCookie()
+                var inheritance = Daemon.Inheritance(record: .success(package.record))
+                for cookie in package.clients {
+                    guard let fd = sockets[cookie] else { continue }
+                    inheritance.clients.append((dup(fd), cookie))
+                }
+                inheritance.line = package.listeners["line"].flatMap { sockets[$0] }.map { dup($0) }
+                inheritance.graphql = package.listeners["graphql"].flatMap { sockets[$0] }.map { dup($0) }
+                inheritance.tcp = package.listeners["tcp"].flatMap { sockets[$0] }.map { dup($0) }
+                store.withLockedValue { $0 = inheritance }
             }
-            inheritance.line = package.listeners["line"].flatMap { sockets[$0] }.map { dup($0) }
-            inheritance.graphql = package.listeners["graphql"].flatMap { sockets[$0] }.map { dup($0) }
-            inheritance.tcp = package.listeners["tcp"].flatMap { sockets[$0] }.map { dup($0) }
-            store.withLockedValue { $0 = inheritance }
         }
         await running.stop()
+        handoverStore.withLockedValue { $0 = nil }
         var inheritance = try #require(store.withLockedValue { $0 }, "the daemon handed nothing over")
         if let damage, case .success(let record) = inheritance.record { inheritance.record = .success(damage(record)) }
         let configuration = try DaemonConfiguration.load(path: configPath)
-        running = try await RunningDaemon(
-            Daemon(
-                configuration: configuration,
-                configPath: configPath,
-                listeners: .init(inheritance: inheritance),
-                eventLoop: group.next(),
-                events: log.events
-            )
+        running = try await Self.run(
+            configuration,
+            configPath: configPath,
+            listeners: .init(inheritance: inheritance),
+            group: group,
+            log: log,
+            store: handoverStore
         )
+    }
+
+    /// A daemon of the rig, running: its hooks hand over to `store` when it is set.
+    private static func run(
+        _ configuration: DaemonConfiguration,
+        configPath: String,
+        listeners: Daemon.AdoptedListeners = .init(),
+        group: MultiThreadedEventLoopGroup,
+        log: EventLog,
+        store: NIOLockedValueBox<Daemon.HandoverStore?>
+    ) async throws -> RunningDaemon {
+        struct NoStore: Error {}
+        let handover = DaemonHooks.Handover(
+            store: { package in
+                guard let store = store.withLockedValue({ $0 }) else { throw NoStore() }
+                try store(package)
+            },
+            stopIsRestart: { store.withLockedValue { $0 } == nil ? (false, "no store in this test") : (true, "SIGTERM") }
+        )
+        return try await RunningDaemon(hooks: DaemonHooks(handover: handover)) { hooks in
+            try Daemon(configuration: configuration, configPath: configPath, listeners: listeners, eventLoop: group.next(), events: log.events, hooks: hooks)
+        }
     }
 
     /// The graceful stop gqlmuxd does on SIGTERM (the service group's shutdown).

@@ -1,5 +1,6 @@
 import EndpointServer
 import GQLMuxVocabulary
+import Handover
 import LocalEndpoint
 import NIOCore
 import NIOEmbedded
@@ -24,6 +25,8 @@ import Testing
     final class Session: ChannelInboundHandler, EndpointSession {
         typealias InboundIn = ByteBuffer
         var framing = NextFraming.line
+        var inbound: (any InboundBudget)?
+        var wire: (any CarriedConnection)?
         var lines: [String] = []
         var context: ChannelHandlerContext?
         func handlerAdded(context: ChannelHandlerContext) { self.context = context }
@@ -32,6 +35,7 @@ import Testing
     }
 
     final class Budget: InboundBudget {
+        var held = 0
         func hold(_ bytes: Int) -> Bool { true }
         func release() {}
         var onCut: () -> Void = {}

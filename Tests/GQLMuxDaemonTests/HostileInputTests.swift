@@ -130,7 +130,9 @@ import Testing
         let log = EventLog()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let started = ContinuousClock.now
-        let running = try await RunningDaemon(Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events))
+        let running = try await RunningDaemon { hooks in
+            try Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events, hooks: hooks)
+        }
         // Counted, not slept: the 6th connection comes after waits of 0.05, 0.1, 0.2, 0.4 and
         // 0.8 s (1.55 s); with the backoff reset on every ack it came after 5 × 0.05 s.
         await eventually("6 connections", within: 20) { await server.currentStats.connections >= 6 }

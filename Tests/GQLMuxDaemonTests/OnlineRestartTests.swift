@@ -101,7 +101,7 @@ import Testing
             let client = try await rig.connect()
             client.subscribe(id: "a")
             await rig.upstreamActive(1)
-            rig.daemon.handoverStore = { _ in throw Refused() }
+            rig.handoverStore.withLockedValue { $0 = { _ in throw Refused() } }
             await rig.stopDaemon()
             await eventually("the client is told and closed") { client.isClosed }
             #expect(client.lines(containing: "SHUTTING_DOWN").count >= 1, "\(client.lines)")

@@ -12,13 +12,18 @@ final class RunningDaemon: Sendable {
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    /// Returns once the daemon is ready (bound and started), or throws why it could not start.
-    init(_ daemon: Daemon) async throws {
-        self.daemon = daemon
+    /// Returns once the daemon `make` makes with the hooks it is given (`hooks`, and the wait for
+    /// ready) is ready (bound and started), or throws why it could not start.
+    init(hooks: DaemonHooks = DaemonHooks(), _ make: (DaemonHooks) throws -> Daemon) async throws {
         let (outcomes, outcome) = AsyncStream<Result<Void, any Error>>.makeStream()
-        daemon.onLifecycle = { change in
+        var hooks = hooks
+        let given = hooks.lifecycle
+        hooks.lifecycle = { change in
+            given?(change)
             if case .ready = change { outcome.yield(.success(())) }
         }
+        let daemon = try make(hooks)
+        self.daemon = daemon
         let group = ServiceGroup(configuration: .init(services: daemon.services, logger: Logger(label: "tests", factory: { _ in SwiftLogNoOpLogHandler() })))
         self.group = group
         task = Task {

@@ -35,7 +35,8 @@ struct StrawberryRig {
             "[upstream]\nurl = \"\(strawberry.url)\"\nreconnect_interval = 0.2\nreconnect_max_interval = 1\n\(upstream)\n"
                 + "[socket]\npath = \"\(directory)/gqlmux.sock\"\n"
         )
-        running = try await RunningDaemon(Daemon(configuration: configuration, configPath: nil, eventLoop: group.next(), events: log.events))
+        let (loop, events) = (group.next(), log.events)
+        running = try await RunningDaemon { hooks in try Daemon(configuration: configuration, configPath: nil, eventLoop: loop, events: events, hooks: hooks) }
     }
 
     func status(_ client: LineClient) async -> String {
