@@ -1,7 +1,9 @@
 import Testing
 
-/// Polls `condition` every 10 ms until it holds, or records an issue after `seconds`.
-/// Tests wait for real events this way instead of sleeping a fixed time.
+/// Polls `condition` every 10 ms until it holds, or records an issue after `seconds`: for
+/// state no test helper signals (a test server's counters, a library client's state). What a
+/// ``Changing`` helper holds is waited on with ``until(_:within:on:sourceLocation:_:)``
+/// instead, which checks at each change and never on a timer.
 package func eventually(
     _ what: String,
     within seconds: Double = 10,

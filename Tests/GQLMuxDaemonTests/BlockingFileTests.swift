@@ -38,7 +38,7 @@ import TestUpstream
             while ContinuousClock.now - stalled < .seconds(3) || ticks < 5 {
                 ticks += 1
                 await rig.server.tick()
-                await eventually("tick \(ticks) reached the client of connection 0 while the payload file was stuck") {
+                await until("tick \(ticks) reached the client of connection 0 while the payload file was stuck", on: c) {
                     c.lines(containing: #""id":"a","payload""#).count == ticks
                 }
                 let id = "status-\(ticks)"
@@ -64,7 +64,7 @@ import TestUpstream
             feeder.allow(1)  // the helper answers at last: connection 1 comes up with b2
             await rig.upstreamActive(2)
             await rig.server.tick()
-            await eventually("b2 streams") { !c.lines(containing: #""id":"b2","payload""#).isEmpty }
+            await until("b2 streams", on: c) { !c.lines(containing: #""id":"b2","payload""#).isEmpty }
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"fifo"}"#)
         }
     }

@@ -28,7 +28,7 @@ import Testing
                 if rig.log.count(.slowConsumer) > 0 { break }
                 maxBuffered = max(maxBuffered, sample)
             }
-            await eventually("the daemon cut the slow client") { rig.log.count(.slowConsumer) == 1 }
+            await until("the daemon cut the slow client", on: rig.log) { rig.log.count(.slowConsumer) == 1 }
             // Bounded: the 50 it asked for, plus at most two socket reads (2 x 64 KiB ~ 64 lines of 2 KB).
             #expect(maxBuffered <= 50 + 64)
             #expect(maxBuffered >= 50)

@@ -26,12 +26,12 @@ import Testing
             client.subscribe(id: "d", "subscription D { tick }")
             await rig.upstreamActive(4)
             client.subscribe(id: "e", "subscription E { tick }")
-            await eventually("the fifth distinct operation is refused") { !client.lines(containing: #""id":"e""#).isEmpty }
+            await until("the fifth distinct operation is refused", on: client) { !client.lines(containing: #""id":"e""#).isEmpty }
             #expect(client.lines(containing: #""id":"e""#).first?.contains("LIMIT_EXCEEDED") == true)
             #expect(rig.log.all(.limitExceeded).last?["GQLMUX_LIMIT"] == "max_connections")
 
             client.send(#"{"type":"status","id":"s"}"#)
-            await eventually("status") { !client.lines(containing: #""type":"status""#).isEmpty }
+            await until("status", on: client) { !client.lines(containing: #""type":"status""#).isEmpty }
             let status = client.lines(containing: #""type":"status""#).first ?? ""
             #expect(status.contains(#""subscriptions":{"local":5,"upstream":4}"#), "\(status)")
             #expect(status.contains(#"{"id":0,"state":"connected","operations":2"#), "\(status)")
@@ -41,7 +41,7 @@ import Testing
             // Ticks reach every subscriber on both connections.
             let before = client.lines(containing: #""type":"next""#).count
             await rig.server.tick()
-            await eventually("a tick for a, b, c, d and a2") {
+            await until("a tick for a, b, c, d and a2", on: client, other) {
                 client.lines(containing: #""type":"next""#).count == before + 4 && !other.lines(containing: #""id":"a2","payload""#).isEmpty
             }
         }
@@ -56,7 +56,7 @@ import Testing
 
             // Both connections drop: each reconnects and re-subscribes its own operations.
             await rig.server.closeAll(code: 1012, reason: "restart")
-            await eventually("both reconnected") { rig.log.count(.reconnected) == 2 }
+            await until("both reconnected", on: rig.log) { rig.log.count(.reconnected) == 2 }
             await rig.upstreamActive(3)
             #expect(await rig.server.currentStats.openConnections == 2)
 

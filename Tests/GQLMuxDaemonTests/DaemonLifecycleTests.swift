@@ -18,7 +18,7 @@ import Testing
             config = config.replacingOccurrences(of: "[socket]", with: "[upstream.headers]\nAuthorization = \"Bearer two\"\n[socket]")
             try config.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r"}"#)
-            await eventually("reload ok") { c.lines.contains(#"{"type":"ok","id":"r"}"#) }
+            await until("reload ok", on: c) { c.lines.contains(#"{"type":"ok","id":"r"}"#) }
             await eventually("reconnected with both subscriptions") {
                 let stats = await rig.server.currentStats
                 return stats.connections == 2 && stats.activeSubscriptions == 2
@@ -26,7 +26,7 @@ import Testing
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
             await rig.server.tick()
-            await eventually("both tick after reload") {
+            await until("both tick after reload", on: c) {
                 !c.lines(containing: #""id":"a","payload":{"data":{"tick":1}}"#).isEmpty
                     && !c.lines(containing: #""id":"b","payload":{"data":{"tick":1}}"#).isEmpty
             }
@@ -41,11 +41,11 @@ import Testing
             await rig.upstreamActive(1)
             try "[upstream]\nurl = \"http://nope\"\n".write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r"}"#)
-            await eventually("reload refused") { !c.lines(containing: #""id":"r""#).isEmpty }
+            await until("reload refused", on: c) { !c.lines(containing: #""id":"r""#).isEmpty }
             #expect(c.lines(containing: #""id":"r""#).first?.contains("[upstream] url") == true)
             #expect(rig.log.count(.reloadFailed) == 1)
             await rig.server.tick()
-            await eventually("still ticking") { !c.lines(containing: #""tick":1"#).isEmpty }
+            await until("still ticking", on: c) { !c.lines(containing: #""tick":1"#).isEmpty }
         }
     }
 
@@ -55,7 +55,7 @@ import Testing
             c.subscribe(id: "a")
             await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
             await rig.stopDaemon()
-            await eventually("client closed") { c.isClosed }
+            await until("client closed", on: c) { c.isClosed }
             #expect(c.lines.contains { $0.contains(#""id":"a""#) && $0.contains("SHUTTING_DOWN") })
             await eventually("upstream complete and close 1000") {
                 let stats = await rig.server.currentStats

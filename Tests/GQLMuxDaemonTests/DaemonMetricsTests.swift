@@ -47,10 +47,10 @@ import Testing
             b.subscribe(id: "1")
             b.subscribe(id: "1")  // DUPLICATE_ID
             await rig.upstreamActive(1)
-            await eventually("duplicate refused") { !b.lines(containing: "DUPLICATE_ID").isEmpty }
+            await until("duplicate refused", on: b) { !b.lines(containing: "DUPLICATE_ID").isEmpty }
 
             await rig.server.closeAll(code: 1012, reason: "service restart")
-            await eventually("reconnected") { rig.log.count(.reconnected) == 1 }
+            await until("reconnected", on: rig.log) { rig.log.count(.reconnected) == 1 }
             await rig.upstreamActive(1)
 
             let text = try await rig.daemon.eventLoop.submit { String(decoding: rig.daemon.metricsText(), as: UTF8.self) }.get()

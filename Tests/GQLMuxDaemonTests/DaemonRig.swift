@@ -12,9 +12,15 @@ import Testing
 import Upstream
 
 /// Records daemon events for assertions.
-final class EventLog: Sendable {
+final class EventLog: Changing {
     private let box = NIOLockedValueBox<[(DaemonEvent, String, [String: String])]>([])
-    var events: DaemonEvents { DaemonEvents { e, m, f in self.box.withLockedValue { $0.append((e, m, f)) } } }
+    let changes = Changes()
+    var events: DaemonEvents {
+        DaemonEvents { e, m, f in
+            self.box.withLockedValue { $0.append((e, m, f)) }
+            self.changes.changed()
+        }
+    }
     func count(_ event: DaemonEvent) -> Int { box.withLockedValue { $0.filter { $0.0 == event }.count } }
     func all(_ event: DaemonEvent) -> [[String: String]] { box.withLockedValue { $0.filter { $0.0 == event }.map(\.2) } }
 }
@@ -60,7 +66,7 @@ final class DaemonRig: @unchecked Sendable {
         try toml.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         let configuration = try DaemonConfiguration.load(path: directory + "/gqlmuxd.toml")
         running = try await Self.run(configuration, configPath: directory + "/gqlmuxd.toml", group: group, log: log, store: handoverStore)
-        await eventually("upstream connected") { self.log.count(.connected) == 1 }
+        await until("upstream connected", on: log) { self.log.count(.connected) == 1 }
     }
 
     /// Waits until the upstream server holds `count` live subscriptions.
@@ -169,9 +175,10 @@ final class DaemonRig: @unchecked Sendable {
 /// A raw local-protocol client: writes lines, collects the lines it reads.
 /// `@unchecked Sendable` — safe because NIO calls it on its channel's loop, what it records is
 /// in a lock-protected box, and `channel` is set once before any other use.
-final class LineClient: ChannelInboundHandler, @unchecked Sendable {
+final class LineClient: ChannelInboundHandler, Changing, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     private let box = NIOLockedValueBox<(lines: [String], closed: Bool, errors: [String])>(([], false, []))
+    let changes = Changes()
     private(set) var channel: (any Channel)!
 
     static func connect(_ path: String, group: any EventLoopGroup, autoRead: Bool = true) async throws -> LineClient {
@@ -208,14 +215,17 @@ final class LineClient: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let line = String(buffer: unwrapInboundIn(data))
         box.withLockedValue { $0.lines.append(line) }
+        changes.changed()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         box.withLockedValue { $0.closed = true }
+        changes.changed()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         box.withLockedValue { $0.errors.append("\(error)") }
+        changes.changed()
         context.close(promise: nil)
     }
 }

@@ -14,7 +14,7 @@ import Testing
         let w = try await rig.connect()
         w.subscribe(id: "w")
         await rig.upstreamActive(1)
-        await eventually("watcher active") { !w.lines(containing: #""state":"active""#).isEmpty }
+        await until("watcher active", on: w) { !w.lines(containing: #""state":"active""#).isEmpty }
         return w
     }
 
@@ -22,7 +22,7 @@ import Testing
     func expectStillStreams(_ rig: DaemonRig, _ w: LineClient) async {
         let before = w.lines(containing: #""type":"next""#).count
         _ = await rig.server.tick()
-        await eventually("watcher got the tick") { w.lines(containing: #""type":"next""#).count == before + 1 }
+        await until("watcher got the tick", on: w) { w.lines(containing: #""type":"next""#).count == before + 1 }
     }
 
     /// 1. A document nesting 50,000 selections is refused before parsing (it crashed the daemon).
@@ -32,11 +32,11 @@ import Testing
             let bad = try await rig.connect()
             let deep = "query " + String(repeating: "{ a ", count: 50_000) + String(repeating: "} ", count: 50_000)
             bad.subscribe(id: "deep", deep)
-            await eventually("refused") { !bad.lines(containing: #""id":"deep""#).isEmpty }
+            await until("refused", on: bad) { !bad.lines(containing: #""id":"deep""#).isEmpty }
             #expect(bad.lines(containing: "LIMIT_EXCEEDED").count == 1)
             let wide = "{ " + (0..<20_000).map { "f\($0)" }.joined(separator: " ") + " }"
             bad.subscribe(id: "wide", wide)
-            await eventually("wide refused") { !bad.lines(containing: #""id":"wide""#).isEmpty }
+            await until("wide refused", on: bad) { !bad.lines(containing: #""id":"wide""#).isEmpty }
             #expect(bad.lines(containing: "max_document_tokens").count == 1)
             await expectStillStreams(rig, w)
             #expect(await rig.server.currentStats.subscribes == 1)  // nothing reached the upstream
@@ -61,7 +61,7 @@ import Testing
             var buffer = ByteBuffer(bytes: line)
             buffer.writeString("\n")
             try await bad.channel.writeAndFlush(buffer)
-            await eventually("sender refused and closed") { bad.isClosed }
+            await until("sender refused and closed", on: bad) { bad.isClosed }
             #expect(bad.lines.first?.contains("BAD_REQUEST") == true)
             await expectStillStreams(rig, w)
             let stats = await rig.server.currentStats
@@ -93,7 +93,7 @@ import Testing
             let w = try await watcher(rig)
             let bad = try await rig.connect()
             bad.subscribe(id: "p", "subscription { tick(tag: \"POISON_1007\") }")
-            await eventually("poison finished") { !bad.lines(containing: "UPSTREAM_CLOSED").isEmpty }
+            await until("poison finished", on: bad) { !bad.lines(containing: "UPSTREAM_CLOSED").isEmpty }
             #expect(bad.lines(containing: "quarantined").count == 1)
             #expect(!bad.isClosed)  // an error for the operation, the client stays
             await rig.upstreamActive(1)
@@ -156,13 +156,13 @@ import Testing
                 c.subscribe(id: "s\(i)")
                 stalled.append(c)
             }
-            await eventually("all joined") { rig.log.count(.subscribed) == 5 }
+            await until("all joined", on: rig.log) { rig.log.count(.subscribed) == 5 }
             for round in 1...40 {
                 await rig.server.tick(count: 10, padding: 4_000)
                 let sent = round * 10
-                await eventually("reader keeps up") { w.lines(containing: #""type":"next""#).count == sent }
+                await until("reader keeps up", on: w) { w.lines(containing: #""type":"next""#).count == sent }
             }
-            await eventually("budget enforced") { rig.log.count(.memoryBudget) >= 1 }
+            await until("budget enforced", on: rig.log) { rig.log.count(.memoryBudget) >= 1 }
             #expect(w.lines(containing: #""type":"next""#).count == 400)
             #expect(!w.isClosed)
             #expect(w.lines(containing: "SLOW_CONSUMER").isEmpty)

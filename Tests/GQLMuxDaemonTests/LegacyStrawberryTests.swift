@@ -9,7 +9,7 @@ import Testing
 @Suite(.serialized) struct LegacyStrawberryTests {
     @Test func autoSelectsTheLegacyProtocolAndSubscriptionsSurviveARestart() async throws {
         try await StrawberryRig.with(protocols: "legacy", upstream: { _ in #"connecting_payload = { token = "secret" }"# }) { strawberry, rig in
-            await eventually("connected to strawberry over graphql-ws", within: 15) { rig.log.count(.connected) == 1 }
+            await until("connected to strawberry over graphql-ws", within: 15, on: rig.log) { rig.log.count(.connected) == 1 }
             #expect(rig.log.all(.connected).first?["GQLMUX_PROTOCOL"] == "graphql-ws")
 
             let clients = try await [LineClient.connect(rig.socket, group: rig.group), LineClient.connect(rig.socket, group: rig.group)]
@@ -24,7 +24,7 @@ import Testing
             // strawberry's legacy handler runs subscriptions only: its error reaches the client as
             // an array of errors (queries need http_url there, below).
             clients[0].subscribe(id: "q", "{ hello }")
-            await eventually("the query's error") { !clients[0].lines(containing: #""type":"error","id":"q""#).isEmpty }
+            await until("the query's error", on: clients[0]) { !clients[0].lines(containing: #""type":"error","id":"q""#).isEmpty }
             #expect(clients[0].lines(containing: #""id":"q""#).last?.contains(#""payload":[{"#) == true)
 
             // SIGKILL and restart in the middle: reconnecting, then `start` again and ticks go on.
@@ -43,7 +43,7 @@ import Testing
         try await StrawberryRig.with(protocols: "legacy", upstream: { _ in "protocol = \"graphql-ws\"\nconnecting_payload = { token = \"wrong\" }" }) {
             _,
             rig in
-            await eventually("failed", within: 15) { rig.log.count(.failed) == 1 }
+            await until("failed", within: 15, on: rig.log) { rig.log.count(.failed) == 1 }
             let reason = rig.log.all(.failed).first?["GQLMUX_REASON"] ?? ""
             #expect(reason.hasPrefix("connection_error"), "\(reason)")
             #expect(rig.log.count(.connecting) == 1, "one attempt, no hot loop")
@@ -60,10 +60,10 @@ import Testing
             upstream: { "connecting_payload = { token = \"secret\" }\nhttp_url = \"\(Self.httpURL($0))\"" }
         ) { strawberry, rig in
             let httpURL = Self.httpURL(strawberry)
-            await eventually("connected", within: 15) { rig.log.count(.connected) == 1 }
+            await until("connected", within: 15, on: rig.log) { rig.log.count(.connected) == 1 }
             let client = try await LineClient.connect(rig.socket, group: rig.group)
             client.subscribe(id: "q", "{ hello }")
-            await eventually("the query answered over HTTP") {
+            await until("the query answered over HTTP", on: client) {
                 client.lines.contains(#"{"type":"next","id":"q","payload":{"data":{"hello":"world"}}}"#)
                     && client.lines.contains(#"{"type":"complete","id":"q"}"#)
             }
@@ -72,21 +72,21 @@ import Testing
 
             // Pause the WebSocket: queries and mutations still go over HTTP.
             client.send(#"{"type":"pause","id":"p"}"#)
-            await eventually("paused") { client.lines.contains(#"{"type":"ok","id":"p"}"#) }
+            await until("paused", on: client) { client.lines.contains(#"{"type":"ok","id":"p"}"#) }
             #expect(await rig.status(client).contains(#""state":"paused""#))
             client.subscribe(id: "before", "{ count }")
-            await eventually("count read") { !client.lines(containing: #""id":"before","payload""#).isEmpty }
+            await until("count read", on: client) { !client.lines(containing: #""id":"before","payload""#).isEmpty }
             let before = try #require(Self.number(client.lines(containing: #""id":"before","payload""#).first, "count"))
             client.subscribe(id: "m", "mutation { increment }")
-            await eventually("the mutation answered") { !client.lines(containing: #""id":"m","payload""#).isEmpty }
+            await until("the mutation answered", on: client) { !client.lines(containing: #""id":"m","payload""#).isEmpty }
             #expect(Self.number(client.lines(containing: #""id":"m","payload""#).first, "increment") == before + 1)
             client.subscribe(id: "after", "{ count }")
-            await eventually("count read again") { !client.lines(containing: #""id":"after","payload""#).isEmpty }
+            await until("count read again", on: client) { !client.lines(containing: #""id":"after","payload""#).isEmpty }
             #expect(Self.number(client.lines(containing: #""id":"after","payload""#).first, "count") == before + 1, "the server ran it once")
 
             // A GraphQL error over HTTP is the result's errors, as over the socket.
             client.subscribe(id: "bad", "{ nope }")
-            await eventually("the error result") { !client.lines(containing: #""id":"bad""#).isEmpty }
+            await until("the error result", on: client) { !client.lines(containing: #""id":"bad""#).isEmpty }
             #expect(client.lines(containing: #""id":"bad""#).first?.contains(#""errors":"#) == true)
         }
     }

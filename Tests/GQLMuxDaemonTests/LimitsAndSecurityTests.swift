@@ -15,9 +15,9 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             let b = try await rig.connect()
             a.send(#"{"type":"ping"}"#)
             b.send(#"{"type":"ping"}"#)
-            await eventually("two served") { a.lines.count == 1 && b.lines.count == 1 }
+            await until("two served", on: a, b) { a.lines.count == 1 && b.lines.count == 1 }
             let c = try await rig.connect()
-            await eventually("third refused") { c.isClosed }
+            await until("third refused", on: c) { c.isClosed }
             #expect(c.lines.first?.contains("LIMIT_EXCEEDED") == true)
             #expect(!a.isClosed && !b.isClosed)
         }
@@ -29,7 +29,7 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             c.subscribe(id: "1")
             c.subscribe(id: "2", "subscription { tick }  # different text, same key")
             c.subscribe(id: "3")
-            await eventually("third refused") { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
+            await until("third refused", on: c) { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
             #expect(c.lines(containing: "LIMIT_EXCEEDED").first?.contains(#""id":"3""#) == true)
             #expect(!c.isClosed)
         }
@@ -57,7 +57,7 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             // Root (uid 0) may.
             let c = try await rig.connect()
             c.send(#"{"type":"pause","id":"p"}"#)
-            await eventually("ok") { c.lines == [#"{"type":"ok","id":"p"}"#] }
+            await until("ok", on: c) { c.lines == [#"{"type":"ok","id":"p"}"#] }
             await eventually("upstream closed") { await rig.server.currentStats.openConnections == 0 }
             c.send(#"{"type":"resume","id":"r"}"#)
             await eventually("resumed") { await rig.server.currentStats.openConnections == 1 }
@@ -83,7 +83,7 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             try await rig.restartDaemon()
             let c = try await rig.connect()
             c.send(#"{"type":"ping"}"#)
-            await eventually("served") { c.lines.count == 1 }
+            await until("served", on: c) { c.lines.count == 1 }
         }
     }
 }

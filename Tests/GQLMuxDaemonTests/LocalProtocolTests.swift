@@ -10,7 +10,7 @@ import Testing
             c.send(#"{"type":"ping","payload":{"n":1}}"#)
             c.subscribe(id: "s")
             c.send(#"{"type":"status","id":"st"}"#)
-            await eventually("status") { !c.lines(containing: #""type":"status""#).isEmpty }
+            await until("status", on: c) { !c.lines(containing: #""type":"status""#).isEmpty }
             #expect(c.lines[0].hasPrefix(#"{"type":"connection_ack","payload":{"protocol":1,"server":"gqlmuxd/"#))
             #expect(c.lines[1] == #"{"type":"pong","payload":{"n":1}}"#)
             let status = try #require(c.lines(containing: #""type":"status""#).first)
@@ -44,12 +44,12 @@ import Testing
             await rig.upstreamActive(1)
             let bad = try await rig.connect()
             bad.send(line)
-            await eventually("bad client closed") { bad.isClosed }
+            await until("bad client closed", on: bad) { bad.isClosed }
             let error = try #require(bad.lines.first)
             #expect(error.hasPrefix(#"{"type":"error","payload":[{"message":"#))
             #expect(error.contains(#""code":"BAD_REQUEST""#))
             await rig.server.tick()
-            await eventually("bystander unaffected") { !bystander.lines(containing: #""tick":1"#).isEmpty }
+            await until("bystander unaffected", on: bystander) { !bystander.lines(containing: #""tick":1"#).isEmpty }
             #expect(!bystander.isClosed)
         }
     }
@@ -64,7 +64,7 @@ import Testing
             c.send(#"{"type":"subscribe","id":"badvars","payload":{"query":"{ hello }","variables":[1]}}"#)
             c.subscribe(id: "dup")
             c.subscribe(id: "dup")
-            await eventually("five errors") { c.lines(containing: #""type":"error""#).count == 5 }
+            await until("five errors", on: c) { c.lines(containing: #""type":"error""#).count == 5 }
             #expect(c.lines(containing: #""id":"syntax""#).first?.contains("INVALID_DOCUMENT") == true)
             #expect(c.lines(containing: #""id":"two""#).first?.contains("INVALID_DOCUMENT") == true)
             #expect(c.lines(containing: #""id":"named""#).first?.contains("INVALID_DOCUMENT") == true)
@@ -81,7 +81,7 @@ import Testing
         try await DaemonRig.with(extraConfig: "[limits]\nmax_line_bytes = 1024") { rig in
             let c = try await rig.connect()
             c.send(#"{"type":"subscribe","id":"big","payload":{"query":"{ hello }","variables":{"x":""# + String(repeating: "a", count: 4000) + #""}}}"#)
-            await eventually("closed") { c.isClosed }
+            await until("closed", on: c) { c.isClosed }
             #expect(c.lines.first?.contains("max_line_bytes") == true)
         }
     }

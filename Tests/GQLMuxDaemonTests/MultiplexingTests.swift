@@ -31,10 +31,10 @@ import Testing
             let b = try await rig.connect()
             a.subscribe(id: "1")
             b.subscribe(id: "x")
-            await eventually("both active") { !a.lines(containing: "active").isEmpty && !b.lines(containing: "active").isEmpty }
+            await until("both active", on: a, b) { !a.lines(containing: "active").isEmpty && !b.lines(containing: "active").isEmpty }
             a.crash()
             // The daemon has handled the crash once it logs the disconnect; nothing went upstream.
-            await eventually("crash handled") { rig.log.count(.clientDisconnected) == 1 }
+            await until("crash handled", on: rig.log) { rig.log.count(.clientDisconnected) == 1 }
             #expect(await rig.server.currentStats.completesReceived == 0)
             #expect(await rig.server.currentStats.activeSubscriptions == 1)
             b.send(#"{"type":"complete","id":"x"}"#)
@@ -55,12 +55,12 @@ import Testing
             early.subscribe(id: "e")
             await rig.upstreamActive(1)
             await rig.server.tick()
-            await eventually("first tick") { !early.lines(containing: #""tick":1"#).isEmpty }
+            await until("first tick", on: early) { !early.lines(containing: #""tick":1"#).isEmpty }
             let late = try await rig.connect()
             late.subscribe(id: "l")
-            await eventually("late joiner told active at once") { late.lines == [#"{"type":"state","id":"l","state":"active"}"#] }
+            await until("late joiner told active at once", on: late) { late.lines == [#"{"type":"state","id":"l","state":"active"}"#] }
             await rig.server.tick()
-            await eventually("late joiner gets tick 2 only") { late.lines.count == 2 }
+            await until("late joiner gets tick 2 only", on: late) { late.lines.count == 2 }
             #expect(late.lines[1] == #"{"type":"next","id":"l","payload":{"data":{"tick":2}}}"#)
             #expect(await rig.server.currentStats.subscriptionSubscribes == 1)
         }
@@ -74,7 +74,7 @@ import Testing
                 client.subscribe(id: "q", "{ hello }")
                 client.subscribe(id: "m", "mutation { increment }")
             }
-            await eventually("both answered") { a.lines(containing: "complete").count == 2 && b.lines(containing: "complete").count == 2 }
+            await until("both answered", on: a, b) { a.lines(containing: "complete").count == 2 && b.lines(containing: "complete").count == 2 }
             let stats = await rig.server.currentStats
             #expect(stats.queries == 2 && stats.mutations == 2)
             #expect(a.lines.contains(#"{"type":"next","id":"q","payload":{"data":{"hello":"world"}}}"#))
@@ -90,7 +90,7 @@ import Testing
             b.subscribe(id: "b")
             await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 && b.lines.count == 1 }
             await rig.server.completeAll()
-            await eventually("both completed") {
+            await until("both completed", on: a, b) {
                 a.lines.contains(#"{"type":"complete","id":"a"}"#) && b.lines.contains(#"{"type":"complete","id":"b"}"#)
             }
             // Fatal close: every subscriber gets UPSTREAM_CLOSED with the code and reason.
@@ -98,7 +98,7 @@ import Testing
             b.subscribe(id: "b2")
             await eventually("resubscribed") { await rig.server.currentStats.activeSubscriptions == 1 && b.lines(containing: "b2").count == 1 }
             await rig.server.closeAll(code: 4403, reason: "Forbidden")
-            await eventually("errors fanned out") {
+            await until("errors fanned out", on: a, b) {
                 !a.lines(containing: #""id":"a2","payload":[{"message""#).isEmpty && !b.lines(containing: #""id":"b2","payload":[{"message""#).isEmpty
             }
             let line = b.lines(containing: "UPSTREAM_CLOSED").first ?? ""
@@ -112,7 +112,7 @@ import Testing
             a.subscribe(id: "a")
             await rig.upstreamActive(1)
             await rig.server.closeAll(code: 1011, reason: "restart")
-            await eventually("reconnecting then active, with the gap") {
+            await until("reconnecting then active, with the gap", on: a) {
                 let states = a.lines(containing: "state")
                 return states.count == 3
                     && states[0] == #"{"type":"state","id":"a","state":"active"}"#
@@ -129,22 +129,22 @@ import Testing
             slow.subscribe(id: "slow")
             fast.subscribe(id: "fast")
             await rig.upstreamActive(1)
-            await eventually("both told active") { !fast.lines.isEmpty }
+            await until("both told active", on: fast) { !fast.lines.isEmpty }
             // 4 MB in batches of ~55 KB. Each batch is sent only once the fast reader has the previous
             // one, so it is never more than one batch (well under client_buffer_bytes) behind, however
             // loaded the machine; the client that never reads falls behind by all of it.
             let batches = 80, perBatch = 100
             for batch in 1...batches {
                 await rig.server.tick(count: perBatch, padding: 500)
-                await eventually("fast client got batch \(batch)", within: 30) {
+                await until("fast client got batch \(batch)", within: 30, on: fast) {
                     fast.lines(containing: #""type":"next""#).count == batch * perBatch
                 }
             }
-            await eventually("slow client disconnected") { rig.log.count(.slowConsumer) == 1 }
+            await until("slow client disconnected", on: rig.log) { rig.log.count(.slowConsumer) == 1 }
             #expect(await rig.server.currentStats.activeSubscriptions == 1)
             _ = try? await slow.channel.setOption(.autoRead, value: true).get()
             slow.channel.read()
-            await eventually("slow client closed") { slow.isClosed }
+            await until("slow client closed", on: slow) { slow.isClosed }
             #expect(fast.isClosed == false)
         }
     }

@@ -20,15 +20,15 @@ import Testing
             client.subscribe(id: "u", "subscription { tick }  # the same stream, shared")
             await rig.upstreamActive(1)
             _ = await rig.server.tick()
-            await eventually("a first result each") { client.lines(containing: #""type":"next""#).count == 2 }
+            await until("a first result each", on: client) { client.lines(containing: #""type":"next""#).count == 2 }
 
             try await rig.restartOnline()
             #expect(rig.log.all(.handedOver).first?["GQLMUX_CLIENTS"] == "1")
             #expect(rig.log.all(.adopted).first?["GQLMUX_SUBSCRIPTIONS"] == "2")
             await rig.upstreamActive(1)
-            await eventually("both active again, with the gap") { client.lines(containing: "gapMs").count == 2 }
+            await until("both active again, with the gap", on: client) { client.lines(containing: "gapMs").count == 2 }
             _ = await rig.server.tick()
-            await eventually("results after the restart") { client.lines(containing: #""type":"next""#).count == 4 }
+            await until("results after the restart", on: client) { client.lines(containing: #""type":"next""#).count == 4 }
             #expect(!client.isClosed)
             let states = client.lines(containing: #""id":"t""#).filter { $0.contains(#""type":"state""#) }
             #expect(states.count == 3, "\(states)")
@@ -39,10 +39,10 @@ import Testing
             // The adopted listener serves new clients; the carried one still speaks the protocol.
             let late = try await rig.connect()
             late.subscribe(id: "l")
-            await eventually("the late client is active") { late.lines(containing: #""state":"active""#).count == 1 }
+            await until("the late client is active", on: late) { late.lines(containing: #""state":"active""#).count == 1 }
             client.send(#"{"type":"complete","id":"u"}"#)
             client.send(#"{"type":"status","id":"s"}"#)
-            await eventually("status answered") { client.lines(containing: #""type":"status""#).count == 1 }
+            await until("status answered", on: client) { client.lines(containing: #""type":"status""#).count == 1 }
             #expect(client.lines(containing: #""type":"status""#).first?.contains(#""clients":2"#) == true)
         }
     }
@@ -81,16 +81,16 @@ import Testing
             whole.subscribe(id: "a")
             let halfway = try await rig.connect()
             halfway.subscribe(id: "b")
-            await eventually("both active") { whole.lines(containing: "active").count == 1 && halfway.lines(containing: "active").count == 1 }
+            await until("both active", on: whole, halfway) { whole.lines(containing: "active").count == 1 && halfway.lines(containing: "active").count == 1 }
             halfway.channel.writeAndFlush(ByteBuffer(string: #"{"type":"subscribe","id":"c","payl"#), promise: nil)
             try await Task.sleep(for: .milliseconds(100))
 
             try await rig.restartOnline()
-            await eventually("the half-sent client is told and closed") { halfway.isClosed }
+            await until("the half-sent client is told and closed", on: halfway) { halfway.isClosed }
             #expect(halfway.lines(containing: "SHUTTING_DOWN").count >= 1, "\(halfway.lines)")
             #expect(rig.log.all(.handedOver).first?["GQLMUX_CLOSED"] == "1")
             _ = await rig.server.tick()
-            await eventually("the whole one receives again") { whole.lines(containing: "gapMs").count == 1 }
+            await until("the whole one receives again", on: whole) { whole.lines(containing: "gapMs").count == 1 }
             #expect(!whole.isClosed)
         }
     }
@@ -103,7 +103,7 @@ import Testing
             await rig.upstreamActive(1)
             rig.handoverStore.withLockedValue { $0 = { _ in throw Refused() } }
             await rig.stopDaemon()
-            await eventually("the client is told and closed") { client.isClosed }
+            await until("the client is told and closed", on: client) { client.isClosed }
             #expect(client.lines(containing: "SHUTTING_DOWN").count >= 1, "\(client.lines)")
             #expect(rig.log.count(.handoverFailed) == 1)
             #expect(rig.log.count(.handedOver) == 0)
@@ -124,14 +124,14 @@ import Testing
                 damaged[damaged.count - 2] ^= 0x01
                 return damaged
             }
-            await eventually("the passed connection is closed") { client.isClosed }
+            await until("the passed connection is closed", on: client) { client.isClosed }
             #expect(client.errors.isEmpty, "an orderly end, not a reset: \(client.errors)")
             let unreadable = try #require(rig.log.all(.handoverUnreadable).first)
             #expect(unreadable["GQLMUX_ERROR"]?.contains("checksum") == true, "\(unreadable)")
             #expect(unreadable["GQLMUX_CLIENTS"] == "1")
             let fresh = try await rig.connect()
             fresh.subscribe(id: "b")
-            await eventually("a new client is served") { fresh.lines(containing: #""state":"active""#).count == 1 }
+            await until("a new client is served", on: fresh) { fresh.lines(containing: #""state":"active""#).count == 1 }
         }
     }
 }
@@ -140,9 +140,10 @@ import Testing
 /// `@unchecked Sendable` — safe because what it records is in a lock-protected box
 /// (`NIOLockedValueBox`), and `channel` is set once by `connect` before the client is returned;
 /// its handler methods assert they run on the channel's loop (`assertInEventLoop`).
-final class RawStreamClient: ChannelInboundHandler, @unchecked Sendable {
+final class RawStreamClient: ChannelInboundHandler, Changing, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     private let box = NIOLockedValueBox<(bytes: [UInt8], closed: Bool)>(([], false))
+    let changes = Changes()
     private var channel: (any Channel)?
 
     static func connect(_ path: String, group: any EventLoopGroup) async throws -> RawStreamClient {
@@ -160,9 +161,13 @@ final class RawStreamClient: ChannelInboundHandler, @unchecked Sendable {
         context.eventLoop.assertInEventLoop()
         let bytes = Array(unwrapInboundIn(data).readableBytesView)
         box.withLockedValue { $0.bytes += bytes }
+        changes.changed()
     }
 
-    func channelInactive(context: ChannelHandlerContext) { box.withLockedValue { $0.closed = true } }
+    func channelInactive(context: ChannelHandlerContext) {
+        box.withLockedValue { $0.closed = true }
+        changes.changed()
+    }
 
     struct Malformed: Error, CustomStringConvertible { var description: String }
 

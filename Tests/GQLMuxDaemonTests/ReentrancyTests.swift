@@ -15,7 +15,7 @@ import Testing
                 asked += 1
                 let id = "st\(asked)"
                 probe.send(#"{"type":"status","id":"\#(id)"}"#)
-                await eventually("status \(id)") { !probe.lines(containing: #""id":"\#(id)""#).isEmpty }
+                await until("status \(id)", on: probe) { !probe.lines(containing: #""id":"\#(id)""#).isEmpty }
                 guard let line = probe.lines(containing: #""id":"\#(id)""#).first,
                     let range = line.range(of: #""local":"#)
                 else { return nil }
@@ -56,7 +56,7 @@ import Testing
                 await rig.server.tick(count: 1, padding: 330)
                 let expected = ticks * 80
                 for (index, reader) in readers.enumerated() {
-                    await eventually("reader \(index) got tick \(ticks)") { reader.lines(containing: #""type":"next""#).count == expected }
+                    await until("reader \(index) got tick \(ticks)", on: reader) { reader.lines(containing: #""type":"next""#).count == expected }
                 }
             }
             #expect(rig.log.count(.slowConsumer) == 1, "the client that never reads was cut")
@@ -70,7 +70,7 @@ import Testing
             await rig.server.tick(count: 1, padding: 330)
             ticks += 1
             for (index, reader) in readers.enumerated() {
-                await eventually("reader \(index) got the tick after the cut") { reader.lines(containing: #""type":"next""#).count == ticks * 80 }
+                await until("reader \(index) got the tick after the cut", on: reader) { reader.lines(containing: #""type":"next""#).count == ticks * 80 }
                 for id in 0..<80 {
                     let subscription = index < 2 ? index * 80 + id : 260 + (index - 2) * 80 + id
                     let values = reader.lines(containing: #""id":"s\#(subscription)","payload""#).count

@@ -68,13 +68,13 @@ import Testing
                 """
             try broken.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r"}"#)
-            await eventually("reload answered") { !c.lines(containing: #""id":"r""#).isEmpty }
+            await until("reload answered", on: c) { !c.lines(containing: #""id":"r""#).isEmpty }
             let answer = try #require(c.lines(containing: #""id":"r""#).first)
             #expect(answer.contains(#""type":"error""#) && answer.contains(point.reason), "\(answer)")
             #expect(rig.log.count(.reloadFailed) == 1)
             #expect(rig.log.all(.reloadFailed).first?["GQLMUX_ERROR"]?.contains(point.reason) == true)
             c.send(#"{"type":"status","id":"s"}"#)
-            await eventually("status") { !c.lines(containing: #""id":"s""#).isEmpty }
+            await until("status", on: c) { !c.lines(containing: #""id":"s""#).isEmpty }
             let status = try #require(c.lines(containing: #""id":"s""#).first)
             #expect(status.contains(#""reloadError":""#) && status.contains(point.reason), "\(status)")
             #expect(status.contains(#""url":"\#(rig.server.url)""#) && status.contains(#""httpURL":null"#), "URL and HTTP settings kept")
@@ -87,7 +87,7 @@ import Testing
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer one")
             await rig.server.tick()
-            await eventually("every subscription still ticks") { c.lines(containing: #""tick":1"#).count == 3 }
+            await until("every subscription still ticks", on: c) { c.lines(containing: #""tick":1"#).count == 3 }
             #expect(c.lines(containing: #""type":"error""#).count == 1)  // the reload's, nothing else
 
             // The same file, fixed: the reload applies it whole, and the error is cleared.
@@ -97,16 +97,16 @@ import Testing
             )
             try fixed.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r2"}"#)
-            await eventually("fixed reload ok") { c.lines.contains(#"{"type":"ok","id":"r2"}"#) }
+            await until("fixed reload ok", on: c) { c.lines.contains(#"{"type":"ok","id":"r2"}"#) }
             await eventually("reconnected with the new credentials") {
                 let stats = await rig.server.currentStats
                 return stats.lastInitPayload == #"{"token":"two"}"# && stats.activeSubscriptions == 3
             }
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
             c.subscribe(id: "d", "subscription Fourth { tick }")
-            await eventually("the new limit holds") { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
+            await until("the new limit holds", on: c) { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
             c.send(#"{"type":"status","id":"s2"}"#)
-            await eventually("status 2") { !c.lines(containing: #""id":"s2""#).isEmpty }
+            await until("status 2", on: c) { !c.lines(containing: #""id":"s2""#).isEmpty }
             #expect(c.lines(containing: #""id":"s2""#).first?.contains(#""reloadError":null"#) == true)
         }
     }

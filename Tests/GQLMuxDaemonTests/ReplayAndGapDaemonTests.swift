@@ -16,15 +16,15 @@ import Testing
             let first = try await rig.connect()
             Self.subscribe(first, id: "a", replayLast: true)
             await rig.upstreamActive(1)
-            await eventually("a active") { first.lines(containing: #""state":"active""#).count == 1 }
+            await until("a active", on: first) { first.lines(containing: #""state":"active""#).count == 1 }
             #expect(await !rig.server.currentStats.lastSubscribePayload.contains("gqlmux"), "extensions.gqlmux never goes upstream")
             _ = await rig.server.tick()
-            await eventually("a's first result") { first.lines(containing: #""type":"next""#).count == 1 }
+            await until("a's first result", on: first) { first.lines(containing: #""type":"next""#).count == 1 }
 
             let asking = try await rig.connect()
             let started = ContinuousClock.now
             Self.subscribe(asking, id: "b", replayLast: true)
-            await eventually("b's replay") { asking.lines(containing: #""type":"next""#).count == 1 }
+            await until("b's replay", on: asking) { asking.lines(containing: #""type":"next""#).count == 1 }
             let waited = ContinuousClock.now - started
             print("late joiner with replayLast: first result \(waited) after its subscribe")
             #expect(asking.lines(containing: #""type":"next""#).first?.hasSuffix(#","replayed":true}"#) == true)
@@ -32,12 +32,12 @@ import Testing
 
             let plain = try await rig.connect()
             Self.subscribe(plain, id: "c", replayLast: nil)
-            await eventually("c active") { plain.lines(containing: #""state":"active""#).count == 1 }
+            await until("c active", on: plain) { plain.lines(containing: #""state":"active""#).count == 1 }
             try await Task.sleep(for: .milliseconds(300))
             #expect(plain.lines(containing: #""type":"next""#).isEmpty, "a subscriber that did not ask waits for the next real result")
             #expect(await rig.server.currentStats.activeSubscriptions == 1, "all three share one upstream subscription")
             _ = await rig.server.tick()
-            await eventually("c's first result") { plain.lines(containing: #""type":"next""#).count == 1 }
+            await until("c's first result", on: plain) { plain.lines(containing: #""type":"next""#).count == 1 }
             #expect(plain.lines(containing: "replayed").isEmpty)
         }
     }
@@ -48,11 +48,11 @@ import Testing
             Self.subscribe(first, id: "a", replayLast: true)
             await rig.upstreamActive(1)
             _ = await rig.server.tick()
-            await eventually("a's first result") { first.lines(containing: #""type":"next""#).count == 1 }
+            await until("a's first result", on: first) { first.lines(containing: #""type":"next""#).count == 1 }
             #expect(first.lines(containing: "gapMs").isEmpty, "the first active ends no gap")
 
             await rig.server.closeAll(code: 1012, reason: "service restart")
-            await eventually("a active again") { first.lines(containing: #""state":"active""#).count == 2 }
+            await until("a active again", on: first) { first.lines(containing: #""state":"active""#).count == 2 }
             let resumed = try #require(first.lines(containing: #""state":"active""#).last)
             print("after the outage: \(resumed)")
             let gap = try #require(resumed.split(separator: "\"gapMs\":").last.flatMap { Int($0.prefix { $0.isNumber }) })
@@ -61,11 +61,11 @@ import Testing
 
             let late = try await rig.connect()
             Self.subscribe(late, id: "b", replayLast: true)
-            await eventually("b active") { late.lines(containing: #""state":"active""#).count == 1 }
+            await until("b active", on: late) { late.lines(containing: #""state":"active""#).count == 1 }
             try await Task.sleep(for: .milliseconds(300))
             #expect(late.lines(containing: #""type":"next""#).isEmpty, "the result from before the outage is forgotten")
             _ = await rig.server.tick()
-            await eventually("b's result") { late.lines(containing: #""type":"next""#).count == 1 }
+            await until("b's result", on: late) { late.lines(containing: #""type":"next""#).count == 1 }
         }
     }
 }
@@ -122,16 +122,16 @@ import Testing
             plain.send(#"{"type":"subscribe","id":"c","payload":{"query":"subscription { tick }"}}"#)
             await rig.upstreamActive(1)
             for client in [naming, also, plain] {
-                await eventually("active") { client.lines(containing: #""state":"active""#).count == 1 }
+                await until("active", on: client) { client.lines(containing: #""state":"active""#).count == 1 }
             }
             let queriesBefore = await rig.server.currentStats.queries
             #expect(queriesBefore == 0, "no snapshot before the first gap")
 
             await rig.server.closeAll(code: 1012, reason: "service restart")
-            await eventually("resumed") { naming.lines(containing: "gapMs").count == 1 }
+            await until("resumed", on: naming) { naming.lines(containing: "gapMs").count == 1 }
             _ = await rig.server.tick()
             for client in [naming, also] {
-                await eventually("snapshot and tick") { client.lines(containing: #""type":"next""#).count == 2 }
+                await until("snapshot and tick", on: client) { client.lines(containing: #""type":"next""#).count == 2 }
                 let nexts = client.lines(containing: #""type":"next""#)
                 #expect(nexts[0].contains(#""payload":{"data":{"hello":"world"}},"snapshot":true"#), "\(nexts)")
                 #expect(nexts[1].contains("tick") && !nexts[1].contains("snapshot"), "\(nexts)")
@@ -139,7 +139,7 @@ import Testing
                 let resumed = try #require(lines.firstIndex { $0.contains("gapMs") })
                 #expect(resumed < lines.firstIndex(of: nexts[0])!, "the gap is told before the snapshot")
             }
-            await eventually("plain's tick") { plain.lines(containing: #""type":"next""#).count == 1 }
+            await until("plain's tick", on: plain) { plain.lines(containing: #""type":"next""#).count == 1 }
             #expect(plain.lines(containing: "snapshot").isEmpty, "a subscriber that named none gets none")
             #expect(await rig.server.currentStats.queries == 1, "one query for the two subscribers that named it")
             #expect(await !rig.server.currentStats.lastSubscribePayload.contains("gqlmux"))
@@ -152,7 +152,7 @@ import Testing
             client.send(
                 #"{"type":"subscribe","id":"a","payload":{"query":"subscription { tick }","extensions":{"gqlmux":{"resnapshot":"mutation { increment }"}}}}"#
             )
-            await eventually("refused") { client.lines(containing: "BAD_REQUEST").count == 1 }
+            await until("refused", on: client) { client.lines(containing: "BAD_REQUEST").count == 1 }
             #expect(client.lines(containing: "exactly one query operation").count == 1)
             #expect(await rig.server.currentStats.subscribes == 0)
         }

@@ -22,11 +22,11 @@ import Testing
             for (index, client) in clients.enumerated() { client.subscribe(id: "c\(index)") }
             await rig.upstreamActive(1)
             for (index, client) in clients.enumerated() {
-                await eventually("client \(index) active") { !client.lines(containing: #""state":"active""#).isEmpty }
+                await until("client \(index) active", on: client) { !client.lines(containing: #""state":"active""#).isEmpty }
             }
             await rig.server.tickThenEnd(count: 300)
             for (index, client) in clients.enumerated() {
-                await eventually("client \(index) completed") { !client.lines(containing: #""type":"complete""#).isEmpty }
+                await until("client \(index) completed", on: client) { !client.lines(containing: #""type":"complete""#).isEmpty }
                 #expect(Self.ticks(client, "c\(index)") == Array(1...300), "client \(index)")
                 let lines = client.lines
                 let complete = try #require(lines.firstIndex { $0.contains(#""type":"complete""#) })
@@ -58,11 +58,11 @@ import Testing
             line.subscribe(id: "l")
             await rig.upstreamActive(1)
             await eventually("every stream answered") { streams.allSatisfy { (try? $0.response()) != nil } }
-            await eventually("the line client active") { !line.lines(containing: #""state":"active""#).isEmpty }
+            await until("the line client active", on: line) { !line.lines(containing: #""state":"active""#).isEmpty }
 
             await rig.server.tickThenEnd(count: 1_000) { $0 < 3 ? 3_000 : 0 }
             await eventually("every stream ended") { streams.allSatisfy { (try? $0.response())?.ended == true } }
-            await eventually("the line client completed") { !line.lines(containing: #""type":"complete""#).isEmpty }
+            await until("the line client completed", on: line) { !line.lines(containing: #""type":"complete""#).isEmpty }
             #expect(Self.ticks(line, "l") == Array(1...1_000))
             var bodies: [String: String] = [:]
             for (index, stream) in streams.enumerated() {
@@ -86,9 +86,9 @@ import Testing
             let client = try await rig.connect()
             client.subscribe(id: "s")
             await rig.upstreamActive(1)
-            await eventually("active") { !client.lines(containing: #""state":"active""#).isEmpty }
+            await until("active", on: client) { !client.lines(containing: #""state":"active""#).isEmpty }
             await rig.server.tickThenEnd(count: 200, closeCode: 1001)
-            await eventually("reconnecting") { !client.lines(containing: #""state":"reconnecting""#).isEmpty }
+            await until("reconnecting", on: client) { !client.lines(containing: #""state":"reconnecting""#).isEmpty }
             let lines = client.lines
             let reconnecting = try #require(lines.firstIndex { $0.contains(#""state":"reconnecting""#) })
             let results = lines.indices.filter { lines[$0].contains(#""type":"next""#) }
@@ -105,9 +105,9 @@ import Testing
             await rig.upstreamActive(1)
             client.subscribe(id: "b", "subscription { tick(n: 2) }")
             await rig.upstreamActive(2)
-            await eventually("both active") { client.lines(containing: #""state":"active""#).count == 2 }
+            await until("both active", on: client) { client.lines(containing: #""state":"active""#).count == 2 }
             await rig.server.tick(count: 100)
-            await eventually("200 results") { client.lines(containing: #""type":"next""#).count == 200 }
+            await until("200 results", on: client) { client.lines(containing: #""type":"next""#).count == 200 }
             // The upstream sends each tick to both subscriptions, always in the same order: so
             // must the client read them (a run of one is written before the other's begins).
             let order = client.lines(containing: #""type":"next""#).map { $0.contains(#""id":"a""#) ? "a" : "b" }

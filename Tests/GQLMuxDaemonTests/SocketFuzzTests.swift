@@ -48,7 +48,7 @@ import Testing
         try await DaemonRig.with() { rig in
             let watcher = try await rig.connect()
             watcher.subscribe(id: "w")
-            await eventually("watcher active") { !watcher.lines(containing: #""state":"active""#).isEmpty }
+            await until("watcher active", on: watcher) { !watcher.lines(containing: #""state":"active""#).isEmpty }
             let settled = watcher.lines.count
             var mutator = Mutator(state: 0x6A71_6C6D_7578)
             var sent = 0
@@ -68,12 +68,12 @@ import Testing
                 try? await client.channel.writeAndFlush(batch)
                 client.crash()  // the daemon still reads what was written, then sees EOF
             }
-            await eventually("every fuzzing connection served to its end", within: 30) {
+            await until("every fuzzing connection served to its end", within: 30, on: rig.log) {
                 rig.log.count(.clientDisconnected) == 200
             }
             for round in 1...3 {
                 _ = await rig.server.tick()
-                await eventually("watcher got tick \(round)") { watcher.lines(containing: #""type":"next""#).count == round }
+                await until("watcher got tick \(round)", on: watcher) { watcher.lines(containing: #""type":"next""#).count == round }
             }
             #expect(sent > 10_000)
             let after = watcher.lines.dropFirst(settled)
@@ -82,7 +82,7 @@ import Testing
             #expect(await rig.server.currentStats.connections == 1)
             let status = try await rig.connect()
             status.send(#"{"type":"status","id":"s"}"#)
-            await eventually("daemon still answers") { !status.lines(containing: #""type":"status""#).isEmpty }
+            await until("daemon still answers", on: status) { !status.lines(containing: #""type":"status""#).isEmpty }
         }
     }
 }

@@ -7,7 +7,7 @@ import Testing
 @Suite(.serialized) struct StrawberryDaemonTests {
     @Test func fiveClientsShareOneStrawberrySubscriptionThroughTheDaemon() async throws {
         try await StrawberryRig.with(upstream: { _ in #"connecting_payload = { token = "secret" }"# }) { strawberry, rig in
-            await eventually("connected to strawberry", within: 15) { rig.log.count(.connected) == 1 }
+            await until("connected to strawberry", within: 15, on: rig.log) { rig.log.count(.connected) == 1 }
 
             var clients: [LineClient] = []
             for i in 0..<5 {
@@ -19,13 +19,13 @@ import Testing
             let probe = try await LineClient.connect(rig.socket, group: rig.group)
             probe.subscribe(id: "q", "{ hello }")
             probe.subscribe(id: "m", "mutation { increment }")
-            await eventually("query and mutation answered") {
+            await until("query and mutation answered", on: probe) {
                 probe.lines.contains(#"{"type":"next","id":"q","payload":{"data":{"hello":"world"}}}"#)
                     && !probe.lines(containing: #""id":"m","payload":{"data":{"increment":"#).isEmpty
                     && probe.lines(containing: #""type":"complete""#).count == 2
             }
             probe.send(#"{"type":"status","id":"st"}"#)
-            await eventually("status answered") { !probe.lines(containing: #""type":"status""#).isEmpty }
+            await until("status answered", on: probe) { !probe.lines(containing: #""type":"status""#).isEmpty }
             let status = probe.lines(containing: #""type":"status""#).first ?? ""
             #expect(status.contains(#""subscriptions":{"local":5,"upstream":1}"#), "\(status)")
 

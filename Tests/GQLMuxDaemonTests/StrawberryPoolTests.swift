@@ -12,7 +12,7 @@ import Testing
         try await StrawberryRig.with(upstream: { _ in "connecting_payload = { token = \"secret\" }\nmax_operations_per_connection = 100" }) {
             strawberry,
             rig in
-            await eventually("connected", within: 15) { rig.log.count(.connected) == 1 }
+            await until("connected", within: 15, on: rig.log) { rig.log.count(.connected) == 1 }
             let client = try await LineClient.connect(rig.socket, group: rig.group)
             let ids = (0..<250).map { "S\($0)" }
             let started = ContinuousClock.now
@@ -30,12 +30,12 @@ import Testing
             // Dedup across connections: a second app's copy of S249 (on the third connection) joins it.
             let other = try await LineClient.connect(rig.socket, group: rig.group)
             other.subscribe(id: "copy", "subscription S249 { tick(intervalMs: 500) }")
-            await eventually("the copy streams") { !other.lines(containing: #""id":"copy","payload""#).isEmpty }
+            await until("the copy streams", on: other) { !other.lines(containing: #""id":"copy","payload""#).isEmpty }
             #expect(await rig.status(other).contains(#""subscriptions":{"local":251,"upstream":250}"#))
 
             // SIGKILL the server, restart it on its port: every subscription resumes.
             strawberry.kill()
-            await eventually("reconnecting told for all 250", within: 20) {
+            await until("reconnecting told for all 250", within: 20, on: client) {
                 client.lines(containing: #""state":"reconnecting""#).count >= 250
             }
             let before = Self.nexts(client)

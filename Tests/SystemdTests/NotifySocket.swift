@@ -8,7 +8,8 @@ import Glibc
 /// A real datagram socket to act as systemd's `NOTIFY_SOCKET` (file path or abstract name).
 /// `@unchecked Sendable` — safe because every property is a `let`: the datagrams its reader
 /// thread receives go into a lock-protected box, and the `Thread` is only started and kept.
-final class NotifySocket: @unchecked Sendable {
+final class NotifySocket: Changing, @unchecked Sendable {
+    let changes = Changes()
     let fd: Int32
     /// The value for `NOTIFY_SOCKET`: a path, or `@name` for the abstract namespace.
     let address: String
@@ -31,11 +32,15 @@ final class NotifySocket: @unchecked Sendable {
         address = abstract ? "@" + name : name
         let fd = self.fd
         let box = self.box
+        let changes = self.changes
         thread = Thread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while !Thread.current.isCancelled {
                 let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n > 0 { box.withLockedValue { $0.append(String(decoding: buffer[0..<n], as: UTF8.self)) } }
+                if n > 0 {
+                    box.withLockedValue { $0.append(String(decoding: buffer[0..<n], as: UTF8.self)) }
+                    changes.changed()
+                }
             }
         }
         thread.start()

@@ -33,7 +33,7 @@ import Glibc
             ["--config", try config(directory, url: server.url)],
             environment: ["NOTIFY_SOCKET": notify.address, "WATCHDOG_USEC": "200000"]
         )
-        await eventually("READY=1") { notify.lines.contains("READY=1") }
+        await until("READY=1", on: notify) { notify.lines.contains("READY=1") }
         await eventually("STATUS says connected") {
             notify.lines.contains { $0.hasPrefix("STATUS=connected to \(server.url); 0 clients, 0 subscriptions") }
         }

@@ -49,7 +49,7 @@ import Testing
             ).get()
             _ = try await transport.subscribe(kind: .query, payload: payload("{ hello }"), handler: recorder.handler(for: "q")).get()
             _ = try await transport.subscribe(kind: .mutation, payload: payload("mutation { increment }"), handler: recorder.handler(for: "m")).get()
-            await eventually("query and mutation answered, ticks flowing") {
+            await until("query and mutation answered, ticks flowing", on: recorder) {
                 recorder.finish("q") == .completed && recorder.finish("m") == .completed && recorder.nexts("s").count >= 3
             }
             #expect(recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
@@ -59,10 +59,10 @@ import Testing
             // Restart the server in the middle of the live subscription.
             server.kill()
             let killedAt = ContinuousClock.now
-            await eventually("subscription reconnecting") { recorder.states("s").contains(.reconnecting) }
+            await until("subscription reconnecting", on: recorder) { recorder.states("s").contains(.reconnecting) }
             let before = recorder.nexts("s").count  // nothing can arrive while the server is down
             try await server.start()
-            await eventually("ticks again after restart", within: 20) {
+            await until("ticks again after restart", within: 20, on: recorder) {
                 recorder.states("s").last == .active && recorder.nexts("s").count >= before + 2
             }
             print("strawberry: ticks resumed \(ContinuousClock.now - killedAt) after the kill (server start-up included)")
@@ -81,7 +81,7 @@ import Testing
                 payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#),
                 handler: recorder.handler(for: "s")
             ).get()
-            await eventually("failed with 4403") { recorder.finish("s") != nil }
+            await until("failed with 4403", on: recorder) { recorder.finish("s") != nil }
             guard case .error(.transport(.upstreamClosed(_, 4403, _))) = recorder.finish("s") else {
                 Issue.record("expected UPSTREAM_CLOSED 4403, got \(String(describing: recorder.finish("s")))")
                 return
@@ -101,20 +101,20 @@ import Testing
                 payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#),
                 handler: recorder.handler(for: "good")
             ).get()
-            await eventually("good is ticking") { recorder.nexts("good").count >= 1 }
+            await until("good is ticking", on: recorder) { recorder.nexts("good").count >= 1 }
             // No wait past the blame window: only what was sent last (bad, alone) is suspect.
             _ = try await transport.subscribe(
                 kind: .subscription,
                 payload: ByteBuffer(string: #"{"query":"subscription { tick("}"#),
                 handler: recorder.handler(for: "bad")
             ).get()
-            await eventually("bad finished") { recorder.finish("bad") != nil }
+            await until("bad finished", on: recorder) { recorder.finish("bad") != nil }
             let closeCode: UInt16? = if case .error(.transport(.upstreamClosed(_, let code, _))) = recorder.finish("bad") { code?.code } else { nil }
             let upstreamError = if case .error(.upstream) = recorder.finish("bad") { true } else { false }
             // strawberry closes the whole connection with 4400; gqlmux blames the new subscribe.
             #expect(closeCode == 4400, "finish was \(String(describing: recorder.finish("bad"))), upstream error: \(upstreamError)")
             let before = recorder.nexts("good").count
-            await eventually("good keeps ticking") { recorder.nexts("good").count >= before + 2 && recorder.states("good").last == .active }
+            await until("good keeps ticking", on: recorder) { recorder.nexts("good").count >= before + 2 && recorder.states("good").last == .active }
             // On failure, the whole story: connection events and each operation's non-next updates.
             let story = { (key: String) in recorder.updates(key).filter { if case .next = $0 { false } else { true } } }
             #expect(recorder.finish("good") == nil, "events: \(recorder.events)\ngood: \(story("good"))\nbad: \(story("bad"))")

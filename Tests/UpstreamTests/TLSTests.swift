@@ -40,9 +40,9 @@ struct PrivateCA {
             #expect(rig.server.url.hasPrefix("wss://"))
             rig.transport.start()
             try await rig.subscribe(key: "s")
-            await eventually("active over TLS") { rig.recorder.states("s").last == .active }
+            await until("active over TLS", on: rig.recorder) { rig.recorder.states("s").last == .active }
             await rig.server.tick()
-            await eventually("tick over TLS") { rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#] }
+            await until("tick over TLS", on: rig.recorder) { rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#] }
         }
     }
 
@@ -68,7 +68,7 @@ struct PrivateCA {
         options.tls = (ca.certificate, ca.key)
         try await Rig.with(server: options, configure: { $0.tls.insecureSkipVerify = true }) { rig in
             rig.transport.start()
-            await eventually("connected without verification") { rig.recorder.events.contains(.connected) }
+            await until("connected without verification", on: rig.recorder) { rig.recorder.events.contains(.connected) }
         }
     }
 }

@@ -13,7 +13,8 @@ import Testing
 /// Collects what a transport reports, from its event loop, for assertions. It stands in for
 /// the multiplexer core: it names each operation (an ``OperationID`` per key) and is the
 /// transport's sink.
-final class Recorder: Sendable {
+final class Recorder: Changing {
+    let changes = Changes()
     private struct State {
         var events: [TransportEvent] = []
         var updates: [String: [OperationUpdate]] = [:]
@@ -25,7 +26,10 @@ final class Recorder: Sendable {
     var events: [TransportEvent] { box.withLockedValue { $0.events } }
     func updates(_ id: String) -> [OperationUpdate] { box.withLockedValue { $0.updates[id] ?? [] } }
 
-    func observe(_ event: TransportEvent) { box.withLockedValue { $0.events.append(event) } }
+    func observe(_ event: TransportEvent) {
+        box.withLockedValue { $0.events.append(event) }
+        changes.changed()
+    }
     /// Where the operations opened under `key` report.
     func handler(for key: String) -> Route { Route(recorder: self, key: key) }
 
@@ -45,6 +49,7 @@ final class Recorder: Sendable {
                 guard let key = state.keys[id] else { return }
                 state.updates[key, default: []].append(update)
             }
+            self.changes.changed()
         }
     }
 

@@ -19,7 +19,7 @@ import Testing
             await eventually("subscription active upstream") { await rig.server.currentStats.activeSubscriptions == 1 }
             await rig.server.tick()
             await rig.server.tick()
-            await eventually("two ticks") { rig.recorder.nexts("s").count == 2 }
+            await until("two ticks", on: rig.recorder) { rig.recorder.nexts("s").count == 2 }
             #expect(rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#])
             #expect(rig.recorder.states("s") == [.pending, .active])
             let headers = await rig.server.currentStats.lastRequestHeaders
@@ -38,7 +38,7 @@ import Testing
             rig.transport.start()
             await eventually("subscribed") { await rig.server.currentStats.activeSubscriptions == 1 }
             await rig.server.stop()
-            await eventually("reconnecting state") { rig.recorder.states("s").contains(.reconnecting) }
+            await until("reconnecting state", on: rig.recorder) { rig.recorder.states("s").contains(.reconnecting) }
             try await Task.sleep(for: .milliseconds(300))
             let killedAt = ContinuousClock.now
             try await rig.server.start()
@@ -46,7 +46,7 @@ import Testing
             let elapsed = ContinuousClock.now - killedAt
             print("reconnect after restart took \(elapsed)")
             await rig.server.tick()
-            await eventually("tick after reconnect") { rig.recorder.nexts("s").count == 1 }
+            await until("tick after reconnect", on: rig.recorder) { rig.recorder.nexts("s").count == 1 }
             #expect(rig.recorder.states("s") == [.pending, .active, .reconnecting, .active])
             #expect(rig.recorder.count(.reconnected) == 1)
             #expect(rig.recorder.events.contains { if case .disconnected = $0 { true } else { false } })
@@ -60,10 +60,10 @@ import Testing
             // after `start()` raced the connect, and a loaded machine acked first (no `pending`).
             try await rig.subscribe(key: "s")
             rig.transport.start()
-            await eventually("active") { rig.recorder.states("s").last == .active }
+            await until("active", on: rig.recorder) { rig.recorder.states("s").last == .active }
             await rig.server.closeAll(code: code, reason: "later")
             await eventually("reconnected") { await rig.server.currentStats.connections == 2 }
-            await eventually("active again") { rig.recorder.states("s") == [.pending, .active, .reconnecting, .active] }
+            await until("active again", on: rig.recorder) { rig.recorder.states("s") == [.pending, .active, .reconnecting, .active] }
             #expect(rig.recorder.states("s") == [.pending, .active, .reconnecting, .active], "events: \(rig.recorder.events)")
         }
     }
@@ -84,7 +84,7 @@ import Testing
             }
             try await rig.transport.update { $0.connectingPayload = .inline(ByteBuffer(string: #"{"token":"good"}"#)) }.get()
             try await rig.subscribe(key: "s")
-            await eventually("active with the new token") { rig.recorder.states("s").last == .active }
+            await until("active with the new token", on: rig.recorder) { rig.recorder.states("s").last == .active }
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"good"}"#)
         }
     }
@@ -96,17 +96,17 @@ import Testing
             try await rig.subscribe(key: "m", "mutation { hold }", kind: .mutation)
             await eventually("mutation reached the server") { await rig.server.currentStats.mutations == 1 }
             await rig.server.closeAll(code: 1011, reason: "internal error")
-            await eventually("mutation lost") { rig.recorder.finish("m") != nil }
+            await until("mutation lost", on: rig.recorder) { rig.recorder.finish("m") != nil }
             guard case .error(let error) = rig.recorder.finish("m") else {
                 Issue.record("mutation not finished with an error")
                 return
             }
             #expect(error == .transport(.connectionLost(reason: "upstream connection lost; the operation was not retried")))
-            await eventually("subscription back") { rig.recorder.states("s").last == .active && rig.recorder.states("s").count == 4 }
+            await until("subscription back", on: rig.recorder) { rig.recorder.states("s").last == .active && rig.recorder.states("s").count == 4 }
             // A barrier: once an operation sent after the reconnect has been answered, the server
             // has read everything sent before it, so a replayed mutation would be counted.
             _ = try await rig.subscribe(key: "barrier", "{ hello }", kind: .query)
-            await eventually("barrier answered") { !rig.recorder.nexts("barrier").isEmpty }
+            await until("barrier answered", on: rig.recorder) { !rig.recorder.nexts("barrier").isEmpty }
             #expect(await rig.server.currentStats.mutations == 1)
         }
     }
@@ -116,7 +116,7 @@ import Testing
             rig.transport.start()
             try await rig.subscribe(key: "q", "{ hello }", kind: .query)
             try await rig.subscribe(key: "m", "mutation { increment }", kind: .mutation)
-            await eventually("both completed") { rig.recorder.finish("q") == .completed && rig.recorder.finish("m") == .completed }
+            await until("both completed", on: rig.recorder) { rig.recorder.finish("q") == .completed && rig.recorder.finish("m") == .completed }
             #expect(rig.recorder.nexts("q") == [#"{"data":{"hello":"world"}}"#])
             #expect(rig.recorder.nexts("m") == [#"{"data":{"increment":1}}"#])
         }
@@ -126,7 +126,7 @@ import Testing
         try await Rig.with() { rig in
             rig.transport.start()
             try await rig.subscribe(key: "s")
-            await eventually("active") { rig.recorder.states("s").last == .active }
+            await until("active", on: rig.recorder) { rig.recorder.states("s").last == .active }
             rig.transport.pause()
             await eventually("paused and closed upstream") {
                 await rig.server.currentStats.openConnections == 0 && rig.recorder.states("s").last == .paused
@@ -135,9 +135,9 @@ import Testing
             #expect(await rig.server.currentStats.connections == 1)
             #expect(await rig.server.currentStats.clientCloseCodes == [1000])
             rig.transport.resume()
-            await eventually("active again") { rig.recorder.states("s").last == .active }
+            await until("active again", on: rig.recorder) { rig.recorder.states("s").last == .active }
             await rig.server.tick()
-            await eventually("tick after resume") { rig.recorder.nexts("s").count == 1 }
+            await until("tick after resume", on: rig.recorder) { rig.recorder.nexts("s").count == 1 }
         }
     }
 
@@ -162,7 +162,7 @@ import Testing
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
             #expect(rig.recorder.finish("a") == nil && rig.recorder.finish("b") == nil)
             await rig.server.tick()
-            await eventually("both tick") { rig.recorder.nexts("a").count == 1 && rig.recorder.nexts("b").count == 1 }
+            await until("both tick", on: rig.recorder) { rig.recorder.nexts("a").count == 1 && rig.recorder.nexts("b").count == 1 }
         }
         try? FileManager.default.removeItem(at: directory)
     }
@@ -240,10 +240,10 @@ import Testing
             try await rig.subscribe(key: "s")
             await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
             await rig.server.tick(count: 1, padding: 100)
-            await eventually("small message delivered") { rig.recorder.nexts("s").count == 1 }
+            await until("small message delivered", on: rig.recorder) { rig.recorder.nexts("s").count == 1 }
             await rig.server.tick(count: 1, padding: 10_000)
             await eventually("connection replaced") { await rig.server.currentStats.connections == 2 }
-            await eventually("subscription active again") { rig.recorder.states("s").suffix(2) == [.reconnecting, .active] }
+            await until("subscription active again", on: rig.recorder) { rig.recorder.states("s").suffix(2) == [.reconnecting, .active] }
             #expect(rig.recorder.nexts("s").count == 1)
             #expect(rig.recorder.events.contains { if case .disconnected(1009, _) = $0 { true } else { false } })
         }
