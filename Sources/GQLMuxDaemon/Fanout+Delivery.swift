@@ -16,8 +16,9 @@ import Glibc
 /// only there and frees only in `deinit`. So both are valid for as long as the `Delivery` value
 /// that carries them is reachable, and nothing else can move or free them.
 ///
-/// Invariant 2: while a run is written, `writeRun` holds its payloads' buffers and changes none,
-/// so the byte pointers it took from them once stay valid until it returns.
+/// Every other pointer is scoped: a payload's bytes are read inside its own
+/// `withUnsafeReadableBytes`, and a small run's inside the one of ``Fanout/runScratch``, where its
+/// payloads lie side by side; none is kept past the closure that made it.
 extension Fanout {
     /// One subscriber's session and its encoded `next` prefix, owned.
     final class SubscriberSink {
@@ -93,62 +94,107 @@ extension Fanout {
             run.writing = true
             var payloads: [ByteBuffer] = []
             swap(&payloads, &run.payloads)
-            // The payloads' bytes, taken once: `payloads` holds every buffer unchanged until the
-            // end of this function, so their storage stays where it is.
-            let bodies = payloads.map { $0.withUnsafeReadableBytes { $0 } }
-            let small = run.largest < ClientSession.sharedPayloadBytes
             let subscribers = multiplexer.subscribers(of: id)
-            var delivered = 0
-            // An HTTP stream's chunks, framed once for all its kind of subscribers (the prefix
-            // they were made with is a delivery's, valid until this function returns).
-            var shared: (framing: NextFraming, prefix: UnsafeRawBufferPointer, chunks: [ByteBuffer])?
-            payloads.withUnsafeBufferPointer { payloads in
-                subscribers.withUnsafeBufferPointer { subscribers in
-                    for index in subscribers.indices {
-                        // The two plain fields read in place: copying the `Delivery` out would
-                        // retain and release its sink for every delivery (16 % of fan-out time).
-                        let handle = subscribers[index].tag.handle
-                        let head = subscribers[index].tag.prefixBytes
-                        var wrote = 0
-                        if small {
-                            let written = bodies.withUnsafeBufferPointer { bodies in
-                                handle._withUnsafeGuaranteedRef { session in
-                                    guard session.sharesChunks else { return session.writeNexts(prefix: head, bodies: bodies) }
-                                    if let made = shared, made.framing == session.framing, Self.same(made.prefix, head) {
-                                        return session.writeShared(made.chunks)
-                                    }
-                                    let chunks = ClientSession.sharedChunks(framing: session.framing, prefix: head, bodies: bodies)
-                                    shared = (session.framing, head, chunks)
-                                    return session.writeShared(chunks)
-                                }
-                            }
-                            wrote = written ? payloads.count : 0
-                        } else {
-                            for result in payloads.indices {
-                                let body = bodies[result]
-                                // A small payload is copied: its buffer is not passed (each pass
-                                // retained and released it).
-                                let written = handle._withUnsafeGuaranteedRef { session in
-                                    body.count < ClientSession.sharedPayloadBytes
-                                        ? session.writeNext(prefix: head, body: body)
-                                        : session.writeNext(prefix: head, body: body, payload: payloads[result])
-                                }
-                                guard written else { break }
-                                wrote += 1
-                            }
-                        }
-                        if wrote > 0 { handle._withUnsafeGuaranteedRef { markDirty($0) } }
-                        delivered += wrote
-                        if flushing, wrote > 0 { change += handle._withUnsafeGuaranteedRef { $0.flush() } }
-                    }
-                }
-            }
+            let (delivered, flushed) =
+                run.largest < ClientSession.sharedPayloadBytes
+                ? writeSmallRun(payloads, to: subscribers, flushing: flushing)
+                : writeLargeRun(payloads, to: subscribers, flushing: flushing)
+            change = flushed
             messagesOut += delivered
             multiplexer.remember(id, payloads[payloads.count - 1], budget: rememberBudget)
             payloads.removeAll(keepingCapacity: true)
             run = ResultRun(payloads: payloads)
         }
         return change
+    }
+
+    /// A run whose payloads are all under ``ClientSession/sharedPayloadBytes``: copied once
+    /// into ``runScratch``, side by side, then each subscriber's share copied from there into its
+    /// batch in one pass; HTTP stream subscribers of the same framing and prefix share chunks
+    /// framed once. Returns the results delivered and the bytes the flushes handed to NIO.
+    private func writeSmallRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool) -> (delivered: Int, flushed: Int) {
+        runScratch.clear()
+        var ends: [Int] = []
+        ends.reserveCapacity(payloads.count)
+        for payload in payloads {
+            runScratch.writeImmutableBuffer(payload)
+            ends.append(runScratch.readableBytes)
+        }
+        var delivered = 0
+        var flushed = 0
+        runScratch.withUnsafeReadableBytes { all in
+            // Each payload's bytes, as slices of `all`: valid inside this closure only.
+            var start = 0
+            let bodies = ends.map { end in
+                defer { start = end }
+                return UnsafeRawBufferPointer(rebasing: all[start..<end])
+            }
+            bodies.withUnsafeBufferPointer { bodies in
+                subscribers.withUnsafeBufferPointer { subscribers in
+                    // An HTTP stream's chunks, framed once for all its kind of subscribers.
+                    var shared: (framing: NextFraming, prefix: UnsafeRawBufferPointer, chunks: [ByteBuffer])?
+                    for index in subscribers.indices {
+                        // The two plain fields read in place: copying the `Delivery` out would
+                        // retain and release its sink for every delivery (16 % of fan-out time).
+                        let handle = subscribers[index].tag.handle
+                        let head = subscribers[index].tag.prefixBytes
+                        let written = handle._withUnsafeGuaranteedRef { session in
+                            guard session.sharesChunks else { return session.writeNexts(prefix: head, bodies: bodies) }
+                            if let made = shared, made.framing == session.framing, Self.same(made.prefix, head) {
+                                return session.writeShared(made.chunks)
+                            }
+                            let chunks = ClientSession.sharedChunks(framing: session.framing, prefix: head, bodies: bodies)
+                            shared = (session.framing, head, chunks)
+                            return session.writeShared(chunks)
+                        }
+                        guard written else { continue }
+                        delivered += bodies.count
+                        flushed += finishDelivery(to: handle, flushing: flushing)
+                    }
+                }
+            }
+        }
+        return (delivered, flushed)
+    }
+
+    /// A run with a payload of ``ClientSession/sharedPayloadBytes`` or more: each subscriber
+    /// is handed the large payloads' buffers themselves (no copy) and the small ones copied,
+    /// result after result. Returns the results delivered and the bytes the flushes handed to NIO.
+    private func writeLargeRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool) -> (delivered: Int, flushed: Int) {
+        var delivered = 0
+        var flushed = 0
+        subscribers.withUnsafeBufferPointer { subscribers in
+            for index in subscribers.indices {
+                let handle = subscribers[index].tag.handle
+                let head = subscribers[index].tag.prefixBytes
+                var wrote = 0
+                for payload in payloads {
+                    let written = payload.withUnsafeReadableBytes { body in
+                        handle._withUnsafeGuaranteedRef { session in
+                            body.count < ClientSession.sharedPayloadBytes
+                                ? session.writeNext(prefix: head, body: body)
+                                : session.writeNext(prefix: head, body: body, payload: payload)
+                        }
+                    }
+                    guard written else { break }
+                    wrote += 1
+                }
+                guard wrote > 0 else { continue }
+                delivered += wrote
+                flushed += finishDelivery(to: handle, flushing: flushing)
+            }
+        }
+        return (delivered, flushed)
+    }
+
+    /// A subscriber was written to: marked for the end of the turn's flush, or flushed now when
+    /// `flushing`. Returns the bytes that flush handed to NIO.
+    @inline(__always)
+    private func finishDelivery(to handle: Unmanaged<ClientSession>, flushing: Bool) -> Int {
+        handle._withUnsafeGuaranteedRef { session in
+            markDirty(session)
+            return flushing ? session.flush() : 0
+        }
     }
 
     /// Whether two prefixes hold the same bytes.

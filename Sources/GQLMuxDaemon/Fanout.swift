@@ -41,6 +41,9 @@ final class Fanout: @unchecked Sendable {
     }
     /// Results of one operation that arrived this turn and are not written yet.
     var run = ResultRun()
+    /// A small run's payloads side by side, reused run after run (its capacity kept): the one
+    /// buffer whose bytes the run's writers read (``writeSmallRun``).
+    var runScratch = ByteBuffer()
     let events: DaemonEvents
     let metrics: DaemonMetrics
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
