@@ -29,22 +29,24 @@ done
 version=$(sed -n 's/.*static let release = "\(.*\)".*/\1/p' Sources/LocalProtocol/LocalMessages.swift)
 [[ -n $version ]] || { echo "build-deb.sh: cannot read the release from LocalProtocol" >&2; exit 1; }
 
-echo "==> man pages from the argument parser (swift-argument-parser's generate-manual plugin)"
-# The plugin builds every product in this configuration first; the static link below reuses
-# the compiled modules and only links again.
-manuals=.build/plugins/GenerateManual/outputs
-rm -rf "$manuals"
-swift package generate-manual --configuration release --section 8 \
-    --authors "gqlmux developers<maintainers@gqlmux.invalid>"
-cp "$manuals/gqlmuxd/gqlmuxd.8" "$out/gqlmuxd.8"
-rm -rf "$manuals"
-swift package generate-manual --configuration release --section 1 \
-    --authors "gqlmux developers<maintainers@gqlmux.invalid>"
-cp "$manuals/gqlmuxctl/gqlmuxctl.1" "$out/gqlmuxctl.1"
-
 echo "==> swift build -c release --static-swift-stdlib"
 swift build -c release --static-swift-stdlib --product gqlmuxd
 bin=$(swift build -c release --show-bin-path)
+
+echo "==> man pages from the argument parser (swift-argument-parser's generate-manual)"
+# The tool the generate-manual plugin runs, built in the same configuration (it reuses the
+# argument parser compiled for gqlmuxd; the plugin would build every product of the package
+# again, in release, first). It reads each command's --experimental-dump-help; gqlmuxctl is
+# gqlmuxd under that name, as the package installs it.
+swift build -c release --static-swift-stdlib --product generate-manual
+manuals=$(mktemp -d /tmp/gqlmux-manuals.XXXXXX)
+ln -s "$bin/gqlmuxd" "$manuals/gqlmuxctl"
+authors="gqlmux developers<maintainers@gqlmux.invalid>"
+"$bin/generate-manual" "$bin/gqlmuxd" --section 8 --authors "$authors" --output-directory "$manuals"
+"$bin/generate-manual" "$manuals/gqlmuxctl" --section 1 --authors "$authors" --output-directory "$manuals"
+cp "$manuals/gqlmuxd.8" "$out/gqlmuxd.8"
+cp "$manuals/gqlmuxctl.1" "$out/gqlmuxctl.1"
+rm -rf "$manuals"
 
 stage=$(mktemp -d /tmp/gqlmux-deb.XXXXXX)
 trap 'rm -rf "$stage"' EXIT

@@ -117,7 +117,7 @@ extension Daemon {
             }
             for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
             self.fanout.shutDown()
-            return self.upstream.shutdownOnLoop()
+            return self.upstreams.shutdownOnLoop()
         }.get()
         HandoverFault.reached(.exiting, loop: eventLoop)
         return true

@@ -27,8 +27,10 @@ package final class Daemon: @unchecked Sendable {
     var configuration: DaemonConfiguration
     let configPath: String?
     let fanout: Fanout
-    /// Everything that talks to the server (WebSocket pool, HTTP streams, `http_url`).
-    var upstream: UpstreamCarriers { fanout.carriers }
+    /// Every upstream, each with its carriers (WebSocket pool, HTTP streams, `http_url`).
+    let upstreams: UpstreamRegistry
+    /// The upstream `[upstream]` configures (the only one today).
+    var upstream: UpstreamCarriers { upstreams.primary }
     var sessions: [ObjectIdentifier: ClientSession] = [:]
     var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
@@ -97,10 +99,12 @@ package final class Daemon: @unchecked Sendable {
         // Start-up reads the CA files here, before anything is served; a reload prepares
         // them off the loop (`Daemon+Reload.swift`).
         let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
-        self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration) { updates in
-            UpstreamCarriers(upstream, eventLoop: eventLoop, updates: updates)
-        }
-        self.upstream.observer = { [weak self] connection, event in self?.transportEvent(event, connection: connection) }
+        // The carriers tell the fan-out, which is made after them (it sends through them).
+        let sink = FanoutSink()
+        self.upstreams = UpstreamRegistry(upstream, eventLoop: eventLoop) { id, update in sink.fanout?.upstreamUpdate(id, update) }
+        self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration, upstream: upstreams)
+        sink.fanout = fanout
+        upstreams.observe { [weak self] _, connection, event in self?.transportEvent(event, connection: connection) }
         fanout.sessions = { [unowned self] in Array(self.sessions.values) }
     }
 
@@ -166,7 +170,7 @@ package final class Daemon: @unchecked Sendable {
                 endpointSocket: endpointAddresses.contains { $0.hasPrefix("/") },
                 endpointTCP: endpointAddresses.contains { !$0.hasPrefix("/") }
             )
-            self.upstream.start()
+            self.upstreams.start()
             self.statusChanged()
         }
         // The previous process's clients, if it handed them over, before anyone new.
@@ -310,7 +314,7 @@ package final class Daemon: @unchecked Sendable {
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
-        try? await eventLoop.flatSubmit { self.upstream.shutdownOnLoop() }.get()
+        try? await eventLoop.flatSubmit { self.upstreams.shutdownOnLoop() }.get()
         let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
         let endpointFile = try? await onLoop { self.endpointSocketFile }
@@ -320,12 +324,12 @@ package final class Daemon: @unchecked Sendable {
     // MARK: - Admin
 
     func pause() {
-        upstream.pause()
+        upstreams.pause()
         events.emit(.paused, [:], message: "upstream paused by an admin")
     }
 
     func resume() {
-        upstream.resume()
+        upstreams.resume()
         events.emit(.resumed, [:], message: "upstream resumed by an admin")
     }
 
@@ -448,4 +452,10 @@ extension ServerBootstrap {
 private final class LineWire: CarriedConnection {
     var carriage: HandoverState.Carriage? { .init(.line) }
     func handOver() {}
+}
+
+/// Where the carriers' updates go: the fan-out, set once the daemon has made it (it is made
+/// after the registry it sends through). Weak: the daemon owns both.
+private final class FanoutSink: @unchecked Sendable {
+    weak var fanout: Fanout?
 }

@@ -23,9 +23,9 @@ final class Fanout: @unchecked Sendable {
     /// The message of every `SHUTTING_DOWN` the daemon sends.
     static let shuttingDownMessage = "gqlmuxd is shutting down"
 
-    /// Every upstream carrier, behind one owner: operations are opened and cancelled there,
-    /// where the core placed them. Set once, in `init` (its sink needs `self`).
-    private(set) var carriers: UpstreamCarriers!
+    /// The upstream side (the daemon's registry of upstreams): operations are opened and
+    /// cancelled there, where the core placed them. The fan-out does not own it.
+    private let upstream: any UpstreamOperations
     let eventLoop: any EventLoop
     /// The core itself; changed and asked through ``settled(_:)``, which writes the run first.
     var multiplexer: Core
@@ -72,14 +72,14 @@ final class Fanout: @unchecked Sendable {
     var sessions: () -> [ClientSession] = { [] }
     var trimScheduled = false
 
-    /// - Parameter makeCarriers: makes the upstream's owner, given where every operation's
-    ///   updates go (this fan-out).
+    /// - Parameter upstream: where operations are sent and cancelled. Their updates come back
+    ///   through ``upstreamUpdate(_:_:)``.
     init(
         eventLoop: any EventLoop,
         events: DaemonEvents,
         metrics: DaemonMetrics,
         configuration: DaemonConfiguration,
-        carriers makeCarriers: (@escaping OperationSink) -> UpstreamCarriers
+        upstream: any UpstreamOperations
     ) {
         self.eventLoop = eventLoop
         self.events = events
@@ -87,11 +87,14 @@ final class Fanout: @unchecked Sendable {
         self.totalBufferBytes = configuration.limits.totalBufferBytes
         self.replayLast = configuration.replayLast
         self.multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
-        let loop = eventLoop
-        carriers = makeCarriers { [weak self] id, update in
-            loop.assertInEventLoop()
-            self?.handle(.upstream(update, id))
-        }
+        self.upstream = upstream
+    }
+
+    /// An update of upstream operation `id`, from whichever carrier holds it (the carriers'
+    /// sink). On the loop.
+    func upstreamUpdate(_ id: Core.OperationID, _ update: OperationUpdate) {
+        eventLoop.assertInEventLoop()
+        handle(.upstream(update, id))
     }
 
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).
@@ -301,7 +304,7 @@ final class Fanout: @unchecked Sendable {
                     message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .close(let id, let placement):
-                carriers.cancelOnLoop(id, on: placement)
+                upstream.cancelOnLoop(id, on: placement)
                 events.emit(
                     .completed,
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
@@ -338,7 +341,7 @@ final class Fanout: @unchecked Sendable {
 
     /// Sends operation `id` on the carrier the core placed it on.
     private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber) {
-        guard carriers.openOnLoop(id, kind: kind, payload: payload, on: placement) else {
+        guard upstream.openOnLoop(id, kind: kind, payload: payload, on: placement) else {
             // The layout names only carriers the daemon has (both follow the configuration).
             assertionFailure("no carrier for \(placement)")
             let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
@@ -346,7 +349,7 @@ final class Fanout: @unchecked Sendable {
         }
         var fields = [
             "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
-            "GQLMUX_TRANSPORT": carriers.carrierName(at: placement) ?? "?",
+            "GQLMUX_TRANSPORT": upstream.carrierName(at: placement) ?? "?",
         ]
         switch placement {
         case .connection(let index): fields["GQLMUX_CONNECTION"] = "\(index)"

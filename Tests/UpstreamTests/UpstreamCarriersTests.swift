@@ -71,4 +71,26 @@ import Upstream
         _ = upstream.shutdownOnLoop()
         loop.run()
     }
+
+    /// The registry owns the one upstream `[upstream]` configures, by its name, and the fan-out's
+    /// operations land on that upstream's carriers; its shutdown ends them all.
+    @Test func theRegistryHoldsTheConfiguredUpstreamByNameAndPlacesOnItsCarriers() throws {
+        let loop = EmbeddedEventLoop()
+        let registry = UpstreamRegistry(try PreparedUpstream(try websocket(httpURL: "http://127.0.0.1:1/graphql"), checkPayloadFile: false), eventLoop: loop) {
+            _,
+            _ in
+        }
+        #expect(registry.names == [UpstreamRegistry.defaultName])
+        #expect(registry.carriers(named: "default") === registry.primary)
+        #expect(registry.carriers(named: "other") == nil)
+        let operations: any UpstreamOperations = registry
+        #expect(operations.carrierName(at: .connection(0)) == "websocket")
+        #expect(operations.carrierName(at: .http) == "http")
+        #expect(operations.carrierName(at: .stream) == nil)
+        #expect(!operations.openOnLoop(OperationID(2), kind: .subscription, payload: ByteBuffer(string: "{}"), on: .stream))
+        #expect(registry.primary.snapshotOnLoop.httpURL == "http://127.0.0.1:1/graphql")
+        let done = registry.shutdownOnLoop()
+        loop.run()
+        #expect(throws: Never.self) { try done.wait() }
+    }
 }
