@@ -68,7 +68,7 @@ case $what in
     demo) commands=('DEMO_COUNT=3 scripts/demo.sh') ;;
     test) commands=('scripts/test.sh') ;;
     all) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh') ;;
-    ci) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh' 'scripts/soak.sh' "scripts/restart-soak.sh ${GQLMUX_RESTART_SOAK_SECONDS:-90}") ;;
+    ci) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh' "scripts/soak.sh ${GQLMUX_SOAK_OUTAGES:-120}" "scripts/restart-soak.sh ${GQLMUX_RESTART_SOAK_SECONDS:-60}") ;;
     *) echo "usage: scripts/fresh-machine.sh [demo|test|all|ci]" >&2; exit 64 ;;
 esac
 script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
