@@ -1,0 +1,157 @@
+import GQLMuxConfiguration
+import GQLMuxVocabulary
+import NIOCore
+import NIOEmbedded
+import RequestValidation
+import Testing
+import Upstream
+
+@testable import GQLMuxDaemon
+
+/// A line client's ``ClientSession`` and the ``Fanout`` behind it on `EmbeddedChannel`s and one
+/// embedded loop, with a control plane and an upstream of the test's own: no socket, no
+/// server, no timer. What a client writes becomes operations on the upstream side, what the
+/// upstream side tells comes back to every subscriber as its own lines, and identical
+/// subscriptions share one upstream operation.
+@Suite struct ClientSessionTests {
+    /// The upstream side as the fan-out sees it: records what it is asked.
+    final class Upstream: UpstreamOperations {
+        var opened: [(id: OperationID, kind: OperationKind, payload: String, placement: Placement)] = []
+        var cancelled: [OperationID] = []
+        func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement) -> Bool {
+            opened.append((id, kind, String(buffer: payload), placement))
+            return true
+        }
+        func cancelOnLoop(_ id: OperationID, on placement: Placement) { cancelled.append(id) }
+        func carrierName(at placement: Placement) -> String? { "test" }
+    }
+
+    /// The control plane as a session sees it.
+    final class Host: SessionHost {
+        var documentLimits = SubscribeRequest.Limits()
+        var opened = 0
+        var closed = 0
+        func connectionAck() -> ByteBuffer { ByteBuffer(string: #"{"type":"connection_ack"}"# + "\n") }
+        func statusPayload() -> ByteBuffer { ByteBuffer(string: "{}") }
+        func metricsText() -> [UInt8] { [] }
+        func isAdmin(_ peer: PeerCredentials?) -> Bool { false }
+        func pause() {}
+        func resume() {}
+        func reload() -> EventLoopFuture<Void> { fatalError("not asked in these tests") }
+        func restart() -> String? { "not here" }
+        func sessionOpened(_ session: ClientSession) { opened += 1 }
+        func sessionClosed(_ session: ClientSession) { closed += 1 }
+        func statusChanged() {}
+    }
+
+    /// A fan-out on `loop` in front of `upstream`.
+    private func fanout(_ loop: EmbeddedEventLoop, _ upstream: Upstream) throws -> Fanout {
+        let configuration = DaemonConfiguration(upstream: UpstreamConfiguration(url: try UpstreamURL("ws://127.0.0.1:1/graphql")))
+        return Fanout(eventLoop: loop, events: DaemonEvents { _, _, _ in }, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream)
+    }
+
+    /// A connected line client's channel with its session.
+    private func client(_ loop: EmbeddedEventLoop, _ fanout: Fanout, _ host: Host) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel(loop: loop)
+        let session = ClientSession(host: host, fanout: fanout, events: DaemonEvents { _, _, _ in }, metrics: fanout.metrics, channel: channel)
+        try channel.pipeline.syncOperations.addHandler(session)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    /// The lines written to `channel` so far.
+    private func lines(_ channel: EmbeddedChannel) throws -> [String] {
+        var all = ""
+        while let bytes = try channel.readOutbound(as: ByteBuffer.self) { all += String(buffer: bytes) }
+        return all.split(separator: "\n").map(String.init)
+    }
+
+    private func send(_ channel: EmbeddedChannel, _ line: String) throws {
+        try channel.writeInbound(ByteBuffer(string: line))
+    }
+
+    @Test func identicalSubscriptionsShareOneUpstreamOperationAndEachClientHearsItsOwnID() throws {
+        let loop = EmbeddedEventLoop()
+        let upstream = Upstream()
+        let host = Host()
+        let fanout = try fanout(loop, upstream)
+        let a = try client(loop, fanout, host)
+        let b = try client(loop, fanout, host)
+        #expect(host.opened == 2)
+
+        try send(a, #"{"type":"connection_init"}"#)
+        #expect(try lines(a) == [#"{"type":"connection_ack"}"#])
+        try send(a, #"{"type":"subscribe","id":"one","payload":{"query":"subscription { tick }"}}"#)
+        try send(b, #"{"type":"subscribe","id":"two","payload":{"query":"subscription  { tick }"}}"#)
+        loop.run()
+        #expect(upstream.opened.count == 1, "deduplicated: \(upstream.opened.map(\.payload))")
+        let operation = try #require(upstream.opened.first)
+        #expect(operation.kind == .subscription)
+        #expect(operation.placement == .connection(0))
+
+        fanout.upstreamUpdate(operation.id, .state(.active))
+        fanout.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":1}}"#)))
+        fanout.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":2}}"#)))
+        loop.run()  // the end of the turn: the run is written and flushed
+        let heardA = try lines(a)
+        let heardB = try lines(b)
+        #expect(heardA.filter { $0.contains(#""type":"next""#) }.count == 2)
+        #expect(heardA.contains(#"{"type":"next","id":"one","payload":{"data":{"tick":2}}}"#), "\(heardA)")
+        #expect(heardB.contains(#"{"type":"next","id":"two","payload":{"data":{"tick":1}}}"#), "\(heardB)")
+        #expect(heardB.contains(#"{"type":"state","id":"two","state":"active"}"#), "\(heardB)")
+
+        // The first to leave keeps the operation; the last cancels it upstream.
+        try send(a, #"{"type":"complete","id":"one"}"#)
+        loop.run()
+        #expect(upstream.cancelled.isEmpty)
+        try b.close().wait()
+        loop.run()
+        #expect(upstream.cancelled == [operation.id])
+        #expect(host.closed == 1)
+        #expect(fanout.localCount == 0 && fanout.upstreamCount == 0)
+    }
+
+    /// A request that does not parse is answered with an error for that operation and the
+    /// client goes on; a line that breaks the protocol is answered and its connection closed.
+    /// Neither reaches the upstream side or the other client.
+    @Test func badInputIsAnsweredToItsSenderAloneAndNothingGoesUpstream() throws {
+        let loop = EmbeddedEventLoop()
+        let upstream = Upstream()
+        let host = Host()
+        let fanout = try fanout(loop, upstream)
+        let bad = try client(loop, fanout, host)
+        let good = try client(loop, fanout, host)
+        try send(bad, #"{"type":"subscribe","id":"x","payload":{"query":"subscription { "}}"#)
+        loop.run()
+        let refused = try lines(bad)
+        #expect(refused.count == 1 && refused[0].contains(#""type":"error","id":"x""#), "\(refused)")
+        #expect(bad.isActive, "a bad request is an error, not a close")
+        try send(bad, #"{"type":"nonsense"}"#)
+        loop.run()
+        let broken = try lines(bad)
+        #expect(broken.count == 1 && broken[0].contains(#""type":"error""#), "\(broken)")
+        #expect(!bad.isActive, "a protocol error closes its connection")
+        #expect(try lines(good).isEmpty)
+        #expect(good.isActive)
+        #expect(upstream.opened.isEmpty)
+        #expect(host.closed == 1)
+    }
+
+    @Test func anUpstreamCompleteFinishesTheOperationForEverySubscriber() throws {
+        let loop = EmbeddedEventLoop()
+        let upstream = Upstream()
+        let host = Host()
+        let fanout = try fanout(loop, upstream)
+        let a = try client(loop, fanout, host)
+        let b = try client(loop, fanout, host)
+        try send(a, #"{"type":"subscribe","id":"a","payload":{"query":"subscription { tick }"}}"#)
+        try send(b, #"{"type":"subscribe","id":"b","payload":{"query":"subscription { tick }"}}"#)
+        loop.run()
+        let operation = try #require(upstream.opened.first)
+        fanout.upstreamUpdate(operation.id, .finished(.completed))
+        loop.run()
+        #expect(try lines(a).contains(#"{"type":"complete","id":"a"}"#))
+        #expect(try lines(b).contains(#"{"type":"complete","id":"b"}"#))
+        #expect(fanout.localCount == 0)
+    }
+}
