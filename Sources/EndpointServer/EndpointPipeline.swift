@@ -150,7 +150,7 @@ package enum EndpointPipeline {
     /// over a restart (`acknowledged`: its `connection_init` was answered before).
     private static func addWebSocketHandlers(
         _ channel: any Channel,
-        wire: EndpointSubprotocol,
+        wire: WireProtocol,
         token: EndpointToken?,
         origin: ClientOrigin,
         reservation: any InboundBudget,
@@ -216,8 +216,8 @@ package enum EndpointPipeline {
 
     /// The subprotocol for an upgrade request: the client's first supported offer;
     /// graphql-transport-ws when it offers none; nil when it offers only others.
-    private static func subprotocol(_ head: HTTPRequestHead) -> EndpointSubprotocol? {
+    private static func subprotocol(_ head: HTTPRequestHead) -> WireProtocol? {
         let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",").map(String.init) }
-        return offered.isEmpty ? .transportWS : EndpointSubprotocol.select(offered: offered)
+        return offered.isEmpty ? .transportWS : WireProtocol.select(offered: offered)
     }
 }

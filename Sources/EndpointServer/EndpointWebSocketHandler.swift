@@ -47,7 +47,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     /// - Parameter acknowledged: the client was acknowledged before a restart: no
     ///   `connection_init` wait, and legacy keep-alives from the start.
     package init(
-        wire: EndpointSubprotocol,
+        wire: WireProtocol,
         writer: EncodedFrameWriter,
         token: EndpointToken? = nil,
         acknowledged: Bool = false,

@@ -169,7 +169,7 @@ extension FuzzTargets {
     public static func endpoint(_ data: UnsafeRawBufferPointer) {
         let bytes = Array(data)
         let frames = bytes.split(separator: 0, omittingEmptySubsequences: false)
-        for wire in EndpointSubprotocol.allCases {
+        for wire in WireProtocol.allCases {
             var session = WebSocketServerSession(wire: wire)
             var actions = session.received(ByteBuffer(string: #"{"type":"connection_init"}"#))
             for frame in frames { actions += session.received(ByteBuffer(bytes: frame)) }

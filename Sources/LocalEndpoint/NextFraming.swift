@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
 
@@ -28,7 +29,7 @@ package enum SessionOutput {
 /// | HTTP, multipart | `\r\ncontent-type: application/json\r\n\r\n{"payload":` | `}\r\n--graphql` | none |
 package enum NextFraming: Sendable, Equatable {
     case line
-    case webSocket(EndpointSubprotocol)
+    case webSocket(WireProtocol)
     case sse
     case multipart
 

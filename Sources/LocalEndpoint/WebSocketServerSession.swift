@@ -3,16 +3,12 @@ import JSONEnvelope
 import LocalProtocol
 import NIOCore
 
-/// The two GraphQL-over-WebSocket subprotocols the endpoint serves.
-package enum EndpointSubprotocol: String, Sendable, CaseIterable {
-    /// graphql-transport-ws, the protocol of the graphql-ws library.
-    case transportWS = "graphql-transport-ws"
-    /// subscriptions-transport-ws, the legacy protocol.
-    case legacyWS = "graphql-ws"
-
+/// The endpoint's WebSocket subprotocols are the vocabulary's ``WireProtocol``: the same two
+/// protocols, seen from the server's side.
+extension WireProtocol {
     /// The subprotocol for a client's offer, in the client's order of preference.
-    package static func select(offered: [String]) -> EndpointSubprotocol? {
-        offered.lazy.compactMap { EndpointSubprotocol(rawValue: $0.trimming()) }.first
+    package static func select(offered: [String]) -> WireProtocol? {
+        offered.lazy.compactMap { WireProtocol(rawValue: $0.trimming()) }.first
     }
 }
 
@@ -35,7 +31,7 @@ package struct WebSocketServerSession: Sendable {
         case close(code: CloseCode, reason: String)
     }
 
-    package let wire: EndpointSubprotocol
+    package let wire: WireProtocol
     package private(set) var acknowledged = false
     /// The token the client must present in its `connection_init` payload before anything
     /// else (a TCP client whose upgrade carried none); nil when it need not.
@@ -47,7 +43,7 @@ package struct WebSocketServerSession: Sendable {
 
     /// - Parameter acknowledged: the client's `connection_init` was answered already (by the
     ///   process before a restart): it is not asked again, and needs no token.
-    package init(wire: EndpointSubprotocol, token: EndpointToken? = nil, acknowledged: Bool = false) {
+    package init(wire: WireProtocol, token: EndpointToken? = nil, acknowledged: Bool = false) {
         self.wire = wire
         self.token = acknowledged ? nil : token
         self.acknowledged = acknowledged

@@ -202,7 +202,7 @@ import Testing
     @Test(arguments: [10, 200, 70_000])
     func framedResultsAreWholeWebSocketFrames(payloadBytes: Int) {
         let payload = ByteBuffer(string: #"{"data":""# + String(repeating: "x", count: payloadBytes) + #""}"#)
-        for wire in EndpointSubprotocol.allCases {
+        for wire in WireProtocol.allCases {
             let framing = NextFraming.webSocket(wire)
             var message = framing.prefix(id: "a\"b")
             message.writeImmutableBuffer(payload)

@@ -12,7 +12,7 @@ import Testing
 /// handshake both ways, the connection_init wait, pings, lines to the session.
 @Suite struct EndpointWebSocketHandlerTests {
     /// A connected channel: the frame writer, then the handler; what it sends is read raw.
-    private func channel(_ wire: EndpointSubprotocol = .transportWS) throws -> EmbeddedChannel {
+    private func channel(_ wire: WireProtocol = .transportWS) throws -> EmbeddedChannel {
         let writer = EncodedFrameWriter()
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(writer)
@@ -125,8 +125,8 @@ import Testing
     /// A connection carried over a restart gets its handlers before its channel is registered
     /// and active (as `ClientBootstrap.withConnectedSocket` does): its keep-alives start when it
     /// becomes active, exactly as a fresh connection's, and no `connection_init` wait is armed.
-    @Test(arguments: [EndpointSubprotocol.legacyWS, .transportWS])
-    func aCarriedConnectionResumesItsKeepAlivesOnceActive(wire: EndpointSubprotocol) throws {
+    @Test(arguments: [WireProtocol.legacyWS, .transportWS])
+    func aCarriedConnectionResumesItsKeepAlivesOnceActive(wire: WireProtocol) throws {
         let writer = EncodedFrameWriter()
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(writer)
