@@ -100,8 +100,8 @@ package final class Daemon: @unchecked Sendable {
         // them off the loop (`Daemon+Reload.swift`).
         let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
         // The carriers tell the fan-out, which is made after them (it sends through them).
-        let sink = FanoutSink()
-        self.upstreams = UpstreamRegistry(upstream, eventLoop: eventLoop) { id, update in sink.fanout?.upstreamUpdate(id, update) }
+        let sink = FanoutSink(eventLoop: eventLoop)
+        self.upstreams = UpstreamRegistry(upstream, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
         self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration, upstream: upstreams)
         sink.fanout = fanout
         upstreams.observe { [weak self] _, connection, event in self?.transportEvent(event, connection: connection) }
@@ -456,6 +456,18 @@ private final class LineWire: CarriedConnection {
 
 /// Where the carriers' updates go: the fan-out, set once the daemon has made it (it is made
 /// after the registry it sends through). Weak: the daemon owns both.
+///
+/// `@unchecked Sendable` — safe because `fanout` is written once, in `Daemon.init`, before any
+/// carrier can run (the upstream starts in `start()`, on the loop, after init returns), and read
+/// only in ``deliver(_:_:)``, which asserts it runs on the daemon's loop.
 private final class FanoutSink: @unchecked Sendable {
+    private let eventLoop: any EventLoop
     weak var fanout: Fanout?
+
+    init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    func deliver(_ id: OperationID, _ update: OperationUpdate) {
+        eventLoop.assertInEventLoop()
+        fanout?.upstreamUpdate(id, update)
+    }
 }

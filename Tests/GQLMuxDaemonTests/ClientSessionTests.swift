@@ -44,6 +44,14 @@ import Upstream
         func statusChanged() {}
     }
 
+    /// An embedded loop, an upstream side and a control plane of the test's own, and a fan-out
+    /// on that loop in front of that upstream side.
+    private func rig() throws -> (EmbeddedEventLoop, Upstream, Host, Fanout) {
+        let loop = EmbeddedEventLoop()
+        let upstream = Upstream()
+        return (loop, upstream, Host(), try fanout(loop, upstream))
+    }
+
     /// A fan-out on `loop` in front of `upstream`.
     private func fanout(_ loop: EmbeddedEventLoop, _ upstream: Upstream) throws -> Fanout {
         let configuration = DaemonConfiguration(upstream: UpstreamConfiguration(url: try UpstreamURL("ws://127.0.0.1:1/graphql")))
@@ -71,10 +79,7 @@ import Upstream
     }
 
     @Test func identicalSubscriptionsShareOneUpstreamOperationAndEachClientHearsItsOwnID() throws {
-        let loop = EmbeddedEventLoop()
-        let upstream = Upstream()
-        let host = Host()
-        let fanout = try fanout(loop, upstream)
+        let (loop, upstream, host, fanout) = try rig()
         let a = try client(loop, fanout, host)
         let b = try client(loop, fanout, host)
         #expect(host.opened == 2)
@@ -115,10 +120,7 @@ import Upstream
     /// client goes on; a line that breaks the protocol is answered and its connection closed.
     /// Neither reaches the upstream side or the other client.
     @Test func badInputIsAnsweredToItsSenderAloneAndNothingGoesUpstream() throws {
-        let loop = EmbeddedEventLoop()
-        let upstream = Upstream()
-        let host = Host()
-        let fanout = try fanout(loop, upstream)
+        let (loop, upstream, host, fanout) = try rig()
         let bad = try client(loop, fanout, host)
         let good = try client(loop, fanout, host)
         try send(bad, #"{"type":"subscribe","id":"x","payload":{"query":"subscription { "}}"#)
@@ -138,10 +140,7 @@ import Upstream
     }
 
     @Test func anUpstreamCompleteFinishesTheOperationForEverySubscriber() throws {
-        let loop = EmbeddedEventLoop()
-        let upstream = Upstream()
-        let host = Host()
-        let fanout = try fanout(loop, upstream)
+        let (loop, upstream, host, fanout) = try rig()
         let a = try client(loop, fanout, host)
         let b = try client(loop, fanout, host)
         try send(a, #"{"type":"subscribe","id":"a","payload":{"query":"subscription { tick }"}}"#)
