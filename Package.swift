@@ -124,7 +124,7 @@ let package = Package(
         .target(
             name: "EndpointServer",
             dependencies: [
-                "GQLMuxVocabulary", "Handover", "LocalEndpoint", "RequestValidation",
+                "GQLMuxVocabulary", "Handover", "LocalEndpoint", "LocalProtocol", "RequestValidation",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),

@@ -1,12 +1,13 @@
 import GQLMuxVocabulary
 import Handover
 import LocalEndpoint
+import LocalProtocol
 import NIOCore
 import NIOHTTP1
 import RequestValidation
 
 /// GraphQL over HTTP on the endpoint, in front of the connection's session (``EndpointSession``, added at
-/// the first request): each request becomes one local `subscribe`, its answer a JSON response
+/// the first request): each request becomes one `subscribe` request, its answer a JSON response
 /// or a stream (``HTTPExchange`` decides). NIO's server pipeline hands over a pipelined request
 /// only after the answer before it has ended, so one exchange runs at a time; a stream ends its
 /// connection.
@@ -15,7 +16,7 @@ import RequestValidation
 /// through a `NIOLoopBound`, checked on that loop.
 package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     package typealias InboundIn = HTTPServerRequestPart
-    package typealias InboundOut = ByteBuffer
+    package typealias InboundOut = ClientRequest
     package typealias OutboundIn = SessionOutput
     package typealias OutboundOut = HTTPServerResponsePart
 
@@ -255,6 +256,8 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         if head.method == .OPTIONS { return preflight(head, context: context) }
         requests += 1
         let limits = host.documentLimits
+        // Parsed once, here: its kind picks the answer's mode, and the session gets the result.
+        var parsed: Result<SubscribeRequest, SubscribeRequest.Invalid>?
         let start = HTTPExchange.start(
             method: head.method.rawValue,
             accept: head.headers["accept"].joined(separator: ","),
@@ -263,12 +266,14 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             queryItems: target.count > 1 ? HTTPExchange.queryItems(target[1]) : [],
             id: "http-\(requests)"
         ) { request -> OperationKind? in
-            (try? SubscribeRequest.parse(request, limits: limits))?.kind
+            let result = SubscribeRequest.parsed(request, limits: limits)
+            parsed = result
+            return try? result.get().kind
         }
         switch start {
         case .reject(let status, let message):
             reject(status, message, context: context)
-        case .subscribe(let line, var exchange):
+        case .subscribe(let request, var exchange):
             let opening = exchange.opening()
             self.exchange = exchange
             write(opening, context: context)
@@ -287,7 +292,9 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
                 }
             }
             session?.framing = exchange.framing  // before the subscribe: its results come framed
-            context.fireChannelRead(wrapInboundOut(line))
+            // `start` read the kind of every request it subscribes, so the document was parsed.
+            let subscribe = ClientRequest.subscribe(id: exchange.id, parsed ?? SubscribeRequest.parsed(request, limits: limits))
+            context.fireChannelRead(wrapInboundOut(subscribe))
         }
     }
 
@@ -302,14 +309,14 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         }
     }
 
-    /// The session's output: a stream's results, already framed; its lines, the current
+    /// The session's output: a stream's results, already framed; its messages, the current
     /// exchange's answer.
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if handedOver, case .lines = unwrapOutboundIn(data) {
+        if handedOver, case .message = unwrapOutboundIn(data) {
             promise?.succeed()
             return
         }
-        let lines: ByteBuffer
+        let message: SessionMessage
         switch unwrapOutboundIn(data) {
         case .framed(let events):
             // Framed by the session as SSE events or multipart parts: one body part (one HTTP
@@ -330,14 +337,14 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
             }
             writer.write(chunk, flush: false, promise: promise)
             return
-        case .lines(let bytes):
-            lines = bytes
+        case .message(let value):
+            message = value
         }
         guard var exchange else {
             promise?.succeed()
             return
         }
-        let outputs = exchange.fromSession(lines)
+        let outputs = exchange.deliver(message)
         self.exchange = exchange.ended ? nil : exchange
         if exchange.ended {
             heartbeat?.cancel()
@@ -514,10 +521,10 @@ package final class ResumedChunkedResponse: ChannelDuplexHandler {
                 context.write(wrapOutboundOut(bytes), promise: promise)
                 return
             }
-            var chunk = context.channel.allocator.buffer(capacity: bytes.readableBytes + 12)
-            chunk.writeString(String(bytes.readableBytes, radix: 16) + "\r\n")
+            var chunk = context.channel.allocator.buffer(capacity: NextFraming.chunkHeaderRoom + bytes.readableBytes + 2)
+            chunk.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom)
             chunk.writeImmutableBuffer(bytes)
-            chunk.writeStaticString("\r\n")
+            NextFraming.sealChunk(&chunk)
             context.write(wrapOutboundOut(chunk), promise: promise)
         case .body(.fileRegion):
             promise?.fail(ChannelError.operationUnsupported)

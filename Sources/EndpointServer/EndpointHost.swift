@@ -27,7 +27,7 @@ package enum EndpointRefusal: Sendable {
 }
 
 /// The session behind one endpoint connection, as its handlers see it: a channel handler that
-/// reads local-protocol lines and writes ``SessionOutput``, told how to frame results.
+/// reads requests (``ClientRequest``) and writes ``SessionOutput``, told how to frame results.
 package protocol EndpointSession: AnyObject, ChannelHandler {
     /// How results reach the client: set before each subscribe.
     var framing: NextFraming { get set }

@@ -178,7 +178,13 @@ package enum EndpointPipeline {
                 maxAccumulatedFrameSize: host.maxMessageBytes
             )
         )
-        let handler = EndpointWebSocketHandler(wire: wire, writer: writer, token: token, acknowledged: acknowledged) {
+        let handler = EndpointWebSocketHandler(
+            wire: wire,
+            writer: writer,
+            token: token,
+            acknowledged: acknowledged,
+            documentLimits: { host.documentLimits }
+        ) {
             host.endpointRefused(
                 .unauthorized,
                 listener: origin,

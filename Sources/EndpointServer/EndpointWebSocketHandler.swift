@@ -3,10 +3,11 @@ import Handover
 import LocalEndpoint
 import NIOCore
 import NIOWebSocket
+import RequestValidation
 
 /// One GraphQL WebSocket client of the endpoint, in front of its session (``EndpointSession``): frames in
-/// become local-protocol lines for the session; the session's lines become frames
-/// (``WebSocketServerSession`` decides both). Answers WebSocket pings, times the
+/// become requests for the session (a `subscribe`'s document parsed here, once); the session's
+/// messages become frames (``WebSocketServerSession`` decides both). Answers WebSocket pings, times the
 /// `connection_init` wait, and sends legacy `ka` keep-alives. Its close follows the same
 /// close handshake as the upstream's (``CloseHandshake``): after our close frame the socket is
 /// closed when the client's answers it, or when the handshake's deadline passes without one.
@@ -20,7 +21,7 @@ import NIOWebSocket
 /// `NIOLoopBound`, checked on that loop.
 package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     package typealias InboundIn = WebSocketFrame
-    package typealias InboundOut = ByteBuffer
+    package typealias InboundOut = ClientRequest
     package typealias OutboundIn = SessionOutput
     package typealias OutboundOut = WebSocketFrame
 
@@ -39,6 +40,8 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     private var keepAlive: RepeatedTask?
 
     private let writer: EncodedFrameWriter
+    /// The document limits in force (a reload may change them).
+    private let documentLimits: () -> SubscribeRequest.Limits
     /// Told once when the client is closed for a missing or wrong token.
     private let onDeniedToken: () -> Void
 
@@ -51,10 +54,12 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         writer: EncodedFrameWriter,
         token: EndpointToken? = nil,
         acknowledged: Bool = false,
+        documentLimits: @escaping () -> SubscribeRequest.Limits = { SubscribeRequest.Limits() },
         onDeniedToken: @escaping () -> Void = {}
     ) {
         session = WebSocketServerSession(wire: wire, token: token, acknowledged: acknowledged)
         self.writer = writer
+        self.documentLimits = documentLimits
         self.onDeniedToken = onDeniedToken
     }
 
@@ -158,8 +163,8 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
                 return
             }
             writer.write(frames, flush: false, promise: promise)
-        case .lines(let lines):
-            perform(session.fromSession(lines), context: context, promise: promise, flush: false)
+        case .message(let message):
+            perform(session.deliver(message), context: context, promise: promise, flush: false)
         case .chunk:
             // HTTP framing: a WebSocket session's results never take it.
             assertionFailure("an HTTP chunk written to a WebSocket client")
@@ -183,8 +188,10 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
                 guard !closeSent else { continue }
                 if out == nil { out = context.channel.allocator.buffer(capacity: text.readableBytes + 10) }
                 Self.appendFrame(.text, text, to: &out!)
-            case .forward(let line):
-                context.fireChannelRead(wrapInboundOut(line))
+            case .subscribe(let id, let payload):
+                context.fireChannelRead(wrapInboundOut(.subscribe(id: id, payload: payload, limits: documentLimits())))
+            case .complete(let id):
+                context.fireChannelRead(wrapInboundOut(.complete(id: id)))
             case .close(let code, let reason):
                 guard !closeSent else { continue }
                 closeSent = true
@@ -231,16 +238,8 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     }
 
     package static func appendFrame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, to out: inout ByteBuffer) {
-        let length = payload.readableBytes
-        out.writeInteger(UInt8(0x80) | UInt8(webSocketOpcode: opcode))
-        if length < 126 {
-            out.writeInteger(UInt8(length))
-        } else if length <= Int(UInt16.max) {
-            out.writeInteger(UInt8(126))
-            out.writeInteger(UInt16(length))
-        } else {
-            out.writeInteger(UInt8(127))
-            out.writeInteger(UInt64(length))
+        out.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes) { bytes in
+            NextFraming.writeWebSocketHeader(opcode: UInt8(webSocketOpcode: opcode), length: payload.readableBytes, to: bytes.baseAddress!)
         }
         var payload = payload
         out.writeBuffer(&payload)

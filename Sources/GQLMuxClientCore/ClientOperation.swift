@@ -36,9 +36,9 @@ final class ClientOperation: @unchecked Sendable {
     func line(id: String) -> ByteBuffer {
         switch kind {
         case .subscription, .single:
-            return LocalEncode.message(.subscribe, id: id, payload: ByteBuffer(string: payload))
+            return LocalEncode.envelope(.subscribe, id: id, payload: ByteBuffer(string: payload))
         case .admin(let verb):
-            return LocalEncode.message(verb, id: id)
+            return LocalEncode.envelope(verb, id: id)
         }
     }
 }

@@ -31,7 +31,7 @@ extension GQLMuxClient {
         eventLoop.assertInEventLoop()
         guard let operation = operations.removeValue(forKey: id) else { return }
         forgetPressure(id)
-        channel?.writeAndFlush(LocalEncode.complete(id: id), promise: nil)
+        channel?.writeAndFlush(LocalEncode.envelope(.complete, id: id), promise: nil)
         // A cancelled subscription just ends; a cancelled query or mutation throws.
         operation.onFinish(operation.kind == .subscription ? nil : CancellationError())
     }
@@ -78,7 +78,7 @@ extension GQLMuxClient {
         var hello = JSONObjectWriter()
         hello.field("protocol", LocalProtocol.version)
         hello.field("client", configuration.clientName)
-        channel.write(LocalEncode.message(.connectionInit, payload: hello.finish()), promise: nil)
+        channel.write(LocalEncode.envelope(.connectionInit, payload: hello.finish()), promise: nil)
         for (id, operation) in Self.inOrder(operations) {
             channel.write(operation.line(id: id), promise: nil)
         }

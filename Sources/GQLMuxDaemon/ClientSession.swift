@@ -15,7 +15,7 @@ import RequestValidation
 /// `writeNext` is called only from the fan-out's deliveries, whose entry (`Fanout.upstream`)
 /// makes the same check, so a delivery pays for no check of its own.
 final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Sendable {
-    typealias InboundIn = ByteBuffer
+    typealias InboundIn = ClientRequest
     typealias OutboundOut = ByteBuffer
 
     /// The control plane (admin verbs, status, counting sessions); the daemon owns this
@@ -69,8 +69,12 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             framedHeader = framing.hasHeader
             framedSuffix = framing.suffix
             chunked = framing.isChunked
+            if case .answer(let id) = framing { answerID = id } else { answerID = nil }
         }
     }
+    /// A single HTTP answer's operation: its results reach the wire as values, which it
+    /// assembles into its answer.
+    private var answerID: String?
     /// `framing != .line`, read on the hot path. The batch then holds framed results only.
     private var framed = false
     /// The framing's parts the hot path reads, resolved once when it is set: whether a
@@ -148,47 +152,27 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
-        let line = unwrapInboundIn(data)
-        if line.readableBytes == 0 { return }
-        let envelope: Envelope
-        do {
-            envelope = try Envelope(line)
-        } catch {
-            protocolError("invalid message: \(error)")
-            return
-        }
-        let payload = envelope.payload
-        guard let type = LocalMessageType(rawValue: envelope.type) else {
-            return protocolError("unknown message type '\(envelope.type)'")
-        }
-        switch type {
-        case .connectionInit:
-            if let payload, envelope.payloadKind == .object {
-                name = clientName(payload) ?? ""
-            }
+        switch unwrapInboundIn(data) {
+        case .connectionInit(let clientName):
+            name = clientName ?? ""
             send(host.connectionAck())
-        case .subscribe:
-            guard let id = envelope.id, !id.isEmpty else { return protocolError("'subscribe' needs a non-empty string 'id'") }
-            guard let payload, envelope.payloadKind == .object else {
-                return protocolError("'subscribe' needs an object 'payload'")
-            }
-            subscribe(id: id, payload: payload)
-        case .complete:
-            guard let id = envelope.id, !id.isEmpty else { return protocolError("'complete' needs a non-empty string 'id'") }
+        case .subscribe(let id, let request):
+            subscribe(id: id, request)
+        case .complete(let id):
             fanout.complete(session: self, localID: id)
             host.statusChanged()
-        case .ping:
-            send(LocalEncode.message(.pong, payload: payload))
+        case .ping(let payload):
+            send(.pong(payload: payload))
         case .pong:
             break
-        case .status:
-            send(LocalEncode.message(.status, id: envelope.id, payload: host.statusPayload()))
-        case .metrics:
-            send(LocalEncode.metrics(id: envelope.id, text: String(decoding: host.metricsText(), as: UTF8.self)))
-        case .pause, .resume, .reload, .restart:
-            admin(type, id: envelope.id)
-        case .connectionAck, .next, .error, .state, .ok:
-            protocolError("'\(envelope.type)' is sent by the daemon, not to it")
+        case .status(let id):
+            send(.status(id: id, payload: host.statusPayload()))
+        case .metrics(let id):
+            send(.metrics(id: id, text: String(decoding: host.metricsText(), as: UTF8.self)))
+        case .admin(let verb, let id):
+            admin(verb, id: id)
+        case .invalid(let reason):
+            protocolError(reason)
         }
     }
 
@@ -196,17 +180,19 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// - Parameter resumed: the operation was carried over a restart: the resnapshot query it
     ///   had (already in its upstream form) and when its client was told `reconnecting`.
-    private func subscribe(id: String, payload: ByteBuffer, resumed: (snapshot: ByteBuffer?, since: Instant)? = nil) {
-        // A duplicate id and the per-client limit are named before the payload is parsed.
+    private func subscribe(
+        id: String,
+        _ parsed: Result<SubscribeRequest, SubscribeRequest.Invalid>,
+        resumed: (snapshot: ByteBuffer?, since: Instant)? = nil
+    ) {
+        // A duplicate id and the per-client limit are named before the document's faults.
         if let refusal = fanout.admission(session: self, localID: id) {
             return fanout.refuse(self, id, refusal)
         }
         var request: SubscribeRequest
-        do {
-            request = try SubscribeRequest.parse(payload, limits: host.documentLimits)
-        } catch {
-            sendError(id: id, code: error.code, message: error.message)
-            return
+        switch parsed {
+        case .success(let parsed): request = parsed
+        case .failure(let error): return sendError(id: id, code: error.code, message: error.message)
         }
         if let resumed { request.snapshotPayload = resumed.snapshot }
         fanout.subscribe(request, session: self, localID: id, resumingSince: resumed?.since)
@@ -219,11 +205,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func resume(_ subscriptions: [HandoverState.Subscription], since: Instant) {
         eventLoop.assertInEventLoop()
         for subscription in subscriptions {
-            subscribe(
-                id: subscription.id,
-                payload: ByteBuffer(string: subscription.payload),
-                resumed: (subscription.snapshot.map { ByteBuffer(string: $0) }, since)
-            )
+            let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits)
+            subscribe(id: subscription.id, parsed, resumed: (subscription.snapshot.map { ByteBuffer(string: $0) }, since))
         }
     }
 
@@ -233,7 +216,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         shutDown()
     }
 
-    private func admin(_ verb: LocalMessageType, id: String?) {
+    private func admin(_ verb: ClientRequest.AdminVerb, id: String?) {
         guard host.isAdmin(credentials) else {
             sendError(id: id, code: LocalErrorCode.forbidden, message: "'\(verb.rawValue)' is an admin verb; this peer is not an admin")
             return
@@ -241,20 +224,20 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         switch verb {
         case .pause:
             host.pause()
-            send(LocalEncode.ok(id: id))
+            send(.ok(id: id))
         case .resume:
             host.resume()
-            send(LocalEncode.ok(id: id))
+            send(.ok(id: id))
         case .restart:
             if let refusal = host.restart() {
                 sendError(id: id, code: LocalErrorCode.badRequest, message: refusal)
             } else {
-                send(LocalEncode.ok(id: id))
+                send(.ok(id: id))
             }
-        default:
+        case .reload:
             host.reload().whenComplete { result in
                 switch result {
-                case .success: self.send(LocalEncode.ok(id: id))
+                case .success: self.send(.ok(id: id))
                 case .failure(let error): self.sendError(id: id, code: LocalErrorCode.badRequest, message: "reload failed: \(error)")
                 }
             }
@@ -263,25 +246,26 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     // MARK: - Writing
 
-    /// An `error` for one operation (or for the line when `id` is nil), counted by code.
+    /// An `error` for one operation (or for the connection when `id` is nil), counted by code.
     func sendError(id: String?, code: LocalErrorCode, message: String, flush: Bool = true) {
         guard !closing else { return }
         metrics.errorSent(code)
-        send(LocalEncode.error(id: id, code: code, message: message), flush: flush)
+        send(.error(id: id, .local(code: code, message: message)), flush: flush)
     }
 
-    /// Writes one line; flushes unless the caller batches. A client whose results are framed
-    /// gets it after them, for its handler to translate, and at once.
-    func send(_ line: ByteBuffer, flush: Bool = true) {
+    /// Tells the client `message`, after the results batched before it; flushes unless the
+    /// caller batches. A line client gets it encoded into its batch; an endpoint client's wire
+    /// gets the value, at once, to write in its own protocol.
+    func send(_ message: SessionMessage, flush: Bool = true) {
         eventLoop.assertInEventLoop()
         guard !closing else { return }
-        if framed {
-            let written = writeAll(then: line) + unreported
+        guard origin == .lineSocket else {
+            let written = writeAll(then: message) + unreported
             unreported = 0
             fanout.bufferedChanged(by: written)
             return
         }
-        batch.writeImmutableBuffer(line)
+        batch.writeImmutableBuffer(LocalEncode.line(message))
         if flush { fanout.bufferedChanged(by: self.flush()) }
     }
 
@@ -290,7 +274,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// than two per message (see scripts/bench.sh). False when nothing was written.
     /// `prefix` and `body` are the bytes of the subscriber's prefix and of `payload`.
     func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) -> Bool {
-        guard body.count >= Self.sharedPayloadBytes else { return writeNext(prefix: prefix, body: body) }
+        guard body.count >= Self.sharedPayloadBytes, answerID == nil else { return writeNext(prefix: prefix, body: body) }
         guard !closing else { return false }
         if batch.capacity == 0 { reserveBatch() }
         // Queued by reference after the batch so far, between its prefix and its suffix.
@@ -331,6 +315,10 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// prefix, payload, suffix. False when nothing was written.
     func writeNexts(prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Bool {
         guard !closing else { return false }
+        if let answerID {
+            for body in bodies { send(.next(id: answerID, payload: ByteBuffer(bytes: body), mark: nil)) }
+            return true
+        }
         let header = framed && framedHeader
         let tailString = framed ? framedSuffix : LocalEncode.nextSuffix
         tailString.withUTF8Buffer { tail in
@@ -419,7 +407,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         guard !closing else { return false }
         var written = handOff()
         for chunk in chunks {
-            write(chunk, framed: true, sealed: true)
+            write(chunk, sealed: true)
             written += chunk.readableBytes
         }
         buffered += written
@@ -502,13 +490,11 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// Shared chunks were handed to NIO and not flushed yet.
     private var unflushed = false
 
-    /// Hands everything batched to NIO, then `line` if given, and flushes: the bytes written.
-    private func writeAll(then line: ByteBuffer? = nil) -> Int {
-        var written = handOff()
-        if let line {
-            written += line.readableBytes
-            write(line, framed: false)
-        }
+    /// Hands everything batched to NIO, then `message` if given (an endpoint client's), and
+    /// flushes: the bytes written (a message counts as none: its wire encodes it).
+    private func writeAll(then message: SessionMessage? = nil) -> Int {
+        let written = handOff()
+        if let message { write(message) }
         flushChannel()
         unflushed = false
         lastBatchBytes = written
@@ -522,29 +508,36 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         var written = 0
         for part in queued where part.bytes.readableBytes > 0 {
             written += part.bytes.readableBytes
-            write(part.bytes, framed: framed, sealed: chunked && !part.shared)
+            write(part.bytes, sealed: chunked && !part.shared)
         }
         queued.removeAll(keepingCapacity: true)
         if batch.readableBytes > 0 {
             if chunked { NextFraming.sealChunk(&batch) }
             written += batch.readableBytes
-            write(batch, framed: framed, sealed: chunked)
+            write(batch, sealed: chunked)
         }
         startBatch()
         return written
     }
 
-    /// A line-socket client gets bytes; an endpoint client's handler gets them typed: results
-    /// already framed (`sealed`: as a whole HTTP chunk), or lines to translate.
-    private func write(_ bytes: ByteBuffer, framed: Bool, sealed: Bool = false, promise: EventLoopPromise<Void>? = nil) {
+    /// A line-socket client gets bytes; an endpoint client's wire gets results already framed
+    /// (`sealed`: as a whole HTTP chunk).
+    private func write(_ bytes: ByteBuffer, sealed: Bool = false, promise: EventLoopPromise<Void>? = nil) {
         let data: NIOAny
         if origin == .lineSocket {
             data = NIOAny(bytes)
-        } else if !framed {
-            data = NIOAny(SessionOutput.lines(bytes))
         } else {
             data = NIOAny(sealed ? SessionOutput.chunk(bytes) : SessionOutput.framed(bytes))
         }
+        write(data, promise: promise)
+    }
+
+    /// A line-socket client gets `message` as its line; an endpoint client's wire gets the value.
+    private func write(_ message: SessionMessage, promise: EventLoopPromise<Void>? = nil) {
+        write(origin == .lineSocket ? NIOAny(LocalEncode.line(message)) : NIOAny(SessionOutput.message(message)), promise: promise)
+    }
+
+    private func write(_ data: NIOAny, promise: EventLoopPromise<Void>?) {
         if let context {
             context.write(data, promise: promise)
         } else {
@@ -578,7 +571,6 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         dropOperations()
         metrics.errorSent(code)
         if code == LocalErrorCode.slowConsumer { metrics.slowConsumerCut() }
-        let line = LocalEncode.error(id: nil, code: code, message: message)
         if !force { flush() }
         closing = true
         let channel = self.channel
@@ -586,7 +578,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         // socket with unread input makes the peer's read fail with ECONNRESET before it sees
         // the error line.
         let written = channel.eventLoop.makePromise(of: Void.self)
-        write(line, framed: false, promise: written)
+        write(.error(id: nil, .local(code: code, message: message)), promise: written)
         flushChannel()
         written.futureResult.whenComplete { _ in
             channel.close(mode: .output, promise: nil)
@@ -605,7 +597,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         flush()
         closing = true
         let written = eventLoop.makePromise(of: Void.self)
-        write(ByteBuffer(), framed: true, promise: written)
+        write(ByteBuffer(), promise: written)
         flushChannel()
         return written.futureResult
     }
@@ -644,12 +636,5 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         if !name.isEmpty { f["GQLMUX_CLIENT_NAME"] = name }
         if origin != .lineSocket { f["GQLMUX_CLIENT_KIND"] = origin.rawValue }
         return f
-    }
-
-    private func clientName(_ payload: ByteBuffer) -> String? {
-        guard let members = try? payload.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }),
-            let member = members.first(where: { $0.key == "client" && $0.kind == .string })
-        else { return nil }
-        return String(payload.withUnsafeReadableBytes { JSONScanner.decodeString($0, member.range) }.prefix(64))
     }
 }

@@ -145,7 +145,7 @@ extension Daemon {
             }
             if session.origin == .lineSocket {
                 for subscription in record.subscriptions {
-                    session.send(LocalEncode.state(id: subscription.id, .reconnecting), flush: false)
+                    session.send(.state(id: subscription.id, .reconnecting, gapMs: nil), flush: false)
                 }
             }
             carried.append((session, record))

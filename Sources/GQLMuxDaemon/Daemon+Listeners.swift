@@ -61,7 +61,7 @@ extension Daemon {
     func refusal(for origin: ClientSession.Origin) -> ByteBuffer {
         switch origin {
         case .lineSocket:
-            return LocalEncode.error(id: nil, code: .limitExceeded, message: "max_clients (\(connectionLimit(origin))) reached")
+            return LocalEncode.line(.error(id: nil, .local(code: .limitExceeded, message: "max_clients (\(connectionLimit(origin))) reached")))
         case .endpointSocket, .endpointTCP:
             return HTTPErrorResponse.raw(
                 status: 503,

@@ -229,18 +229,21 @@ package final class Daemon: @unchecked Sendable {
         let reservation = NIOLoopBound(InboundReservation(fanout: self.fanout), eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in reservation.value.release() }
         reservation.value.onCut = {
-            let error = LocalEncode.error(
-                id: nil,
-                code: .limitExceeded,
-                message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped"
+            let error = LocalEncode.line(
+                .error(
+                    id: nil,
+                    .local(code: .limitExceeded, message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped")
+                )
             )
             channel.writeAndFlush(error).whenComplete { _ in channel.close(promise: nil) }
         }
         let decoder = LineFrameDecoder(maxLineBytes: limits.maxLineBytes, holding: { reservation.value.hold($0) })
         try sync.addHandler(ByteToMessageHandler(decoder))
+        let wire = LineWire(documentLimits: { [unowned self] in self.documentLimits })
+        try sync.addHandler(wire)
         let session = makeSession(channel, origin: .lineSocket)
         session.inbound = reservation.value
-        session.wire = LineWire()
+        session.wire = wire
         try sync.addHandler(session)
         return session
     }
@@ -379,9 +382,9 @@ package final class Daemon: @unchecked Sendable {
 
     // MARK: - Status
 
-    func connectionAck() -> ByteBuffer {
+    func connectionAck() -> SessionMessage {
         eventLoop.assertInEventLoop()
-        return LocalEncode.connectionAck(upstreamState: upstream.stateOnLoop.name.rawValue)
+        return .connectionAck(upstreamState: upstream.stateOnLoop.name.rawValue)
     }
 
     /// The daemon at this instant: the one value `status`, `STATUS=` and the metrics read.
@@ -445,13 +448,6 @@ extension ServerBootstrap {
     func acceptingLater() -> ServerBootstrap {
         serverChannelOption(.autoRead, value: false)
     }
-}
-
-/// A line-protocol client's wire: carried over a restart as it is whenever its session may be
-/// (no partial line held, which its session's budget share says); nothing of its own to stop.
-private final class LineWire: CarriedConnection {
-    var carriage: HandoverState.Carriage? { .init(.line) }
-    func handOver() {}
 }
 
 /// Where the carriers' updates go: the fan-out, set once the daemon has made it (it is made

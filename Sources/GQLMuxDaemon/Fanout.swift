@@ -291,7 +291,7 @@ final class Fanout: @unchecked Sendable {
             case .open(let id, let kind, let payload, let placement, let first):
                 open(id, kind: kind, payload: payload, on: placement, first: first)
             case .joined(let id, let subscriber, let state, let count):
-                subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state)))
+                subscriber.tag.session.send(.state(id: subscriber.localID, LocalOperationState(state), gapMs: nil))
                 events.emit(
                     .subscribed,
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
@@ -312,7 +312,7 @@ final class Fanout: @unchecked Sendable {
                 )
             case .tellState(let subscriber, let state, let gap):
                 let gapMs = gap.map { Int($0.nanoseconds / 1_000_000) }
-                subscriber.tag.session.send(LocalEncode.state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs), flush: false)
+                subscriber.tag.session.send(.state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs), flush: false)
                 markDirty(subscriber.tag.session)
             case .replay(let subscriber, let payload):
                 deliverMarked(payload, "replayed", to: subscriber)
@@ -321,7 +321,7 @@ final class Fanout: @unchecked Sendable {
             case .deliverHeld(let subscriber, let payload):
                 if payload.withUnsafeReadableBytes({ write($0, payload, to: subscriber.tag) }) { messagesOut += 1 }
             case .finish(let subscriber, let finish):
-                subscriber.tag.session.send(Self.encode(finish, localID: subscriber.localID), flush: false)
+                subscriber.tag.session.send(Self.message(finish, localID: subscriber.localID), flush: false)
                 markDirty(subscriber.tag.session)
             case .finished(let id, let finish, let count):
                 finished("\(id)", finish, subscribers: count)
@@ -419,44 +419,40 @@ final class Fanout: @unchecked Sendable {
         }
     }
 
-    static func encode(_ finish: OperationFinish, localID: String) -> ByteBuffer {
+    /// How an operation's end reaches its subscriber `localID`.
+    static func message(_ finish: OperationFinish, localID: String) -> SessionMessage {
         switch finish {
         case .completed, .cancelled:
-            return LocalEncode.complete(id: localID)
+            return .complete(id: localID)
         case .error(.upstream(let payload)):
-            return LocalEncode.message(.error, id: localID, payload: payload)
+            return .error(id: localID, .upstream(errors: payload))
         case .error(.transport(let failure)):
             let local = localError(failure)
-            return LocalEncode.error(id: localID, code: local.code, message: local.message, extra: local.extra)
+            return .error(id: localID, .local(code: local.code, message: local.message, extra: local.extra))
         }
     }
 
     /// The transport's failure in the local protocol's words (docs/protocol.md).
-    static func localError(_ failure: TransportFailure) -> (code: LocalErrorCode, message: String, extra: [(String, String)]) {
+    static func localError(_ failure: TransportFailure) -> (code: LocalErrorCode, message: String, extra: [SessionError.Extension]) {
         switch failure {
         case .connectionLost(let reason):
             return (LocalErrorCode.connectionLost, reason, [])
         case .upstreamClosed(let message, let closeCode, let closeReason):
-            var extra: [(String, String)] = []
-            if let closeCode { extra.append(("closeCode", "\(closeCode)")) }
-            extra.append(("closeReason", jsonString(closeReason)))
+            var extra: [SessionError.Extension] = []
+            if let closeCode { extra.append(.init("closeCode", json: "\(closeCode)")) }
+            extra.append(.init("closeReason", json: jsonString(closeReason)))
             return (LocalErrorCode.upstreamClosed, message, extra)
         case .shutDown:
             return (LocalErrorCode.shuttingDown, shuttingDownMessage, [])
         }
     }
 
-    /// A result gqlmuxd itself gives one subscriber (a replay, a snapshot): marked
-    /// `"<mark>": true` on the line protocol's `next`, and in the result's `extensions.gqlmux`
-    /// for the endpoint's clients, whose frames carry the result.
+    /// A result gqlmuxd itself gives one subscriber (a replay, a snapshot), as a value its wire
+    /// marks in its own words: `"<mark>": true` on the line protocol's `next`, the result's
+    /// `extensions.gqlmux` for the endpoint's clients.
     private func deliverMarked(_ payload: ByteBuffer, _ mark: StaticString, to subscriber: Core.Subscriber) {
         let session = subscriber.tag.session
-        guard session.framing == .line else {
-            let marked = ResultMarks.marked(payload, mark)
-            if marked.withUnsafeReadableBytes({ write($0, marked, to: subscriber.tag) }) { messagesOut += 1 }
-            return
-        }
-        session.send(LocalEncode.markedNext(id: subscriber.localID, payload: payload, mark: mark), flush: false)
+        session.send(.next(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         messagesOut += 1
         markDirty(session)
     }

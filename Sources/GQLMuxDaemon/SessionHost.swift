@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import LocalProtocol
 import NIOCore
 import RequestValidation
 
@@ -10,7 +11,7 @@ protocol SessionHost: AnyObject {
     /// `[limits] max_document_tokens` and `max_document_depth` as of now (a reload may change them).
     var documentLimits: SubscribeRequest.Limits { get }
     /// The `connection_ack` line (the daemon's version, limits and upstream state).
-    func connectionAck() -> ByteBuffer
+    func connectionAck() -> SessionMessage
     /// The `status` verb's payload.
     func statusPayload() -> ByteBuffer
     /// The `metrics` verb's text (the Prometheus exposition).

@@ -32,10 +32,11 @@ public enum FuzzTargets {
     }
 
     static func localLine(_ line: ByteBuffer) {
-        guard let envelope = try? Envelope(line) else { return }
+        // The line client's own path: its wire reads each line as a request.
+        let read = ClientRequest(line: line, limits: SubscribeRequest.Limits(maxTokens: 2_000, maxDepth: 64))
+        if case .invalid = read { return }
         precondition(line.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "accepted a line that is not UTF-8")
-        guard envelope.type == "subscribe", let payload = envelope.payload, envelope.payloadKind == .object else { return }
-        guard let request = try? SubscribeRequest.parse(payload, limits: SubscribeRequest.Limits(maxTokens: 2_000, maxDepth: 64)) else { return }
+        guard case .subscribe(_, .success(let request)) = read else { return }
         // What goes upstream is a JSON object that no longer carries gqlmuxd's own options, and
         // a snapshot query's request is one too.
         let forwarded = request.payload.withUnsafeReadableBytes { try? JSONValue.parse($0) }
@@ -162,10 +163,11 @@ extension FuzzTargets {
 
 extension FuzzTargets {
     /// Bytes at the local GraphQL endpoint: as WebSocket text frames (split at NUL bytes) to a
-    /// server session of each subprotocol, as the daemon's lines back, and as an HTTP request
-    /// (the first line is the method and target, the rest the body). Invariants: only
-    /// `subscribe` and `complete` reach the daemon; every frame sent in answer to the client is
-    /// valid JSON; a close reason fits a close frame (123 bytes).
+    /// server session of each subprotocol, and as an HTTP request (the first line is the method
+    /// and target, the rest the body); the session's messages back carry the bytes as payloads
+    /// and errors. Invariants: only a `subscribe` with an object payload and a `complete` reach
+    /// the daemon; every frame sent to the client is valid JSON whenever the payloads are; a
+    /// close reason fits a close frame (123 bytes).
     public static func endpoint(_ data: UnsafeRawBufferPointer) {
         let bytes = Array(data)
         let frames = bytes.split(separator: 0, omittingEmptySubsequences: false)
@@ -173,14 +175,13 @@ extension FuzzTargets {
             var session = WebSocketServerSession(wire: wire)
             var actions = session.received(ByteBuffer(string: #"{"type":"connection_init"}"#))
             for frame in frames { actions += session.received(ByteBuffer(bytes: frame)) }
-            // The daemon's own lines are trusted (it writes only valid ones): here only that
-            // no bytes crash the translation.
-            _ = session.fromSession(ByteBuffer(bytes: bytes))
+            for message in sessionMessages(bytes) { _ = session.deliver(message) }
             for action in actions {
                 switch action {
-                case .forward(let line):
-                    let envelope = try? Envelope(line)
-                    precondition(envelope?.type == "subscribe" || envelope?.type == "complete", "forwarded a message the endpoint must not")
+                case .subscribe(_, let payload):
+                    precondition(payload.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) == .object }, "subscribed without an object")
+                case .complete:
+                    break
                 case .send(let text):
                     precondition(text.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "sent a frame that is not JSON")
                 case .close(_, let reason):
@@ -199,10 +200,22 @@ extension FuzzTargets {
             queryItems: target.count > 1 ? HTTPExchange.queryItems(target[1]) : [],
             id: "h1"
         ) { _ in .query }
-        if case .subscribe(let line, var exchange) = start {
-            precondition(line.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) != nil }, "a subscribe line that is not JSON")
+        if case .subscribe(let request, var exchange) = start {
+            precondition(request.withUnsafeReadableBytes { (try? JSONScanner.validate($0)) == .object }, "a request that is not a JSON object")
             _ = exchange.opening()
-            _ = exchange.fromSession(ByteBuffer(bytes: bytes))
+            for message in sessionMessages(bytes) { _ = exchange.deliver(message) }
         }
+    }
+
+    /// The session's messages with `bytes` as what the wire cannot check: a result's payload
+    /// and an upstream's errors (the daemon passes both on untouched).
+    private static func sessionMessages(_ bytes: [UInt8]) -> [SessionMessage] {
+        let raw = ByteBuffer(bytes: bytes)
+        return [
+            .next(id: "h1", payload: raw, mark: "replayed"),
+            .error(id: "h1", .upstream(errors: raw)),
+            .error(id: nil, .upstream(errors: raw)),
+            .complete(id: "h1"),
+        ]
     }
 }

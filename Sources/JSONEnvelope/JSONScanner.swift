@@ -435,3 +435,18 @@ extension UInt8 {
             || (self >= UInt8(ascii: "A") && self <= UInt8(ascii: "F"))
     }
 }
+
+extension JSONScanner {
+    /// The byte range of the first element of `bytes`, which must be a JSON array; nil when it
+    /// is empty or not a valid array.
+    package static func firstElement(ofArray bytes: UnsafeRawBufferPointer) -> Range<Int>? {
+        var scanner = JSONScanner(bytes)
+        scanner.skipWhitespace()
+        guard scanner.peek() == UInt8(ascii: "[") else { return nil }
+        scanner.index += 1
+        scanner.skipWhitespace()
+        let start = scanner.index
+        guard scanner.peek() != UInt8(ascii: "]"), (try? scanner.skipValue()) != nil else { return nil }
+        return start..<scanner.index
+    }
+}

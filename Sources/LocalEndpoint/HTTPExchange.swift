@@ -3,10 +3,11 @@ import JSONEnvelope
 import LocalProtocol
 import NIOCore
 
-/// One GraphQL-over-HTTP request to the endpoint, translated to a local `subscribe` and its
-/// answer back: a JSON response (queries, mutations), or a stream (`Accept: text/event-stream`
-/// as graphql-sse distinct connections mode; `Accept: multipart/mixed` as Apollo multipart
-/// subscriptions). Pure: lines in, response parts out.
+/// One GraphQL-over-HTTP request to the endpoint: the request object for the daemon's session,
+/// and its answer from the session's messages (``SessionMessage``): a JSON response (queries,
+/// mutations), or a stream (`Accept: text/event-stream` as graphql-sse distinct connections
+/// mode; `Accept: multipart/mixed` as Apollo multipart subscriptions). A stream's results
+/// come framed on the hot path (``NextFraming``). Pure: messages in, response parts out.
 package struct HTTPExchange: Sendable {
     package enum Mode: Equatable, Sendable {
         /// One JSON answer, `application/graphql-response+json` or `application/json`.
@@ -22,26 +23,22 @@ package struct HTTPExchange: Sendable {
         case end
     }
 
-    /// How a request starts: refused at once, or as a local `subscribe` with its answer's mode.
+    /// How a request starts: refused at once, or subscribed (`request`: the GraphQL request
+    /// object, a `subscribe`'s payload) with its answer's mode.
     package enum Start: Sendable {
         case reject(status: Int, message: String)
-        case subscribe(line: ByteBuffer, exchange: HTTPExchange)
+        case subscribe(request: ByteBuffer, exchange: HTTPExchange)
     }
 
     package let mode: Mode
     package let id: String
-    private var splitter = LineSplitter()
     private var result: ByteBuffer?
     private var headSent = false
     package private(set) var ended = false
 
-    /// `{"type":"next","id":ID,"payload":`: how the daemon starts each result line of this exchange.
-    private let nextPrefix: ByteBuffer
-
     private init(mode: Mode, id: String) {
         self.mode = mode
         self.id = id
-        self.nextPrefix = LocalEncode.nextPrefix(id: id)
     }
 
     /// A stream whose head and opening were sent by the process before a restart: it goes on
@@ -107,20 +104,16 @@ package struct HTTPExchange: Sendable {
         } else {
             mode = .json(contentType: "application/graphql-response+json; charset=utf-8")
         }
-        var line = JSONObjectWriter()
-        line.field("type", LocalMessageType.subscribe.rawValue)
-        line.field("id", id)
-        line.field("payload", json: request)
-        return .subscribe(line: line.finish(), exchange: HTTPExchange(mode: mode, id: id))
+        return .subscribe(request: request, exchange: HTTPExchange(mode: mode, id: id))
     }
 
     /// How the session frames this exchange's results: once, as the stream's own events (SSE,
-    /// multipart); a JSON answer keeps the line framing and is assembled here.
+    /// multipart); a JSON answer's come as values and are assembled here.
     package var framing: NextFraming {
         switch mode {
         case .sse: .sse
         case .multipart: .multipart
-        case .json: .line
+        case .json: .answer(id: id)
         }
     }
 
@@ -147,29 +140,17 @@ package struct HTTPExchange: Sendable {
         }
     }
 
-    /// The daemon's session wrote these bytes.
-    package mutating func fromSession(_ bytes: ByteBuffer) -> [Output] {
-        var outputs: [Output] = []
-        for line in splitter.lines(in: bytes) where !ended {
-            outputs += translate(line)
-        }
-        return outputs
-    }
-
-    private mutating func translate(_ line: ByteBuffer) -> [Output] {
-        // A result: the daemon wrote `nextPrefix` + the upstream payload + `}`; the payload is
-        // forwarded as a slice, not scanned again.
-        if line.readableBytesView.starts(with: nextPrefix.readableBytesView), line.readableBytes > nextPrefix.readableBytes {
-            let payload = line.getSlice(at: line.readerIndex + nextPrefix.readableBytes, length: line.readableBytes - nextPrefix.readableBytes - 1)!
-            return next(payload)
-        }
-        guard let local = LocalLine(line) else { return [] }
-        if let lineID = local.id, lineID != id { return [] }
-        switch local.type {
-        case LocalMessageType.complete.rawValue:
+    /// A message of the daemon's session, for this exchange's answer. A message about another
+    /// operation (the one before, on the same connection) is not this answer's.
+    package mutating func deliver(_ message: SessionMessage) -> [Output] {
+        guard !ended else { return [] }
+        switch message {
+        case .next(let id, let payload, let mark) where id == self.id:
+            return next(mark.map { ResultMarks.marked(payload, $0) } ?? payload)
+        case .complete(let id) where id == self.id:
             return finish(errors: nil, status: 200)
-        case LocalMessageType.error.rawValue:
-            return finish(errors: local.payload ?? ByteBuffer(string: "[]"), status: Self.status(for: local.errorCode, mode: mode))
+        case .error(let id, let error) where id == nil || id == self.id:
+            return finish(errors: error.errors, status: Self.status(for: error.code, mode: mode))
         default:
             return []
         }
@@ -180,11 +161,18 @@ package struct HTTPExchange: Sendable {
         case .json:
             if result == nil { result = payload }
             return []
-        case .sse:
-            return [.body(ByteBuffer(string: "event: next\ndata: ") + payload + ByteBuffer(string: "\n\n"))]
-        case .multipart:
-            return [.body(ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":") + payload + ByteBuffer(string: "}\r\n--graphql"))]
+        case .sse, .multipart:
+            return [.body(Self.framed(payload, framing))]
         }
+    }
+
+    /// `payload` as a result of a stream, framed as the hot path frames it.
+    private static func framed(_ payload: ByteBuffer, _ framing: NextFraming) -> ByteBuffer {
+        var out = framing.prefix(id: "")
+        var payload = payload
+        out.writeBuffer(&payload)
+        out.writeStaticString(framing.suffix)
+        return out
     }
 
     private mutating func finish(errors: ByteBuffer?, status: Int) -> [Output] {
@@ -200,7 +188,7 @@ package struct HTTPExchange: Sendable {
             return [.head(status: errors == nil ? 200 : status, contentType: contentType), .body(body), .end]
         case .sse:
             var outputs: [Output] = []
-            if let errors { outputs.append(.body(ByteBuffer(string: #"event: next\#ndata: {"errors":"#) + errors + ByteBuffer(string: "}\n\n"))) }
+            if let errors { outputs.append(.body(Self.framed(ByteBuffer(string: #"{"errors":"#) + errors + ByteBuffer(string: "}"), .sse))) }
             outputs += [.body(ByteBuffer(string: "event: complete\ndata:\n\n")), .end]
             return outputs
         case .multipart:
@@ -221,9 +209,9 @@ package struct HTTPExchange: Sendable {
     /// The HTTP status of an error answer (GraphQL over HTTP: a document that fails, whether
     /// the server or gqlmuxd rejects it, is 400 with `application/graphql-response+json` and 200
     /// with `application/json`; a request that is not well-formed is 400 with either).
-    static func status(for code: String?, mode: Mode) -> Int {
+    static func status(for code: LocalErrorCode?, mode: Mode) -> Int {
         let plainJSON = if case .json("application/json; charset=utf-8") = mode { true } else { false }
-        switch code.flatMap(LocalErrorCode.init(rawValue:)) {
+        switch code {
         case nil, .invalidDocument?: return plainJSON ? 200 : 400
         case .badRequest?, .duplicateID?: return 400
         case .forbidden?: return 403

@@ -2,12 +2,13 @@ import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
 
-/// What a client session writes to the handler in front of it, for a client of the local
-/// GraphQL endpoint: results already framed in that client's protocol, or the local protocol's
-/// other lines (acks, errors, completes), which the handler translates.
+/// What a client session writes to the wire in front of it, for a client of the local GraphQL
+/// endpoint: results already framed in that client's protocol, or a message as a value, which
+/// the wire writes in its own words.
 package enum SessionOutput {
-    /// Local-protocol lines, whole, for the handler to translate.
-    case lines(ByteBuffer)
+    /// Everything but a result framed on the hot path: an error, a complete, a state, a result
+    /// gqlmuxd gives itself or a single answer collects.
+    case message(SessionMessage)
     /// Results framed for the client's wire by ``NextFraming``: written as they are (an HTTP
     /// stream's become one chunk of its body, framed by the HTTP codec).
     case framed(ByteBuffer)
@@ -27,11 +28,16 @@ package enum SessionOutput {
 /// | graphql-ws | `{"type":"data","id":ID,"payload":` | `}` | a WebSocket text frame header |
 /// | HTTP, SSE | `event: next\ndata: ` | `\n\n` | none (HTTP/1.1 chunks, one per batch) |
 /// | HTTP, multipart | `\r\ncontent-type: application/json\r\n\r\n{"payload":` | `}\r\n--graphql` | none |
+///
+/// A single HTTP answer (a query or mutation answered as one JSON document) frames nothing:
+/// its operation's results reach its wire as ``SessionMessage/next(id:payload:mark:)`` values.
 package enum NextFraming: Sendable, Equatable {
     case line
     case webSocket(WireProtocol)
     case sse
     case multipart
+    /// The results of operation `id`, for one JSON answer.
+    case answer(id: String)
 
     /// The bytes before the payload of a result for local operation `id`.
     package func prefix(id: String) -> ByteBuffer {
@@ -46,6 +52,8 @@ package enum NextFraming: Sendable, Equatable {
             return ByteBuffer(string: "event: next\ndata: ")
         case .multipart:
             return ByteBuffer(string: "\r\ncontent-type: application/json\r\n\r\n{\"payload\":")
+        case .answer:
+            return ByteBuffer()
         }
     }
 
@@ -57,6 +65,7 @@ package enum NextFraming: Sendable, Equatable {
         case .webSocket: "}"
         case .sse: "\n\n"
         case .multipart: "}\r\n--graphql"
+        case .answer: ""
         }
     }
 
@@ -112,10 +121,12 @@ package enum NextFraming: Sendable, Equatable {
         hasHeader ? Self.writeWebSocketHeader(length: length, to: out) : 0
     }
 
-    /// An unmasked WebSocket text frame's header for a message of `length` bytes, at `out`.
+    /// An unmasked, final WebSocket frame's header (RFC 6455 5.2) for a message of `length`
+    /// bytes, at `out`: a text frame's unless `opcode` says otherwise. Every frame the endpoint
+    /// sends starts with one written here.
     @inlinable @inline(__always)
-    package static func writeWebSocketHeader(length: Int, to out: UnsafeMutableRawPointer) -> Int {
-        out.storeBytes(of: 0x81, as: UInt8.self)  // FIN, text
+    package static func writeWebSocketHeader(opcode: UInt8 = 0x1, length: Int, to out: UnsafeMutableRawPointer) -> Int {
+        out.storeBytes(of: 0x80 | opcode, as: UInt8.self)  // FIN, opcode
         if length < 126 {
             out.storeBytes(of: UInt8(length), toByteOffset: 1, as: UInt8.self)
             return 2

@@ -12,8 +12,9 @@ extension WireProtocol {
     }
 }
 
-/// The server side of a GraphQL WebSocket client, translated to and from the daemon's local
-/// protocol: the pure core of the endpoint (frames in, actions out; the clock is the caller's).
+/// The server side of a GraphQL WebSocket client: its frames become requests for the daemon's
+/// session, and the session's messages (``SessionMessage``) become its frames. The pure core of
+/// the endpoint's WebSocket wire (frames in, actions out; the clock is the caller's).
 ///
 /// graphql-transport-ws, as a server: `connection_init` → `connection_ack`; no init within
 /// the wait → 4408; a second init → 4429; a message that is not one → 4400; `subscribe` before
@@ -25,8 +26,10 @@ package struct WebSocketServerSession: Sendable {
     package enum Action: Equatable, Sendable {
         /// A text frame to the client.
         case send(ByteBuffer)
-        /// A local-protocol message to the daemon's session.
-        case forward(ByteBuffer)
+        /// The client subscribes: `payload` is its `subscribe` (`start`) message's object.
+        case subscribe(id: String, payload: ByteBuffer)
+        /// The client stops operation `id`.
+        case complete(id: String)
         /// A close frame, then the connection ends.
         case close(code: CloseCode, reason: String)
     }
@@ -39,7 +42,6 @@ package struct WebSocketServerSession: Sendable {
     /// Set when the client was refused for a missing or wrong token (the journal says so).
     package private(set) var deniedToken = false
     private var closed = false
-    private var splitter = LineSplitter()
 
     /// - Parameter acknowledged: the client's `connection_init` was answered already (by the
     ///   process before a restart): it is not asked again, and needs no token.
@@ -78,10 +80,10 @@ package struct WebSocketServerSession: Sendable {
             guard let id = envelope.id, !id.isEmpty, let payload = envelope.payload, envelope.payloadKind == .object else {
                 return close(.badRequest, "Invalid message received")
             }
-            return [.forward(Self.message(LocalMessageType.subscribe.rawValue, id: id, payload: payload))]
+            return [.subscribe(id: id, payload: payload)]
         case (.transportWS, "complete"), (.legacyWS, "stop"):
             guard let id = envelope.id, !id.isEmpty else { return close(.badRequest, "Invalid message received") }
-            return [.forward(Self.message(LocalMessageType.complete.rawValue, id: id, payload: nil))]
+            return [.complete(id: id)]
         case (.legacyWS, "connection_terminate"):
             return close(.normal, "")
         default:
@@ -100,41 +102,36 @@ package struct WebSocketServerSession: Sendable {
 
     // MARK: - Daemon → client
 
-    /// Bytes the daemon's session wrote (whole lines or pieces of them).
-    package mutating func fromSession(_ bytes: ByteBuffer) -> [Action] {
-        var actions: [Action] = []
-        for line in splitter.lines(in: bytes) where !closed {
-            actions += translate(line)
-        }
-        return actions
-    }
-
-    private mutating func translate(_ line: ByteBuffer) -> [Action] {
-        if LocalLine.isNext(line) {
-            guard wire == .legacyWS else { return [.send(line)] }
-            var data = line
-            data.setString("data", at: data.readerIndex + 9)  // {"type":"next" → {"type":"data"
-            return [.send(data)]
-        }
-        guard let local = LocalLine(line) else { return [] }
-        switch local.type {
-        case LocalMessageType.complete.rawValue:
-            return [.send(line)]
-        case LocalMessageType.error.rawValue:
-            guard let id = local.id else { return close(Self.closeCode(forConnectionError: local.errorCode), local.errorMessage) }
-            if local.errorCode == LocalErrorCode.duplicateID.rawValue, wire == .transportWS {
+    /// A message of the daemon's session, in this client's protocol. Results come framed on the
+    /// hot path (``NextFraming``); a `next` here is one gqlmuxd gives itself (a replay, a
+    /// snapshot), marked in its `extensions.gqlmux`.
+    package mutating func deliver(_ message: SessionMessage) -> [Action] {
+        guard !closed else { return [] }
+        switch message {
+        case .next(let id, let payload, let mark):
+            let framing = NextFraming.webSocket(wire)
+            var text = framing.prefix(id: id)
+            var body = mark.map { ResultMarks.marked(payload, $0) } ?? payload
+            text.writeBuffer(&body)
+            text.writeStaticString(framing.suffix)
+            return [.send(text)]
+        case .complete(let id):
+            return [.send(Self.message("complete", id: id, payload: nil))]
+        case .error(nil, let error):
+            return close(Self.closeCode(forConnectionError: error.code), error.message)
+        case .error(let id?, let error):
+            if error.code == .duplicateID, wire == .transportWS {
                 return close(.subscriberAlreadyExists, "Subscriber for \(id) already exists")
             }
-            guard wire == .legacyWS else { return [.send(line)] }
-            return [.send(Self.message("error", id: id, payload: local.firstError ?? ByteBuffer(string: "{}")))]
-        default:
-            return []  // state, ok, pong, connection_ack: the daemon's own vocabulary
+            return [.send(Self.message("error", id: id, payload: wire == .legacyWS ? error.firstError : error.errors))]
+        case .connectionAck, .state, .pong, .ok, .status, .metrics:
+            return []  // the daemon's own vocabulary: this wire answers init and ping itself
         }
     }
 
     /// The close code for an error that ends the whole local connection.
-    static func closeCode(forConnectionError code: String?) -> CloseCode {
-        switch code.flatMap(LocalErrorCode.init(rawValue:)) {
+    static func closeCode(forConnectionError code: LocalErrorCode?) -> CloseCode {
+        switch code {
         case .slowConsumer?: .policyViolation  // it did not read fast enough
         case .shuttingDown?: .goingAway
         case .forbidden?: .forbidden

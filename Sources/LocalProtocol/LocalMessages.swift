@@ -44,13 +44,13 @@ package enum LocalMessageType: String, Sendable, CaseIterable {
     case metrics
 }
 
-/// Encoders for daemon → client lines. Each returns a complete line ending in `\n`.
 /// The lifecycle words of a `state` message (docs/protocol.md), owned by the local protocol:
 /// the daemon maps its upstream operation states onto them.
 package enum LocalOperationState: String, Sendable, CaseIterable {
     case pending, active, reconnecting, paused
 }
 
+/// The line protocol's encoder: every daemon → client line, each a complete line ending in `\n`.
 package enum LocalEncode {
     /// `{"type":"next","id":ID,"payload":` — the per-subscriber prefix; the upstream
     /// payload bytes and ``nextSuffix`` follow.
@@ -64,88 +64,62 @@ package enum LocalEncode {
 
     package static let nextSuffix: StaticString = "}\n"
 
-    package static func error(id: String?, code: LocalErrorCode, message: String, extra: [(String, String)] = []) -> ByteBuffer {
-        var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"error""#)  // LocalMessageType.error
-        if let id {
-            b.writeStaticString(#","id":"#)
+    /// `message` as one line of the local protocol (docs/protocol.md).
+    package static func line(_ message: SessionMessage) -> ByteBuffer {
+        switch message {
+        case .connectionAck(let upstreamState):
+            var payload = JSONObjectWriter()
+            payload.field("protocol", LocalProtocol.version)
+            payload.field("server", "gqlmuxd/\(LocalProtocol.release)")
+            payload.field("upstream", upstreamState)
+            return envelope(.connectionAck, payload: payload.finish())
+        case .next(let id, var payload, let mark):
+            // `{"type":"next","id":ID,"payload":PAYLOAD,MARK:true}` for a marked one.
+            var b = nextPrefix(id: id)
+            b.writeBuffer(&payload)
+            if let mark {
+                b.writeStaticString(",\"")
+                b.writeStaticString(mark)
+                b.writeStaticString("\":true")
+            }
+            b.writeStaticString(nextSuffix)
+            return b
+        case .state(let id, let state, let gapMs):
+            var b = ByteBuffer()
+            b.writeStaticString(#"{"type":"state","id":"#)
             b.writeJSONString(id)
+            b.writeStaticString(#","state":"#)
+            b.writeJSONString(state.rawValue)
+            if let gapMs {
+                b.writeStaticString(#","gapMs":"#)
+                b.writeString(String(gapMs))
+            }
+            b.writeStaticString("}\n")
+            return b
+        case .error(let id, let error):
+            return envelope(.error, id: id, payload: error.errors)
+        case .complete(let id):
+            return envelope(.complete, id: id)
+        case .pong(let payload):
+            return envelope(.pong, payload: payload)
+        case .ok(let id):
+            return envelope(.ok, id: id)
+        case .status(let id, let payload):
+            return envelope(.status, id: id, payload: payload)
+        case .metrics(let id, let text):
+            // The exposition text as one JSON string.
+            var payload = ByteBuffer()
+            payload.writeJSONString(text)
+            return envelope(.metrics, id: id, payload: payload)
         }
-        b.writeStaticString(#","payload":[{"message":"#)
-        b.writeJSONString(message)
-        b.writeStaticString(#","extensions":{"code":"#)
-        b.writeJSONString(code.rawValue)
-        for (key, rawJSON) in extra {
-            b.writeStaticString(",")
-            b.writeJSONString(key)
-            b.writeStaticString(":")
-            b.writeString(rawJSON)
-        }
-        b.writeStaticString("}}]}\n")
-        return b
     }
 
-    /// `{"type":"complete","id":ID}`
-    package static func complete(id: String) -> ByteBuffer {
-        message(.complete, id: id)
-    }
-
-    /// `{"type":"state","id":ID,"state":STATE}`; an `active` after an outage carries
-    /// `"gapMs":N`, how long the stream was down.
-    package static func state(id: String, _ state: LocalOperationState, gapMs: Int? = nil) -> ByteBuffer {
-        var b = ByteBuffer()
-        b.writeStaticString(#"{"type":"state","id":"#)
-        b.writeJSONString(id)
-        b.writeStaticString(#","state":"#)
-        b.writeJSONString(state.rawValue)
-        if let gapMs {
-            b.writeStaticString(#","gapMs":"#)
-            b.writeString(String(gapMs))
-        }
-        b.writeStaticString("}\n")
-        return b
-    }
-
-    /// `{"type":"next","id":ID,"payload":PAYLOAD,MARK:true}`: a result gqlmuxd itself gives,
-    /// marked `replayed` (a shared subscription's latest result, to a subscriber that joined
-    /// after it) or `snapshot` (the query a subscriber named for its stream's resumes).
-    package static func markedNext(id: String, payload: ByteBuffer, mark: StaticString) -> ByteBuffer {
-        var b = nextPrefix(id: id)
-        var payload = payload
-        b.writeBuffer(&payload)
-        b.writeStaticString(",\"")
-        b.writeStaticString(mark)
-        b.writeStaticString("\":true}\n")
-        return b
-    }
-
-    /// `{"type":"ok","id":ID}` (no `id` when the request had none)
-    package static func ok(id: String?) -> ByteBuffer {
-        message(.ok, id: id)
-    }
-
-    /// `type` with an optional id and raw JSON payload: pong, status, metrics, an upstream
-    /// `error` passed through unchanged, and the client library's requests.
-    package static func message(_ type: LocalMessageType, id: String? = nil, payload: ByteBuffer? = nil) -> ByteBuffer {
+    /// `type` with an optional id and raw JSON payload, as one line: the daemon's messages
+    /// above, and the client library's requests.
+    package static func envelope(_ type: LocalMessageType, id: String? = nil, payload: ByteBuffer? = nil) -> ByteBuffer {
         var b = ByteBuffer()
         b.writeEnvelope(type: type.rawValue, id: id, payload: payload)
         b.writeStaticString("\n")
         return b
-    }
-
-    /// `connection_ack` with `{"protocol":1,"server":"gqlmuxd/VERSION","upstream":STATE}`.
-    package static func connectionAck(upstreamState: String) -> ByteBuffer {
-        var payload = JSONObjectWriter()
-        payload.field("protocol", LocalProtocol.version)
-        payload.field("server", "gqlmuxd/\(LocalProtocol.release)")
-        payload.field("upstream", upstreamState)
-        return message(.connectionAck, payload: payload.finish())
-    }
-
-    /// The `metrics` answer: the exposition text as one JSON string.
-    package static func metrics(id: String?, text: String) -> ByteBuffer {
-        var payload = ByteBuffer()
-        payload.writeJSONString(text)
-        return message(.metrics, id: id, payload: payload)
     }
 }

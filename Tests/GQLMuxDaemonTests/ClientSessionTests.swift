@@ -1,5 +1,6 @@
 import GQLMuxConfiguration
 import GQLMuxVocabulary
+import LocalProtocol
 import NIOCore
 import NIOEmbedded
 import RequestValidation
@@ -31,7 +32,7 @@ import Upstream
         var documentLimits = SubscribeRequest.Limits()
         var opened = 0
         var closed = 0
-        func connectionAck() -> ByteBuffer { ByteBuffer(string: #"{"type":"connection_ack"}"# + "\n") }
+        func connectionAck() -> SessionMessage { .connectionAck(upstreamState: "connected") }
         func statusPayload() -> ByteBuffer { ByteBuffer(string: "{}") }
         func metricsText() -> [UInt8] { [] }
         func isAdmin(_ peer: PeerCredentials?) -> Bool { false }
@@ -58,10 +59,11 @@ import Upstream
         return Fanout(eventLoop: loop, events: DaemonEvents { _, _, _ in }, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream)
     }
 
-    /// A connected line client's channel with its session.
+    /// A connected line client's channel with its wire (lines in, requests out) and its session.
     private func client(_ loop: EmbeddedEventLoop, _ fanout: Fanout, _ host: Host) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel(loop: loop)
         let session = ClientSession(host: host, fanout: fanout, events: DaemonEvents { _, _, _ in }, metrics: fanout.metrics, channel: channel)
+        try channel.pipeline.syncOperations.addHandler(LineWire { [unowned host] in host.documentLimits })
         try channel.pipeline.syncOperations.addHandler(session)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         return channel
@@ -85,7 +87,7 @@ import Upstream
         #expect(host.opened == 2)
 
         try send(a, #"{"type":"connection_init"}"#)
-        #expect(try lines(a) == [#"{"type":"connection_ack"}"#])
+        #expect(try lines(a) == [#"{"type":"connection_ack","payload":{"protocol":1,"server":"gqlmuxd/\#(LocalProtocol.release)","upstream":"connected"}}"#])
         try send(a, #"{"type":"subscribe","id":"one","payload":{"query":"subscription { tick }"}}"#)
         try send(b, #"{"type":"subscribe","id":"two","payload":{"query":"subscription  { tick }"}}"#)
         loop.run()

@@ -122,7 +122,7 @@ import Testing
         var legacy = WebSocketServerSession(wire: .legacyWS, token: token)
         let actions = legacy.received(ByteBuffer(string: #"{"type":"start","id":"1","payload":{"query":"mutation { x }"}}"#))
         #expect(actions.last == .close(code: .forbidden, reason: "Forbidden"))
-        #expect(!actions.contains { if case .forward = $0 { true } else { false } }, "nothing reaches the daemon")
+        #expect(!actions.contains { if case .subscribe = $0 { true } else { false } }, "nothing reaches the daemon")
         var good = WebSocketServerSession(wire: .transportWS, token: token)
         #expect(good.received(ByteBuffer(string: #"{"type":"connection_init","payload":{"token":"0123456789abcdef-token"}}"#)).count == 1)
         #expect(good.acknowledged)
@@ -188,8 +188,8 @@ import Testing
             Issue.record("refused")
             return
         }
-        let rejected = #"{"type":"error","id":"h","payload":[{"message":"Syntax Error","extensions":{"code":"INVALID_DOCUMENT"}}]}"#
-        guard case .head(let status, let contentType)? = exchange.fromSession(ByteBuffer(string: rejected + "\n")).first else {
+        let rejected = SessionMessage.error(id: "h", .local(code: .invalidDocument, message: "Syntax Error"))
+        guard case .head(let status, let contentType)? = exchange.deliver(rejected).first else {
             Issue.record("no answer")
             return
         }
@@ -241,7 +241,8 @@ import Testing
         #expect(batch.readableBytes == (size == 0 ? 0 : String(size, radix: 16).utf8.count + 4 + size))
     }
 
-    /// A stream's result framed once by the session is what the exchange made of the line.
+    /// A stream's result framed once by the session is what the exchange makes of the same
+    /// result given as a value (a replay's, marked, aside).
     @Test(arguments: ["text/event-stream", "multipart/mixed;subscriptionSpec=1.0"])
     func framedStreamResultsAreTheExchangesOwnEvents(accept: String) {
         let started = HTTPExchange.start(
@@ -258,10 +259,7 @@ import Testing
             return
         }
         let payload = ByteBuffer(string: #"{"data":{"t":1}}"#)
-        var line = LocalEncode.nextPrefix(id: "h")
-        line.writeImmutableBuffer(payload)
-        line.writeStaticString(LocalEncode.nextSuffix)
-        let translated = exchange.fromSession(line)
+        let translated = exchange.deliver(.next(id: "h", payload: payload, mark: nil))
         var framed = exchange.framing.prefix(id: "h")
         framed.writeImmutableBuffer(payload)
         framed.writeStaticString(exchange.framing.suffix)

@@ -2,6 +2,7 @@ import EndpointServer
 import GQLMuxVocabulary
 import Handover
 import LocalEndpoint
+import LocalProtocol
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -21,17 +22,24 @@ import Testing
         }
     }
 
-    /// Records the lines it is given and answers through the handler when told to.
+    /// Records the requests it is given and answers through the handler when told to.
     final class Session: ChannelInboundHandler, EndpointSession {
-        typealias InboundIn = ByteBuffer
+        typealias InboundIn = ClientRequest
         var framing = NextFraming.line
         var inbound: (any InboundBudget)?
         var wire: (any CarriedConnection)?
-        var lines: [String] = []
+        /// Each `subscribe` as its id and what goes upstream.
+        var subscribes: [(id: String, payload: String)] = []
         var context: ChannelHandlerContext?
         func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) { lines.append(String(buffer: unwrapInboundIn(data))) }
-        func answer(_ text: String) { context?.writeAndFlush(NIOAny(SessionOutput.lines(ByteBuffer(string: text))), promise: nil) }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .subscribe(let id, let request) = unwrapInboundIn(data) else { return }
+            subscribes.append((id, (try? request.get()).map { String(buffer: $0.payload) } ?? "invalid"))
+        }
+        func answer(_ messages: SessionMessage...) {
+            for message in messages { context?.write(NIOAny(SessionOutput.message(message)), promise: nil) }
+            context?.flush()
+        }
     }
 
     final class Budget: InboundBudget {
@@ -92,14 +100,15 @@ import Testing
         let (channel, host, session) = try posted(#"{"query":"mutation { increment }"}"#, headers: [("Origin", "https://evil.example")])
         #expect(try response(channel)?.status == 403)
         #expect(host.refusals == [.requestRefused])
-        #expect(session.lines.isEmpty, "nothing went to a session")
+        #expect(session.subscribes.isEmpty, "nothing went to a session")
     }
 
-    @Test func aQueryBecomesOneSubscribeAndItsLinesOneJSONAnswer() throws {
+    @Test func aQueryBecomesOneSubscribeAndItsResultOneJSONAnswer() throws {
         let (channel, host, session) = try posted(#"{"query":"{ hello }"}"#, headers: [("Accept", "application/json")])
-        #expect(session.lines == [#"{"type":"subscribe","id":"http-1","payload":{"query":"{ hello }"}}"#])
-        #expect(session.framing == .line, "a JSON answer is assembled from lines")
-        session.answer(#"{"type":"next","id":"http-1","payload":{"data":{"hello":"world"}}}"# + "\n" + #"{"type":"complete","id":"http-1"}"# + "\n")
+        #expect(session.subscribes.map(\.id) == ["http-1"])
+        #expect(session.subscribes.map(\.payload) == [#"{"query":"{ hello }"}"#], "parsed once, by the wire")
+        #expect(session.framing == .answer(id: "http-1"), "a JSON answer is assembled from its results as values")
+        session.answer(.next(id: "http-1", payload: ByteBuffer(string: #"{"data":{"hello":"world"}}"#), mark: nil), .complete(id: "http-1"))
         let answer = try #require(try response(channel))
         #expect(answer.status == 200)
         #expect(answer.body == #"{"data":{"hello":"world"}}"#)
@@ -143,7 +152,7 @@ import Testing
         let channel = try channel(host, session)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
         try request(channel, .POST, "/graphql", headers: [("Host", "localhost"), ("Content-Type", "application/json")], body: #"{"query":"{ hello }"}"#)
-        session.answer(#"{"type":"next","id":"http-1","payload":{"data":{"hello":"world"}}}"# + "\n" + #"{"type":"complete","id":"http-1"}"# + "\n")
+        session.answer(.next(id: "http-1", payload: ByteBuffer(string: #"{"data":{"hello":"world"}}"#), mark: nil), .complete(id: "http-1"))
         #expect(try response(channel)?.status == 200)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(59_999))
         #expect(channel.isActive)

@@ -13,12 +13,15 @@ import Testing
 /// the handover record must hold.
 @Suite struct EndpointPipelineTests {
     final class Session: ChannelInboundHandler, EndpointSession {
-        typealias InboundIn = ByteBuffer
+        typealias InboundIn = ClientRequest
         var framing = NextFraming.line
         var inbound: (any InboundBudget)?
         var wire: (any CarriedConnection)?
-        var lines: [String] = []
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) { lines.append(String(buffer: unwrapInboundIn(data))) }
+        /// The ids of the `subscribe`s it heard.
+        var subscribed: [String] = []
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .subscribe(let id, _) = unwrapInboundIn(data) { subscribed.append(id) }
+        }
     }
 
     final class Budget: InboundBudget {
@@ -148,7 +151,7 @@ import Testing
         #expect(try written(channel).contains(#"{"type":"connection_ack"}"#))
         #expect(session.wire?.carriage == HandoverState.Carriage(.transportWS, acknowledged: true))
         try send(#"{"id":"1","type":"subscribe","payload":{"query":"subscription { tick }"}}"#)
-        #expect(session.lines.count == 1, "the session hears the subscribe")
+        #expect(session.subscribed.count == 1, "the session hears the subscribe")
     }
 
     /// The line protocol is not the endpoint's: asked to rebuild it, the builder refuses and adds

@@ -1,9 +1,11 @@
 import EndpointServer
 import GQLMuxVocabulary
 import LocalEndpoint
+import LocalProtocol
 import NIOCore
 import NIOEmbedded
 import NIOWebSocket
+import RequestValidation
 import Testing
 
 @testable import GQLMuxDaemon
@@ -90,7 +92,7 @@ import Testing
         #expect(Self.code(close[0].payload) == 4408)
     }
 
-    @Test func pingsAreAnsweredAndMessagesBecomeLinesForTheSession() throws {
+    @Test func pingsAreAnsweredAndMessagesBecomeRequestsForTheSession() throws {
         let channel = try channel()
         try channel.writeInbound(frame(.ping, "hi"))
         let pong = try sent(channel)
@@ -101,8 +103,24 @@ import Testing
         #expect(ack.map(\.opcode) == [0x1])
         #expect(ack.first?.payload == Array(#"{"type":"connection_ack"}"#.utf8))
         try channel.writeInbound(frame(.text, #"{"type":"subscribe","id":"a","payload":{"query":"{ hello }"}}"#))
-        let line = try #require(try channel.readInbound(as: ByteBuffer.self))
-        #expect(String(buffer: line) == #"{"type":"subscribe","id":"a","payload":{"query":"{ hello }"}}"#)
+        let request = try #require(try channel.readInbound(as: ClientRequest.self))
+        guard case .subscribe(let id, .success(let parsed)) = request else {
+            Issue.record("not a parsed subscribe: \(request)")
+            return
+        }
+        #expect(id == "a")
+        #expect(parsed.kind == .query && String(buffer: parsed.payload) == #"{"query":"{ hello }"}"#, "parsed once, by the wire")
+        try channel.writeInbound(frame(.text, #"{"type":"subscribe","id":"b","payload":{"query":"{ hello "}}"#))
+        guard case .subscribe("b", .failure(let invalid))? = try channel.readInbound(as: ClientRequest.self) else {
+            Issue.record("a document that does not parse is not told to the session as refused")
+            return
+        }
+        #expect(invalid.code == .invalidDocument)
+        try channel.writeInbound(frame(.text, #"{"type":"complete","id":"a"}"#))
+        guard case .complete("a")? = try channel.readInbound(as: ClientRequest.self) else {
+            Issue.record("no complete")
+            return
+        }
     }
 
     /// The legacy protocol's `ka` every 10 s, counted on the manual clock from `since`.
