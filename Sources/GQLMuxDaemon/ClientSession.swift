@@ -22,6 +22,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// session's channel, so it outlives the session.
     private unowned let host: any SessionHost
     private let fanout: Fanout
+    private let budget: MemoryBudget
     private let events: DaemonEvents
     private let metrics: DaemonMetrics
     let channel: any Channel
@@ -88,6 +89,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     init(host: any SessionHost, fanout: Fanout, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
         self.host = host
         self.fanout = fanout
+        self.budget = fanout.budget
         self.events = events
         self.metrics = metrics
         self.channel = channel
@@ -123,18 +125,18 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     func channelInactive(context: ChannelHandlerContext) {
         dropOperations()
-        fanout.bufferedChanged(by: -buffered)
+        budget.outboundChanged(by: -buffered)
         buffered = 0
         host.sessionClosed(self)
         context.fireChannelInactive()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable { fanout.bufferedChanged(by: refreshBuffered()) }
+        if context.channel.isWritable { budget.outboundChanged(by: refreshBuffered()) }
         if !context.channel.isWritable, !closing {
             events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
             fail(code: LocalErrorCode.slowConsumer, "client did not read fast enough (client_buffer_bytes exceeded)", force: true)
-            fanout.scheduleTrim()
+            budget.scheduleTrim()
         }
         context.fireChannelWritabilityChanged()
     }
@@ -262,11 +264,11 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         guard origin == .lineSocket else {
             let written = writeAll(then: message) + unreported
             unreported = 0
-            fanout.bufferedChanged(by: written)
+            budget.outboundChanged(by: written)
             return
         }
         batch.writeImmutableBuffer(LocalEncode.line(message))
-        if flush { fanout.bufferedChanged(by: self.flush()) }
+        if flush { budget.outboundChanged(by: self.flush()) }
     }
 
     /// Hot path: prefix + the upstream payload bytes (forwarded, never re-encoded) + suffix,

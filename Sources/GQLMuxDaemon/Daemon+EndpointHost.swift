@@ -45,7 +45,7 @@ extension Daemon: EndpointConnectionHost {
         makeSession(channel, origin: origin)
     }
 
-    package func makeInboundBudget() -> any InboundBudget { InboundReservation(fanout: fanout) }
+    package func makeInboundBudget() -> any InboundBudget { InboundReservation(budget: fanout.budget) }
 
     package var endpointPath: String { configuration.graphqlEndpoint.path }
 

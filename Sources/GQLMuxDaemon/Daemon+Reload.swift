@@ -48,6 +48,7 @@ extension Daemon {
         configuration = prepared.configuration
         descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
         fanout.apply(configuration)
+        fanout.budget.limit = configuration.limits.totalBufferBytes
         upstream.applyOnLoop(prepared.upstream)
         reloadError = nil
         events.emit(.reloaded, [:], message: "configuration reloaded")

@@ -102,10 +102,13 @@ package final class Daemon: @unchecked Sendable {
         // The carriers tell the fan-out, which is made after them (it sends through them).
         let sink = FanoutSink(eventLoop: eventLoop)
         self.upstreams = UpstreamRegistry(upstream, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
-        self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration, upstream: upstreams)
+        let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: eventLoop, events: events)
+        self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration, upstream: upstreams, budget: budget)
         sink.fanout = fanout
         upstreams.observe { [weak self] _, connection, event in self?.transportEvent(event, connection: connection) }
-        fanout.sessions = { [unowned self] in Array(self.sessions.values) }
+        budget.sessions = { [unowned self] in Array(self.sessions.values) }
+        budget.retained = { [unowned fanout] in fanout.retainedBytes }
+        budget.forgetRetained = { [unowned fanout] in fanout.forgetLastResults() }
     }
 
     // MARK: - Start and stop
@@ -117,7 +120,7 @@ package final class Daemon: @unchecked Sendable {
     /// passed is answered by the daemon `status` describes whole. Its state is written on the
     /// loop (`onLoop`), like every other access to it.
     package func start() async throws {
-        Fanout.keepFreedHeap()
+        MemoryBudget.keepFreedHeap()
         let configuration = try await onLoop { self.configuration }
         // A socket unit's listener, else this process's own from before a restart.
         let inheritance = listeners.inheritance
@@ -226,7 +229,7 @@ package final class Daemon: @unchecked Sendable {
     func addLineHandlers(_ channel: any Channel) throws -> ClientSession {
         let limits = configuration.limits
         let sync = channel.pipeline.syncOperations
-        let reservation = NIOLoopBound(InboundReservation(fanout: self.fanout), eventLoop: channel.eventLoop)
+        let reservation = NIOLoopBound(InboundReservation(budget: self.fanout.budget), eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in reservation.value.release() }
         reservation.value.onCut = {
             let error = LocalEncode.line(
@@ -401,10 +404,10 @@ package final class Daemon: @unchecked Sendable {
             upstreamSubscriptions: fanout.upstreamCount,
             messagesIn: fanout.messagesIn,
             messagesOut: fanout.messagesOut,
-            bufferedOutbound: fanout.totalBuffered,
-            bufferedInbound: fanout.pendingInbound,
+            bufferedOutbound: fanout.budget.outbound,
+            bufferedInbound: fanout.budget.inbound,
             retained: fanout.retainedBytes,
-            bufferLimit: fanout.totalBufferBytes
+            bufferLimit: fanout.budget.limit
         )
     }
 

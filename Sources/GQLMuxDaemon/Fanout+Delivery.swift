@@ -71,7 +71,7 @@ extension Fanout {
     static let runBytes = 256 * 1_024
 
     /// What a kept latest result may take of the memory budget.
-    var rememberBudget: Int { max(0, totalBufferBytes - totalBuffered - pendingInbound) }
+    var rememberBudget: Int { budget.room }
 
     /// The hot path: `payload`, a result of operation `id`, joins this turn's run.
     func append(_ payload: ByteBuffer, of id: Core.OperationID) {

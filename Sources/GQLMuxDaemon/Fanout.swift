@@ -56,21 +56,11 @@ final class Fanout: @unchecked Sendable {
     private var answerWaiters: [(promise: EventLoopPromise<Void>, limit: Scheduled<Void>)] = []
     private(set) var messagesIn = 0
     var messagesOut = 0
-    /// Unwritten bytes of all clients together, as last measured (see `Fanout+MemoryBudget.swift`).
-    var totalBuffered = 0
-    /// Bytes of unfinished requests of all clients together (see `inboundChanged`).
-    var pendingInbound = 0
-    /// The connections holding unfinished requests, for the budget's choice of whom to cut.
-    var inboundHolders: [ObjectIdentifier: InboundReservation] = [:]
-    /// When the budget last logged a refused or cut unfinished request, and how many since.
-    var inboundBudgetLog = LogLimiter<Int>()
-    /// `[limits] total_buffer_bytes`.
-    var totalBufferBytes: Int
+    /// What the clients' unwritten bytes may take, told of what each flush hands to NIO; asked
+    /// how much room is left to keep latest results in.
+    let budget: MemoryBudget
     /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
     var replayLast: Bool
-    /// Every live session, for the memory budget's search of the client furthest behind.
-    var sessions: () -> [ClientSession] = { [] }
-    var trimScheduled = false
 
     /// - Parameter upstream: where operations are sent and cancelled. Their updates come back
     ///   through ``upstreamUpdate(_:_:)``.
@@ -79,12 +69,13 @@ final class Fanout: @unchecked Sendable {
         events: DaemonEvents,
         metrics: DaemonMetrics,
         configuration: DaemonConfiguration,
-        upstream: any UpstreamOperations
+        upstream: any UpstreamOperations,
+        budget: MemoryBudget
     ) {
         self.eventLoop = eventLoop
         self.events = events
         self.metrics = metrics
-        self.totalBufferBytes = configuration.limits.totalBufferBytes
+        self.budget = budget
         self.replayLast = configuration.replayLast
         self.multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
         self.upstream = upstream
@@ -99,7 +90,6 @@ final class Fanout: @unchecked Sendable {
 
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).
     func apply(_ configuration: DaemonConfiguration) {
-        totalBufferBytes = configuration.limits.totalBufferBytes
         replayLast = configuration.replayLast
         settled {
             $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
@@ -114,7 +104,7 @@ final class Fanout: @unchecked Sendable {
     var retainedBytes: Int { multiplexer.retainedBytes }
 
     /// Drops every latest result kept for replays (the budget needs the room).
-    func forgetLastResults() -> Int { settled { $0.forgetLastResults() } }
+    func forgetLastResults() { _ = settled { $0.forgetLastResults() } }
     /// Local operations open, as of the last event handled.
     var localCount: Int { multiplexer.localCount }
 
@@ -486,7 +476,7 @@ final class Fanout: @unchecked Sendable {
             session.awaitingFlush = false
             change += session.flush()
         }
-        bufferedChanged(by: change)
+        budget.outboundChanged(by: change)
     }
 }
 

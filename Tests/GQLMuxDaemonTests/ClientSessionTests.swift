@@ -56,7 +56,9 @@ import Upstream
     /// A fan-out on `loop` in front of `upstream`.
     private func fanout(_ loop: EmbeddedEventLoop, _ upstream: Upstream) throws -> Fanout {
         let configuration = DaemonConfiguration(upstream: UpstreamConfiguration(url: try UpstreamURL("ws://127.0.0.1:1/graphql")))
-        return Fanout(eventLoop: loop, events: DaemonEvents { _, _, _ in }, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream)
+        let events = DaemonEvents { _, _, _ in }
+        let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: loop, events: events)
+        return Fanout(eventLoop: loop, events: events, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream, budget: budget)
     }
 
     /// A connected line client's channel with its wire (lines in, requests out) and its session.

@@ -8,37 +8,71 @@ import Glibc
 #endif
 
 /// The memory budget: `[limits] total_buffer_bytes` bounds the bytes waiting to be written to
-/// all local clients together (each is also bounded by `client_buffer_bytes`). Over the budget,
-/// the client furthest behind is cut first with `SLOW_CONSUMER`, then the next, until the total
-/// is back under it. After cuts the allocator is asked to give freed memory back to the system.
-extension Fanout {
-    /// A session's unwritten byte count changed by `delta` (flush, drain, close).
-    func bufferedChanged(by delta: Int) {
-        totalBuffered = max(0, totalBuffered + delta)
-        guard totalBuffered + retainedBytes > totalBufferBytes else { return }
-        // Latest results kept for replays give way first: they are a convenience.
-        _ = forgetLastResults()
-        guard totalBuffered > totalBufferBytes else { return }
-        enforceBudget()
+/// all local clients together (each is also bounded by `client_buffer_bytes`), with the bytes of
+/// requests not yet whole and the latest results kept for replays. Over the budget, the kept
+/// results go first, then the client furthest behind is cut with `SLOW_CONSUMER`, then the
+/// next, until the total is back under it. After cuts the allocator is asked to give freed
+/// memory back to the system. Sessions report what they hand to NIO; the fan-out asks it how
+/// much room is left to keep results in.
+///
+/// Not `Sendable`: the daemon, its sessions and its fan-out use it on the daemon's loop only.
+final class MemoryBudget {
+    private let eventLoop: any EventLoop
+    private let events: DaemonEvents
+    /// `[limits] total_buffer_bytes` (a reload may change it).
+    var limit: Int
+    /// Bytes handed to NIO for all clients and not yet written (an upper bound between
+    /// measurements: see ``ClientSession/flush()``).
+    private(set) var outbound = 0
+    /// Bytes of unfinished requests of all clients together (see ``inboundChanged(by:holding:for:)``).
+    private(set) var inbound = 0
+    /// The connections holding unfinished requests now.
+    private var inboundHolders: [ObjectIdentifier: InboundReservation] = [:]
+    private var inboundLog = LogLimiter<Int>()
+    private var trimScheduled = false
+
+    /// The sessions to measure and cut; set by the daemon, which owns them.
+    var sessions: () -> [ClientSession] = { [] }
+    /// Bytes of latest results kept for replays, and dropping them all: the fan-out's.
+    var retained: () -> Int = { 0 }
+    var forgetRetained: () -> Void = {}
+
+    init(limit: Int, eventLoop: any EventLoop, events: DaemonEvents) {
+        self.limit = limit
+        self.eventLoop = eventLoop
+        self.events = events
     }
 
-    private func enforceBudget() {
+    /// What is left for results kept for replays.
+    var room: Int { max(0, limit - outbound - inbound) }
+
+    /// A session's unwritten byte count changed by `delta` (flush, drain, close).
+    func outboundChanged(by delta: Int) {
+        outbound = max(0, outbound + delta)
+        guard outbound + retained() > limit else { return }
+        // Latest results kept for replays give way first: they are a convenience.
+        forgetRetained()
+        guard outbound > limit else { return }
+        enforce()
+    }
+
+    private func enforce() {
         // The running total is an estimate (a drain is seen at the next flush); measure exactly.
         let live = sessions()
         for session in live { session.refreshBuffered() }
-        totalBuffered = live.reduce(0) { $0 + $1.buffered }
+        outbound = live.reduce(0) { $0 + $1.buffered }
         var ordered = live.filter { $0.buffered > 0 }.sorted { $0.buffered > $1.buffered }
-        while totalBuffered > totalBufferBytes, !ordered.isEmpty {
+        while outbound > limit, !ordered.isEmpty {
             let victim = ordered.removeFirst()
             let behind = victim.buffered
             events.emit(
                 .memoryBudget,
-                victim.fields(["GQLMUX_LIMIT_BYTES": "\(totalBufferBytes)", "GQLMUX_BUFFERED_BYTES": "\(behind)"]),
+                victim.fields(["GQLMUX_LIMIT_BYTES": "\(limit)", "GQLMUX_BUFFERED_BYTES": "\(behind)"]),
                 message:
-                    "total_buffer_bytes (\(totalBufferBytes)) exceeded; disconnecting the client furthest behind (\(behind) bytes, \(victim.peerDescription))"
+                    "total_buffer_bytes (\(limit)) exceeded; disconnecting the client furthest behind (\(behind) bytes, \(victim.peerDescription))"
             )
             victim.fail(code: LocalErrorCode.slowConsumer, "client fell furthest behind when the daemon's total_buffer_bytes was exceeded", force: true)
-            totalBuffered -= behind
+            outbound -= behind
         }
         scheduleTrim()
     }
@@ -54,25 +88,25 @@ extension Fanout {
     func inboundChanged(by delta: Int, holding: Int, for reservation: InboundReservation) -> Bool {
         let key = ObjectIdentifier(reservation)
         guard delta > 0 else {
-            pendingInbound = max(0, pendingInbound + delta)
+            inbound = max(0, inbound + delta)
             if holding == 0 { inboundHolders[key] = nil }
             return true
         }
-        if totalBuffered + pendingInbound + retainedBytes + delta > totalBufferBytes { _ = forgetLastResults() }
-        while totalBuffered + pendingInbound + delta > totalBufferBytes {
+        if outbound + inbound + retained() + delta > limit { forgetRetained() }
+        while outbound + inbound + delta > limit {
             guard let largest = inboundHolders.values.filter({ $0 !== reservation }).max(by: { $0.held < $1.held }), largest.held > holding else {
-                logInboundBudget(["GQLMUX_PENDING_BYTES": "\(pendingInbound)"], "would be exceeded by an unfinished request; refused")
+                logInboundBudget(["GQLMUX_PENDING_BYTES": "\(inbound)"], "would be exceeded by an unfinished request; refused")
                 return false
             }
             logInboundBudget(
-                ["GQLMUX_PENDING_BYTES": "\(pendingInbound)", "GQLMUX_BUFFERED_BYTES": "\(largest.held)"],
+                ["GQLMUX_PENDING_BYTES": "\(inbound)", "GQLMUX_BUFFERED_BYTES": "\(largest.held)"],
                 "reached by unfinished requests; cutting the largest (\(largest.held) bytes)"
             )
-            pendingInbound = max(0, pendingInbound - largest.held)
+            inbound = max(0, inbound - largest.held)
             inboundHolders[ObjectIdentifier(largest)] = nil
             largest.cut()
         }
-        pendingInbound += delta
+        inbound += delta
         inboundHolders[key] = reservation
         return true
     }
@@ -80,24 +114,24 @@ extension Fanout {
     /// A flood of half-sent requests would write an entry per refusal: at most one a second,
     /// with how many were not logged.
     private func logInboundBudget(_ fields: [String: String], _ what: String) {
-        guard let unlogged = inboundBudgetLog.admit(0, now: Self.now()) else { return }
+        guard let unlogged = inboundLog.admit(0, now: Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds))) else { return }
         var fields = fields
-        fields["GQLMUX_LIMIT_BYTES"] = "\(totalBufferBytes)"
+        fields["GQLMUX_LIMIT_BYTES"] = "\(limit)"
         fields["GQLMUX_UNLOGGED"] = "\(unlogged)"
         events.emit(
             .memoryBudget,
             fields,
-            message: "total_buffer_bytes (\(totalBufferBytes)) \(what) (\(unlogged) more such since the last entry; logged at most once a second)"
+            message: "total_buffer_bytes (\(limit)) \(what) (\(unlogged) more such since the last entry; logged at most once a second)"
         )
     }
 
     /// Gives freed heap back to the system a moment after clients were cut (glibc keeps it otherwise).
     func scheduleTrim() {
         guard !trimScheduled else { return }
-        let loop = eventLoop
         trimScheduled = true
-        loop.scheduleTask(in: .seconds(2)) {
-            self.trimScheduled = false
+        let bound = NIOLoopBound(self, eventLoop: eventLoop)
+        eventLoop.scheduleTask(in: .seconds(2)) {
+            bound.value.trimScheduled = false
             Self.trimHeap()
         }
     }
@@ -113,3 +147,6 @@ extension Fanout {
         _ = gqlmux_keep_freed_heap(64 << 20)
     }
 }
+
+@available(*, unavailable)
+extension MemoryBudget: Sendable {}
