@@ -78,11 +78,18 @@ let package = Package(
             dependencies: ["GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
+        // The upstream's settings as values: URLs, TLS and proxy choices, timings, the carrier
+        // kind. What the configuration reads and checks, with no I/O module behind it.
+        .target(
+            name: "UpstreamSettings",
+            dependencies: ["GQLMuxVocabulary", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: strict
+        ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
         .target(
             name: "Upstream",
             dependencies: [
-                "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "UpstreamSettings",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -151,7 +158,7 @@ let package = Package(
         .target(
             name: "GQLMuxConfiguration",
             dependencies: [
-                "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "RequestValidation", "JSONEnvelope", "LocalEndpoint",
+                "GQLMuxVocabulary", "GraphQLTransportWS", "UpstreamSettings", "RequestValidation", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

@@ -5,7 +5,7 @@ import JSONEnvelope
 import NIOCore
 import RequestValidation
 import TOMLKit
-import Upstream
+import UpstreamSettings
 
 #if canImport(Glibc)
 import Glibc

@@ -2,7 +2,7 @@ import GQLMuxVocabulary
 import GraphQLTransportWS
 import LocalEndpoint
 import RequestValidation
-import Upstream
+import UpstreamSettings
 
 /// The daemon's whole configuration; `DaemonConfiguration+TOML.swift` reads it from a file.
 package struct DaemonConfiguration: Sendable {
@@ -125,8 +125,8 @@ extension DaemonConfiguration {
     /// What the upstream offers the multiplexer core to place operations on.
     package var upstreamLayout: UpstreamLayout {
         UpstreamLayout(
-            subscriptions: upstream.httpStreams.map { .streams(max: $0.maxStreams) } ?? .pool,
-            singlesOverHTTP: upstream.httpOperations != nil,
+            subscriptions: upstream.streamsOverHTTP ? .streams(max: upstream.maxStreams) : .pool,
+            singlesOverHTTP: upstream.httpURL != nil,
             maxConnections: connections.maxConnections,
             maxOperationsPerConnection: connections.maxOperationsPerConnection
         )

@@ -1,4 +1,4 @@
-import Upstream
+import UpstreamSettings
 
 /// How the process's open-file limit is shared: each listener's connection limit, and a reserve
 /// for what gqlmuxd opens itself (upstream connections and streams, HTTP requests upstream,
@@ -28,8 +28,8 @@ package struct DescriptorPlan: Sendable, Equatable {
     package init(openFiles: Int, configuration: DaemonConfiguration) {
         let upstream = configuration.upstream
         var reserve = Self.baseReserve + configuration.connections.maxConnections
-        if let streams = upstream.httpStreams { reserve += streams.maxStreams }
-        if upstream.httpOperations != nil { reserve += Self.httpReserve }
+        if upstream.streamsOverHTTP { reserve += upstream.maxStreams }
+        if upstream.httpURL != nil { reserve += Self.httpReserve }
         let endpoint = configuration.graphqlEndpoint
         let wanted = [
             configuration.limits.maxClients,

@@ -13,7 +13,7 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The Host header value.
-    var hostHeader: String {
+    package var hostHeader: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
         return port == (secure ? 443 : 80) ? shownHost : "\(shownHost):\(port)"
     }

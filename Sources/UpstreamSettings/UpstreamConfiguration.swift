@@ -1,10 +1,9 @@
 import GQLMuxVocabulary
 import GraphQLTransportWS
-import HTTPStreaming
 import NIOCore
-import NIOSSL
 
-/// Everything the upstream transport needs; every argument defaults except the URL.
+/// Everything the upstream transport needs, as values (the configuration reads and checks them
+/// without any I/O module); every argument defaults except the URL.
 package struct UpstreamConfiguration: Sendable {
     package enum ConnectingPayload: Sendable, Equatable {
         case none
@@ -21,21 +20,6 @@ package struct UpstreamConfiguration: Sendable {
         package init(caFile: String? = nil, insecureSkipVerify: Bool = false) {
             self.caFile = caFile
             self.insecureSkipVerify = insecureSkipVerify
-        }
-
-        /// The TLS client context for a `secure` endpoint (nil for plain ws:// or http://), the
-        /// same for the WebSocket and `http_url`. Throws if `caFile` cannot be read.
-        /// - Parameter alpn: protocols offered in ALPN (`h2`, `http/1.1` for HTTP streams).
-        func clientContext(secure: Bool, alpn: [String] = []) throws -> NIOSSLContext? {
-            guard secure else { return nil }
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.applicationProtocols = alpn
-            if let caFile {
-                tls.additionalTrustRoots = [.file(caFile)]
-                _ = try NIOSSLCertificate.fromPEMFile(caFile)
-            }
-            if insecureSkipVerify { tls.certificateVerification = .none }
-            return try NIOSSLContext(configuration: tls)
         }
     }
 
@@ -69,50 +53,6 @@ package struct UpstreamConfiguration: Sendable {
     /// proxy every connection (WebSocket, HTTP operations, HTTP streams) is tunnelled through.
     package var proxy: ProxyChoice = .direct
 
-    /// The proxy of the WebSocket connections to `url`.
-    var websocketProxy: HTTPProxy? { proxy.proxy(host: url.host, port: url.port, secure: url.secure) }
-
-    /// The HTTP streaming side's settings when `transport` is `multipart` or `sse`; nil for
-    /// `websocket`. Headers (client awareness included), backoff and timings as the WebSocket's.
-    package var httpStreams: HTTPStreamTransport.Configuration? {
-        guard let httpURL else { return nil }
-        let flavor: HTTPStreamTransport.Flavor
-        switch carrier {
-        case .websocket: return nil
-        case .multipart: flavor = .multipart(accept: multipartAccept)
-        case .sse: flavor = .sse
-        }
-        var options = StreamMachine.Options()
-        options.backoff = transport.backoff
-        options.connectTimeout = transport.connectTimeout
-        options.heartbeatTimeout = heartbeatTimeout
-        options.healthyAfter = transport.healthyAfter
-        return HTTPStreamTransport.Configuration(
-            url: httpURL,
-            headers: upgradeHeaders,
-            flavor: flavor,
-            options: options,
-            maxMessageBytes: maxMessageBytes,
-            maxStreams: maxStreams,
-            reconnectIfConnected: reconnectIfConnected,
-            proxy: proxy.proxy(host: httpURL.host, port: httpURL.port, secure: httpURL.secure)
-        )
-    }
-
-    /// The HTTP side's settings: the same headers (client awareness included), TLS and size limit.
-    package var httpOperations: HTTPOperations.Configuration? {
-        httpURL.map {
-            HTTPOperations.Configuration(
-                url: $0,
-                headers: upgradeHeaders,
-                tls: tls,
-                timeout: httpTimeout,
-                maxResponseBytes: maxMessageBytes,
-                proxy: proxy.proxy(host: $0.host, port: $0.port, secure: $0.secure)
-            )
-        }
-    }
-
     package init(
         url: UpstreamURL,
         headers: [(name: String, value: String)] = [],
@@ -135,8 +75,12 @@ package struct UpstreamConfiguration: Sendable {
         self.transport = transport
     }
 
+    /// Whether subscriptions travel as HTTP streams to `httpURL` (`transport` `multipart` or
+    /// `sse`), each its own request, at most ``maxStreams`` at once.
+    package var streamsOverHTTP: Bool { httpURL != nil && carrier != .websocket }
+
     /// All request headers of the upgrade, in order.
-    var upgradeHeaders: [(name: String, value: String)] {
+    package var upgradeHeaders: [(name: String, value: String)] {
         var all = headers
         if let clientName { all.append(("apollographql-client-name", clientName)) }
         if let clientVersion { all.append(("apollographql-client-version", clientVersion)) }

@@ -1,19 +1,13 @@
-import Upstream
+import UpstreamSettings
 
-/// A reloaded configuration with its file I/O done (blocking: built on a thread pool).
-package struct PreparedReload: Sendable {
-    /// The whole configuration to run with. Keys that take effect only at start (the socket,
-    /// `[metrics]`, `[log]`, `max_line_bytes` and `client_buffer_bytes`, which size live
-    /// sockets, and the endpoint's `socket`, `mode`, `listen` and `path`) keep their running
-    /// values.
-    package var configuration: DaemonConfiguration
-    package var upstream: PreparedUpstream
-
-    /// - Parameters:
-    ///   - path: the configuration file; nil re-applies the running configuration.
-    ///   - running: the configuration in use.
-    package init(path: String?, running: DaemonConfiguration) throws {
-        var next = try path.map { path throws(ConfigurationError) in try DaemonConfiguration.load(path: path) } ?? running
+extension DaemonConfiguration {
+    /// This configuration, read anew for a reload of `running`: keys that take effect only at
+    /// start (the socket, `[metrics]`, `[log]`, `max_line_bytes` and `client_buffer_bytes`,
+    /// which size live sockets, and the endpoint's `socket`, `mode`, `listen` and `path`) keep
+    /// their running values. Throws when the result may not replace `running` without a
+    /// restart, or its access rules do not hold.
+    package func reloading(_ running: DaemonConfiguration) throws(ConfigurationError) -> DaemonConfiguration {
+        var next = self
         next.socketPath = running.socketPath
         next.socketMode = running.socketMode
         next.metricsListen = running.metricsListen
@@ -33,7 +27,6 @@ package struct PreparedReload: Sendable {
                 "[upstream] transport: changing it from \"\(running.upstream.carrier.rawValue)\" to \"\(next.upstream.carrier.rawValue)\" needs a restart"
             )
         }
-        upstream = try PreparedUpstream(next.upstream, checkPayloadFile: true)
-        configuration = next
+        return next
     }
 }
