@@ -281,7 +281,7 @@ let package = Package(
             dependencies: [
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
                 "LocalEndpoint", "EndpointServer", "Handover", "GQLMuxConfiguration", "SystemdSupport", "HTTPStreaming",
-                "GQLMuxFuzz",
+                "GQLMuxFuzz", "JSONEnvelope",
                 "GQLMuxTestSupport",
                 // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).
                 .product(name: "GraphQL", package: "GraphQL"),
