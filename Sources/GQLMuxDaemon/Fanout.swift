@@ -305,9 +305,9 @@ final class Fanout: @unchecked Sendable {
                 subscriber.tag.session.send(.state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs), flush: false)
                 markDirty(subscriber.tag.session)
             case .replay(let subscriber, let payload):
-                deliverMarked(payload, "replayed", to: subscriber)
+                deliverMarked(payload, .replayed, to: subscriber)
             case .snapshot(let subscriber, let payload):
-                deliverMarked(payload, "snapshot", to: subscriber)
+                deliverMarked(payload, .snapshot, to: subscriber)
             case .deliverHeld(let subscriber, let payload):
                 if payload.withUnsafeReadableBytes({ write($0, payload, to: subscriber.tag) }) { messagesOut += 1 }
             case .finish(let subscriber, let finish):
@@ -440,7 +440,7 @@ final class Fanout: @unchecked Sendable {
     /// A result gqlmuxd itself gives one subscriber (a replay, a snapshot), as a value its wire
     /// marks in its own words: `"<mark>": true` on the line protocol's `next`, the result's
     /// `extensions.gqlmux` for the endpoint's clients.
-    private func deliverMarked(_ payload: ByteBuffer, _ mark: StaticString, to subscriber: Core.Subscriber) {
+    private func deliverMarked(_ payload: ByteBuffer, _ mark: ResultMark, to subscriber: Core.Subscriber) {
         let session = subscriber.tag.session
         session.send(.next(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         messagesOut += 1

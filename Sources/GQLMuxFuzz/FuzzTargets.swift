@@ -212,7 +212,7 @@ extension FuzzTargets {
     private static func sessionMessages(_ bytes: [UInt8]) -> [SessionMessage] {
         let raw = ByteBuffer(bytes: bytes)
         return [
-            .next(id: "h1", payload: raw, mark: "replayed"),
+            .next(id: "h1", payload: raw, mark: .replayed),
             .error(id: "h1", .upstream(errors: raw)),
             .error(id: nil, .upstream(errors: raw)),
             .complete(id: "h1"),

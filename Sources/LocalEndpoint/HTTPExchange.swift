@@ -146,7 +146,7 @@ package struct HTTPExchange: Sendable {
         guard !ended else { return [] }
         switch message {
         case .next(let id, let payload, let mark) where id == self.id:
-            return next(mark.map { ResultMarks.marked(payload, $0) } ?? payload)
+            return next(mark.map { ResultMarks.marked(payload, $0.name) } ?? payload)
         case .complete(let id) where id == self.id:
             return finish(errors: nil, status: 200)
         case .error(let id, let error) where id == nil || id == self.id:

@@ -111,7 +111,7 @@ package struct WebSocketServerSession: Sendable {
         case .next(let id, let payload, let mark):
             let framing = NextFraming.webSocket(wire)
             var text = framing.prefix(id: id)
-            var body = mark.map { ResultMarks.marked(payload, $0) } ?? payload
+            var body = mark.map { ResultMarks.marked(payload, $0.name) } ?? payload
             text.writeBuffer(&body)
             text.writeStaticString(framing.suffix)
             return [.send(text)]

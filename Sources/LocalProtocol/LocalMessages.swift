@@ -79,7 +79,7 @@ package enum LocalEncode {
             b.writeBuffer(&payload)
             if let mark {
                 b.writeStaticString(",\"")
-                b.writeStaticString(mark)
+                b.writeStaticString(mark.name)
                 b.writeStaticString("\":true")
             }
             b.writeStaticString(nextSuffix)

@@ -8,9 +8,9 @@ import NIOCore
 package enum SessionMessage: Sendable, Equatable {
     /// The answer to a line client's `connection_init`, with the upstream's state as of now.
     case connectionAck(upstreamState: String)
-    /// A result gqlmuxd gives one subscriber itself, or one a single answer collects:
-    /// `mark` is `replayed` or `snapshot` when gqlmuxd gives it (nil: upstream's own result).
-    case next(id: String, payload: ByteBuffer, mark: StaticString?)
+    /// A result gqlmuxd gives one subscriber itself, marked (a replay, a snapshot), or one a
+    /// single answer collects (`mark` nil: the upstream's own result).
+    case next(id: String, payload: ByteBuffer, mark: ResultMark?)
     /// An operation's lifecycle; an `active` after an outage says how long it was down.
     case state(id: String, LocalOperationState, gapMs: Int?)
     /// An operation failed (`id`), or the connection is ended (`id` nil).
@@ -22,19 +22,20 @@ package enum SessionMessage: Sendable, Equatable {
     case ok(id: String?)
     case status(id: String?, payload: ByteBuffer)
     case metrics(id: String?, text: String)
+}
 
-    package static func == (lhs: SessionMessage, rhs: SessionMessage) -> Bool {
-        switch (lhs, rhs) {
-        case (.connectionAck(let a), .connectionAck(let b)): a == b
-        case (.next(let a, let p, let m), .next(let b, let q, let n)): a == b && p == q && m?.description == n?.description
-        case (.state(let a, let s, let g), .state(let b, let t, let h)): a == b && s == t && g == h
-        case (.error(let a, let e), .error(let b, let f)): a == b && e == f
-        case (.complete(let a), .complete(let b)): a == b
-        case (.pong(let a), .pong(let b)): a == b
-        case (.ok(let a), .ok(let b)): a == b
-        case (.status(let a, let p), .status(let b, let q)): a == b && p == q
-        case (.metrics(let a, let s), .metrics(let b, let t)): a == b && s == t
-        default: false
+/// How a result gqlmuxd gives itself is marked for its subscriber (docs/protocol.md).
+package enum ResultMark: Sendable, Equatable {
+    /// A shared subscription's latest result, to a subscriber that joined after it.
+    case replayed
+    /// The result of the query a subscriber named for its stream's resumes.
+    case snapshot
+
+    /// The mark's name: `"replayed": true` on a line, `extensions.gqlmux.replayed` elsewhere.
+    package var name: StaticString {
+        switch self {
+        case .replayed: "replayed"
+        case .snapshot: "snapshot"
         }
     }
 }

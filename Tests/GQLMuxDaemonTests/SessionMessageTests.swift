@@ -17,7 +17,7 @@ import Testing
             (.state(id: "a", .active, gapMs: 1_250), #"{"type":"state","id":"a","state":"active","gapMs":1250}"#),
             (.state(id: "a", .reconnecting, gapMs: nil), #"{"type":"state","id":"a","state":"reconnecting"}"#),
             (.complete(id: "a\"b"), #"{"type":"complete","id":"a\"b"}"#),
-            (.next(id: "a", payload: ByteBuffer(string: #"{"data":1}"#), mark: "replayed"), #"{"type":"next","id":"a","payload":{"data":1},"replayed":true}"#),
+            (.next(id: "a", payload: ByteBuffer(string: #"{"data":1}"#), mark: .replayed), #"{"type":"next","id":"a","payload":{"data":1},"replayed":true}"#),
             (.next(id: "a", payload: ByteBuffer(string: #"{"data":1}"#), mark: nil), #"{"type":"next","id":"a","payload":{"data":1}}"#),
             (
                 .error(id: "a", .local(code: .upstreamClosed, message: "closed", extra: [.init("closeCode", json: "4500")])),
@@ -72,7 +72,7 @@ import Testing
                 .send(ByteBuffer(string: #"{"type":"error","id":"a","payload":{}}"#))
             ]
         )
-        guard case .send(let replay)? = session.deliver(.next(id: "a", payload: ByteBuffer(string: #"{"data":{"t":1}}"#), mark: "replayed")).first else {
+        guard case .send(let replay)? = session.deliver(.next(id: "a", payload: ByteBuffer(string: #"{"data":{"t":1}}"#), mark: .replayed)).first else {
             Issue.record("no frame for a replay")
             return
         }
