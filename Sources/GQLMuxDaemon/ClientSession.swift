@@ -12,7 +12,7 @@ import RequestValidation
 /// `@unchecked Sendable` — safe because NIO calls a channel handler only on its channel's
 /// loop (the daemon's), and the daemon and fan-out call it from that loop too: `send`, `flush`
 /// and `fail` check `eventLoop.assertInEventLoop()` (debug builds and tests); the hot path's
-/// `writeNext` is called only from the fan-out's deliveries, whose entry (`Fanout.upstream`)
+/// `writeNext` is called only from the fan-out's deliveries, whose entry (`Switchboard.upstream`)
 /// makes the same check, so a delivery pays for no check of its own.
 final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Sendable {
     typealias InboundIn = ClientRequest
@@ -21,7 +21,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// The control plane (admin verbs, status, counting sessions); the daemon owns this
     /// session's channel, so it outlives the session.
     private unowned let host: any SessionHost
-    private let fanout: Fanout
+    private let switchboard: Switchboard
     private let budget: MemoryBudget
     private let events: DaemonEvents
     private let metrics: DaemonMetrics
@@ -86,10 +86,10 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// HTTP codec (one buffer per write, not the codec's three, and none of its handlers).
     private var chunked = false
 
-    init(host: any SessionHost, fanout: Fanout, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
+    init(host: any SessionHost, switchboard: Switchboard, events: DaemonEvents, metrics: DaemonMetrics, channel: any Channel, origin: Origin = .lineSocket) {
         self.host = host
-        self.fanout = fanout
-        self.budget = fanout.budget
+        self.switchboard = switchboard
+        self.budget = switchboard.budget
         self.events = events
         self.metrics = metrics
         self.channel = channel
@@ -161,7 +161,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         case .subscribe(let id, let request):
             subscribe(id: id, request)
         case .complete(let id):
-            fanout.complete(session: self, localID: id)
+            switchboard.complete(session: self, localID: id)
             host.statusChanged()
         case .ping(let payload):
             send(.pong(payload: payload))
@@ -188,8 +188,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         resumed: (snapshot: ByteBuffer?, since: Instant)? = nil
     ) {
         // A duplicate id and the per-client limit are named before the document's faults.
-        if let refusal = fanout.admission(session: self, localID: id) {
-            return fanout.refuse(self, id, refusal)
+        if let refusal = switchboard.admission(session: self, localID: id) {
+            return switchboard.refuse(self, id, refusal)
         }
         var request: SubscribeRequest
         switch parsed {
@@ -197,7 +197,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         case .failure(let error): return sendError(id: id, code: error.code, message: error.message)
         }
         if let resumed { request.snapshotPayload = resumed.snapshot }
-        fanout.subscribe(request, session: self, localID: id, resumingSince: resumed?.since)
+        switchboard.subscribe(request, session: self, localID: id, resumingSince: resumed?.since)
         host.statusChanged()
     }
 
@@ -611,14 +611,14 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// here any more and only the client is told.
     func shutDown() {
         eventLoop.assertInEventLoop()
-        for id in fanout.openOperations(of: self) {
-            sendError(id: id, code: LocalErrorCode.shuttingDown, message: Fanout.shuttingDownMessage, flush: false)
+        for id in switchboard.openOperations(of: self) {
+            sendError(id: id, code: LocalErrorCode.shuttingDown, message: Switchboard.shuttingDownMessage, flush: false)
         }
-        fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
+        fail(code: LocalErrorCode.shuttingDown, Switchboard.shuttingDownMessage)
     }
 
     private func dropOperations() {
-        fanout.clientGone(self)
+        switchboard.clientGone(self)
     }
 
     /// `pid 123, uid 1000, "name"` for log messages.

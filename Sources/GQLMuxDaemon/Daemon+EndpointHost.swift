@@ -23,7 +23,7 @@ extension Daemon: EndpointHost {
         }
         let key = [event.rawValue, listener.rawValue, fields["GQLMUX_REASON"] ?? "", fields["GQLMUX_HOST"] ?? "", fields["GQLMUX_ORIGIN"] ?? ""]
             .joined(separator: "\u{1F}")
-        if let unlogged = refusalLog.admit(key, now: Fanout.now()) {
+        if let unlogged = refusalLog.admit(key, now: .loopNow) {
             var fields = fields
             fields["GQLMUX_LISTENER"] = listenerName(listener)
             fields["GQLMUX_UNLOGGED"] = "\(unlogged)"
@@ -45,7 +45,7 @@ extension Daemon: EndpointConnectionHost {
         makeSession(channel, origin: origin)
     }
 
-    package func makeInboundBudget() -> any InboundBudget { InboundReservation(budget: fanout.budget) }
+    package func makeInboundBudget() -> any InboundBudget { InboundReservation(budget: switchboard.budget) }
 
     package var endpointPath: String { configuration.graphqlEndpoint.path }
 

@@ -76,8 +76,8 @@ extension Daemon {
         events.emit(.stopping, ["GQLMUX_REASON": reason], message: "stopping for a restart (\(reason)): handing clients to the next process")
         HandoverFault.reached(.draining, loop: eventLoop)
 
-        // Draining: what is in flight gets its answer (the fan-out says when the last one came).
-        _ = try? await eventLoop.flatSubmit { self.fanout.noAnswerPending(within: Self.answerWait) }.get()
+        // Draining: what is in flight gets its answer (the switchboard says when the last one came).
+        _ = try? await eventLoop.flatSubmit { self.switchboard.noAnswerPending(within: Self.answerWait) }.get()
 
         // Sorting and flushing, on the loop.
         let sorted = try? await eventLoop.flatSubmit { self.sortAndFlush() }.get()
@@ -116,7 +116,7 @@ extension Daemon {
                 for (session, _) in carried { session.channel.close(promise: nil) }
             }
             for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
-            self.fanout.shutDown()
+            self.switchboard.shutDown()
             return self.upstreams.shutdownOnLoop()
         }.get()
         HandoverFault.reached(.exiting, loop: eventLoop)
@@ -191,10 +191,10 @@ extension Daemon {
     /// subscription, a close under way), or it holds a half-sent line or frame, or a query or
     /// mutation of its is still in flight, or its connection is closing.
     private func carriedRecord(_ session: ClientSession) -> HandoverState.Client? {
-        guard session.channel.isActive, !session.isClosing, !session.holdsPartialInput, !fanout.awaitsAnswer(session),
+        guard session.channel.isActive, !session.isClosing, !session.holdsPartialInput, !switchboard.awaitsAnswer(session),
             let carriage = session.wire?.carriage, let cookie = Self.cookie(session.channel)
         else { return nil }
-        let subscriptions = fanout.subscriptions(of: session).map {
+        let subscriptions = switchboard.subscriptions(of: session).map {
             HandoverState.Subscription(
                 id: $0.localID,
                 payload: String(buffer: $0.payload),

@@ -37,7 +37,7 @@ extension Daemon {
         let open = connectionCounts[origin, default: 0]
         guard open < connectionLimit(origin) else {
             metrics.refused(listener: origin.rawValue, reason: "listener_full")
-            if let unlogged = listenerFullLog.admit(origin, now: Fanout.now()) {
+            if let unlogged = listenerFullLog.admit(origin, now: .loopNow) {
                 let key = origin == .lineSocket ? "max_clients" : origin == .endpointSocket ? "socket_max_connections" : "listen_max_connections"
                 events.emit(
                     .limitExceeded,
@@ -135,7 +135,7 @@ extension Daemon {
     }
 
     private func acceptFailed(_ origin: ClientSession.Origin, _ error: IOError) {
-        guard let unlogged = acceptFailureLog.admit(origin, now: Fanout.now()) else { return }
+        guard let unlogged = acceptFailureLog.admit(origin, now: .loopNow) else { return }
         events.emit(
             .acceptFailed,
             [

@@ -47,8 +47,8 @@ extension Daemon {
         eventLoop.assertInEventLoop()
         configuration = prepared.configuration
         descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
-        fanout.apply(configuration)
-        fanout.budget.limit = configuration.limits.totalBufferBytes
+        switchboard.apply(configuration)
+        switchboard.budget.limit = configuration.limits.totalBufferBytes
         upstream.applyOnLoop(prepared.upstream)
         reloadError = nil
         events.emit(.reloaded, [:], message: "configuration reloaded")

@@ -12,7 +12,8 @@ import Upstream
 import Glibc
 #endif
 
-/// gqlmuxd: one upstream transport, a Unix socket server, and the fan-out between them.
+/// gqlmuxd: the control plane. It owns the listeners, the registry of upstreams and the
+/// switchboard between them and the clients; it starts, reloads, restarts and stops them.
 /// Everything runs on one event loop, so the hot path never hops threads.
 ///
 /// `@unchecked Sendable` — safe because every stored `var` is read and written on
@@ -26,7 +27,7 @@ package final class Daemon: @unchecked Sendable {
     package let events: DaemonEvents
     var configuration: DaemonConfiguration
     let configPath: String?
-    let fanout: Fanout
+    let switchboard: Switchboard
     /// Every upstream, each with its carriers (WebSocket pool, HTTP streams, `http_url`).
     let upstreams: UpstreamRegistry
     /// The upstream `[upstream]` configures (the only one today).
@@ -99,16 +100,23 @@ package final class Daemon: @unchecked Sendable {
         // Start-up reads the CA files here, before anything is served; a reload prepares
         // them off the loop (`Daemon+Reload.swift`).
         let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
-        // The carriers tell the fan-out, which is made after them (it sends through them).
-        let sink = FanoutSink(eventLoop: eventLoop)
+        // The carriers tell the switchboard, which is made after them (it sends through them).
+        let sink = CarrierSink(eventLoop: eventLoop)
         self.upstreams = UpstreamRegistry(upstream, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
         let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: eventLoop, events: events)
-        self.fanout = Fanout(eventLoop: eventLoop, events: events, metrics: metrics, configuration: configuration, upstream: upstreams, budget: budget)
-        sink.fanout = fanout
+        self.switchboard = Switchboard(
+            eventLoop: eventLoop,
+            events: events,
+            metrics: metrics,
+            configuration: configuration,
+            upstream: upstreams,
+            budget: budget
+        )
+        sink.switchboard = switchboard
         upstreams.observe { [weak self] _, connection, event in self?.transportEvent(event, connection: connection) }
         budget.sessions = { [unowned self] in Array(self.sessions.values) }
-        budget.retained = { [unowned fanout] in fanout.retainedBytes }
-        budget.forgetRetained = { [unowned fanout] in fanout.forgetLastResults() }
+        budget.retained = { [unowned switchboard] in switchboard.retainedBytes }
+        budget.forgetRetained = { [unowned switchboard] in switchboard.forgetLastResults() }
     }
 
     // MARK: - Start and stop
@@ -229,7 +237,7 @@ package final class Daemon: @unchecked Sendable {
     func addLineHandlers(_ channel: any Channel) throws -> ClientSession {
         let limits = configuration.limits
         let sync = channel.pipeline.syncOperations
-        let reservation = NIOLoopBound(InboundReservation(budget: self.fanout.budget), eventLoop: channel.eventLoop)
+        let reservation = NIOLoopBound(InboundReservation(budget: self.switchboard.budget), eventLoop: channel.eventLoop)
         channel.closeFuture.whenComplete { _ in reservation.value.release() }
         reservation.value.onCut = {
             let error = LocalEncode.line(
@@ -315,7 +323,7 @@ package final class Daemon: @unchecked Sendable {
         let closes: [EventLoopFuture<Void>] =
             (try? await eventLoop.submit {
                 let sessions = Array(self.sessions.values)
-                self.fanout.shutDown()
+                self.switchboard.shutDown()
                 for session in sessions { session.shutDown() }
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
@@ -361,7 +369,7 @@ package final class Daemon: @unchecked Sendable {
     func sessionOpened(_ session: ClientSession) {
         eventLoop.assertInEventLoop()
         if stopping {
-            session.fail(code: LocalErrorCode.shuttingDown, Fanout.shuttingDownMessage)
+            session.fail(code: LocalErrorCode.shuttingDown, Switchboard.shuttingDownMessage)
             return
         }
         // The endpoint's TCP port has no peer credentials: with allowed_uids set it needs a token
@@ -400,14 +408,14 @@ package final class Daemon: @unchecked Sendable {
             metricsAddress: metricsAddress,
             endpointAddresses: endpointAddresses,
             clients: sessions.count,
-            localSubscriptions: fanout.localCount,
-            upstreamSubscriptions: fanout.upstreamCount,
-            messagesIn: fanout.messagesIn,
-            messagesOut: fanout.messagesOut,
-            bufferedOutbound: fanout.budget.outbound,
-            bufferedInbound: fanout.budget.inbound,
-            retained: fanout.retainedBytes,
-            bufferLimit: fanout.budget.limit
+            localSubscriptions: switchboard.localCount,
+            upstreamSubscriptions: switchboard.upstreamCount,
+            messagesIn: switchboard.messagesIn,
+            messagesOut: switchboard.messagesOut,
+            bufferedOutbound: switchboard.budget.outbound,
+            bufferedInbound: switchboard.budget.inbound,
+            retained: switchboard.retainedBytes,
+            bufferLimit: switchboard.budget.limit
         )
     }
 
@@ -453,20 +461,20 @@ extension ServerBootstrap {
     }
 }
 
-/// Where the carriers' updates go: the fan-out, set once the daemon has made it (it is made
+/// Where the carriers' updates go: the switchboard, set once the daemon has made it (it is made
 /// after the registry it sends through). Weak: the daemon owns both.
 ///
-/// `@unchecked Sendable` — safe because `fanout` is written once, in `Daemon.init`, before any
+/// `@unchecked Sendable` — safe because `switchboard` is written once, in `Daemon.init`, before any
 /// carrier can run (the upstream starts in `start()`, on the loop, after init returns), and read
 /// only in ``deliver(_:_:)``, which asserts it runs on the daemon's loop.
-private final class FanoutSink: @unchecked Sendable {
+private final class CarrierSink: @unchecked Sendable {
     private let eventLoop: any EventLoop
-    weak var fanout: Fanout?
+    weak var switchboard: Switchboard?
 
     init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
     func deliver(_ id: OperationID, _ update: OperationUpdate) {
         eventLoop.assertInEventLoop()
-        fanout?.upstreamUpdate(id, update)
+        switchboard?.upstreamUpdate(id, update)
     }
 }

@@ -60,6 +60,9 @@ extension Fanout {
     /// batches were megabytes between two writes of one, and the kernel read them back from memory.
     struct ResultRun {
         var id: Core.OperationID?
+        /// The operation's subscribers, as the core named them when the run began (the core
+        /// changes only after the run is written).
+        var subscribers: [Core.Subscriber] = []
         var payloads: [ByteBuffer] = []
         var bytes = 0
         /// The largest payload's bytes.
@@ -70,13 +73,14 @@ extension Fanout {
     /// A run holds at most this many payload bytes before it is written (a turn reads less).
     static let runBytes = 256 * 1_024
 
-    /// What a kept latest result may take of the memory budget.
-    var rememberBudget: Int { budget.room }
-
-    /// The hot path: `payload`, a result of operation `id`, joins this turn's run.
-    func append(_ payload: ByteBuffer, of id: Core.OperationID) {
-        if run.id != id { writeRun() }
-        run.id = id
+    /// The hot path: `payload`, a result of operation `id`, joins this turn's run. A result of
+    /// another operation first writes the run, then begins one for `subscribers`, read only then.
+    func append(_ payload: ByteBuffer, of id: Core.OperationID, subscribers: @autoclosure () -> [Core.Subscriber]) {
+        if run.id != id {
+            writeRun()
+            run.id = id
+            run.subscribers = subscribers()
+        }
         run.payloads.append(payload)
         run.bytes += payload.readableBytes
         run.largest = max(run.largest, payload.readableBytes)
@@ -84,8 +88,9 @@ extension Fanout {
     }
 
     /// Writes the run to every subscriber of its operation: all of its results to the first,
-    /// then all to the next. `flushing` (the end of the turn): each subscriber is flushed
-    /// right after its share. Returns the change in bytes handed to NIO by those flushes.
+    /// then all to the next, then tells ``runWritten`` its last result. `flushing` (the end of
+    /// the turn): each subscriber is flushed right after its share. Returns the change in bytes
+    /// handed to NIO by those flushes.
     @discardableResult
     func writeRun(flushing: Bool = false) -> Int {
         guard !run.writing, let id = run.id, !run.payloads.isEmpty else { return 0 }
@@ -94,16 +99,17 @@ extension Fanout {
             run.writing = true
             var payloads: [ByteBuffer] = []
             swap(&payloads, &run.payloads)
-            let subscribers = multiplexer.subscribers(of: id)
+            let subscribers = run.subscribers
             let (delivered, flushed) =
                 run.largest < ClientSession.sharedPayloadBytes
                 ? writeSmallRun(payloads, to: subscribers, flushing: flushing)
                 : writeLargeRun(payloads, to: subscribers, flushing: flushing)
             change = flushed
             messagesOut += delivered
-            multiplexer.remember(id, payloads[payloads.count - 1], budget: rememberBudget)
+            let last = payloads[payloads.count - 1]
             payloads.removeAll(keepingCapacity: true)
             run = ResultRun(payloads: payloads)
+            runWritten(id, last)
         }
         return change
     }
@@ -203,9 +209,9 @@ extension Fanout {
         a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
     }
 
-    /// Writes one `next` line at once to the subscribers of an operation that `including`
-    /// accepts (while some wait for a snapshot). Returns how many were written.
-    func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) -> Int {
+    /// Writes one result at once to the subscribers of an operation that `including` accepts
+    /// (while some wait for a snapshot).
+    func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) {
         var delivered = 0
         payload.withUnsafeReadableBytes { body in
             subscribers.withUnsafeBufferPointer { subscribers in
@@ -218,7 +224,7 @@ extension Fanout {
                 }
             }
         }
-        return delivered
+        messagesOut += delivered
     }
 
     /// One result to one subscriber (its prefix, the payload's bytes, its suffix), marked for

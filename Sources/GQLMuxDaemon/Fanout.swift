@@ -1,454 +1,78 @@
-import GQLMuxConfiguration
-import GQLMuxVocabulary
-import GraphQLTransportWS
-import LocalEndpoint
 import LocalProtocol
 import Multiplexing
 import NIOCore
-import RequestValidation
-import Upstream
 
-/// The I/O side of the ``Multiplexer``: it feeds the core client and upstream events and performs
-/// its actions (open or complete an upstream operation on the carrier the core placed it on,
-/// write lines, log, count). The core owns every fact about an operation, its placement
-/// included, under one ``OperationID`` that the carriers use too; this owns the delivery of
-/// `next` frames and the once-per-loop-turn flush.
+/// Delivery, and nothing else: results of upstream operations to their subscribers, and what
+/// the ``Switchboard`` tells one client (a state, an error, an end), written to each client's
+/// batch and flushed once per loop turn. Results of one operation that arrive in one turn form
+/// a run, written subscriber by subscriber (`Fanout+Delivery.swift`). It decides nothing: whom
+/// a result goes to is the core's answer, given with the result.
 ///
-/// `@unchecked Sendable` — safe because it is used only on the daemon's event loop: from
-/// `ClientSession` handlers and transport callbacks of channels on that loop; every entry point
-/// (`subscribe`, `complete`, `clientGone`, `shutDown`, the carriers' sink) asserts it.
+/// `@unchecked Sendable` — safe because it is used only on the daemon's event loop, by the
+/// switchboard and by its own flush, which it schedules on that loop.
 final class Fanout: @unchecked Sendable {
     typealias Core = Multiplexer<ObjectIdentifier, Delivery>
 
-    /// The message of every `SHUTTING_DOWN` the daemon sends.
-    static let shuttingDownMessage = "gqlmuxd is shutting down"
-
-    /// The upstream side (the daemon's registry of upstreams): operations are opened and
-    /// cancelled there, where the core placed them. The fan-out does not own it.
-    private let upstream: any UpstreamOperations
     let eventLoop: any EventLoop
-    /// The core itself; changed and asked through ``settled(_:)``, which writes the run first.
-    var multiplexer: Core
-
-    /// Runs `body` on the core once the results of this turn's run are written
-    /// (`Fanout+Delivery.swift`): every change to it, and every question asked of it, comes after
-    /// the results that arrived before, as if each had been written when it arrived. A method,
-    /// not a property, because it writes to sockets.
-    @inline(__always)
-    private func settled<T>(_ body: (inout Core) throws -> T) rethrows -> T {
-        writeRun()
-        return try body(&multiplexer)
-    }
-    /// Results of one operation that arrived this turn and are not written yet.
+    /// What the clients' unwritten bytes may take, told of what each flush hands to NIO.
+    let budget: MemoryBudget
+    /// Shared with the switchboard: a client cut by its own write during a delivery is told
+    /// to the core after the delivery.
+    private let turn: OneAtATime
+    /// Results of one operation that arrived this turn and are not written yet, with the
+    /// subscribers they go to.
     var run = ResultRun()
     /// A small run's payloads side by side, reused run after run (its capacity kept): the one
     /// buffer whose bytes the run's writers read (``writeSmallRun``).
     var runScratch = ByteBuffer()
-    let events: DaemonEvents
-    let metrics: DaemonMetrics
+    /// Told each run's operation and last result once the run is written (kept for replays).
+    var runWritten: (Core.OperationID, ByteBuffer) -> Void = { _, _ in }
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
     private var dirty: [ClientSession] = []
     private var flushScheduled = false
-    /// An event is being handled; others wait in `waiting` (see `handle`).
-    private var busy = false
-    private var waiting: [Event] = []
-    /// The drain's waits for every answer (``noAnswerPending(within:)``), each with its limit.
-    private var answerWaiters: [(promise: EventLoopPromise<Void>, limit: Scheduled<Void>)] = []
-    private(set) var messagesIn = 0
+    /// Results written to clients.
     var messagesOut = 0
-    /// What the clients' unwritten bytes may take, told of what each flush hands to NIO; asked
-    /// how much room is left to keep latest results in.
-    let budget: MemoryBudget
-    /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
-    var replayLast: Bool
 
-    /// - Parameter upstream: where operations are sent and cancelled. Their updates come back
-    ///   through ``upstreamUpdate(_:_:)``.
-    init(
-        eventLoop: any EventLoop,
-        events: DaemonEvents,
-        metrics: DaemonMetrics,
-        configuration: DaemonConfiguration,
-        upstream: any UpstreamOperations,
-        budget: MemoryBudget
-    ) {
+    init(eventLoop: any EventLoop, budget: MemoryBudget, turn: OneAtATime) {
         self.eventLoop = eventLoop
-        self.events = events
-        self.metrics = metrics
         self.budget = budget
-        self.replayLast = configuration.replayLast
-        self.multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
-        self.upstream = upstream
+        self.turn = turn
     }
 
-    /// An update of upstream operation `id`, from whichever carrier holds it (the carriers'
-    /// sink). On the loop.
-    func upstreamUpdate(_ id: Core.OperationID, _ update: OperationUpdate) {
-        eventLoop.assertInEventLoop()
-        handle(.upstream(update, id))
+    /// Runs `body` as one step of the event being handled (``OneAtATime``).
+    func serially(_ body: () -> Void) { turn.run(body) }
+
+    // MARK: - One client
+
+    /// Tells `session` `message` after the results batched before it: flushed at the end of
+    /// the turn, or at once when `flush`.
+    func tell(_ session: ClientSession, _ message: SessionMessage, flush: Bool = false) {
+        session.send(message, flush: flush)
+        if !flush { markDirty(session) }
     }
 
-    /// A reload's new limits and layout (the daemon applies the carriers' part to them).
-    func apply(_ configuration: DaemonConfiguration) {
-        replayLast = configuration.replayLast
-        settled {
-            $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
-            $0.layout = configuration.upstreamLayout
-        }
-    }
-
-    /// Upstream operations open (as of the last event handled: reading it writes nothing).
-    var upstreamCount: Int { multiplexer.upstreamCount }
-    /// Bytes of latest results kept for replays (counted in the memory budget), as of the last
-    /// event handled.
-    var retainedBytes: Int { multiplexer.retainedBytes }
-
-    /// Drops every latest result kept for replays (the budget needs the room).
-    func forgetLastResults() { _ = settled { $0.forgetLastResults() } }
-    /// Local operations open, as of the last event handled.
-    var localCount: Int { multiplexer.localCount }
-
-    // MARK: - Events in
-
-    /// Whether `session` may start an operation named `localID` (checked before its payload is
-    /// parsed, so a duplicate id is named as such): nil when it may.
-    func admission(session: ClientSession, localID: String) -> Core.Refusal? {
-        eventLoop.assertInEventLoop()
-        return settled { $0.admission(client: ObjectIdentifier(session), localID: localID) }
-    }
-
-    /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
-    /// `resumingSince`: the operation was carried over a restart from the previous process,
-    /// whose client was told `reconnecting` at that instant.
-    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String, resumingSince: Instant? = nil) {
-        eventLoop.assertInEventLoop()
-        let delivery = Delivery(session: session, prefix: session.framing.prefix(id: localID))
-        let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
-        serially {
-            let actions = settled {
-                $0.subscribe(
-                    client: ObjectIdentifier(session),
-                    localID: localID,
-                    kind: request.kind,
-                    key: key,
-                    payload: request.payload,
-                    tag: delivery,
-                    replay: request.options.replayLast ?? replayLast,
-                    snapshot: request.snapshotPayload,
-                    resumingSince: resumingSince,
-                    now: resumingSince == nil ? nil : Self.now()
-                )
-            }
-            perform(actions, asker: session)
-        }
-    }
-
-    /// A local `complete`.
-    func complete(session: ClientSession, localID: String) {
-        eventLoop.assertInEventLoop()
-        serially { perform(settled { $0.complete(client: ObjectIdentifier(session), localID: localID) }) }
-    }
-
-    /// The session closed or failed: its operations lose their subscriber. During a delivery
-    /// (a client cut by its own write) this waits until the delivery is over.
-    func clientGone(_ session: ClientSession) {
-        eventLoop.assertInEventLoop()
-        handle(.clientGone(session))
-    }
-
-    /// What a restart carries of `session`: its subscriptions (never a query or mutation).
-    func subscriptions(of session: ClientSession) -> [Core.CarriedSubscription] {
-        eventLoop.assertInEventLoop()
-        return settled { $0.subscriptions(of: ObjectIdentifier(session)) }
-    }
-
-    /// The local ids of every operation `session` has open.
-    func openOperations(of session: ClientSession) -> [String] {
-        eventLoop.assertInEventLoop()
-        return settled { $0.localIDs(of: ObjectIdentifier(session)) }
-    }
-
-    /// Whether `session` waits for a query's or mutation's answer.
-    func awaitsAnswer(_ session: ClientSession) -> Bool {
-        eventLoop.assertInEventLoop()
-        return settled { $0.hasSingleOperation(ObjectIdentifier(session)) }
-    }
-
-    /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
-    func shutDown() {
-        eventLoop.assertInEventLoop()
-        serially { perform(settled { $0.shutDown() }) }
-    }
-
-    // MARK: - One event at a time
-
-    /// What reaches the fan-out from outside while it may be busy: an upstream operation's
-    /// update, or a session that ended.
-    enum Event {
-        case upstream(OperationUpdate, Core.OperationID)
-        case clientGone(ClientSession)
-    }
-
-    /// Handles `event` now, or, when it arrives while another is being handled (a slow client
-    /// cut by its own write in the middle of a delivery, a transport's update while an action is
-    /// performed), after that one: the core is never entered while it is mid-iteration, and
-    /// every list the fan-out walks stays as it was for the whole walk.
-    func handle(_ event: Event) {
-        guard !busy else {
-            waiting.append(event)
-            return
-        }
-        serially { process(event) }
-    }
-
-    /// Runs `body` as the one thing being handled, then whatever arrived meanwhile, in order.
-    func serially(_ body: () -> Void) {
-        guard !busy else {
-            body()  // a local request never arrives mid-event; if one did, it runs as before
-            return
-        }
-        busy = true
-        body()
-        var next = 0
-        while next < waiting.count {
-            process(waiting[next])
-            next += 1
-        }
-        waiting.removeAll(keepingCapacity: true)
-        busy = false
-        if !answerWaiters.isEmpty { answersMaybeSettled() }
-    }
-
-    // MARK: - Waiting for answers
-
-    /// Completes once no query or mutation of any client waits for its answer, or when `limit`
-    /// has passed, whichever is first (a restart's drain waits on it).
-    func noAnswerPending(within limit: TimeAmount) -> EventLoopFuture<Void> {
-        eventLoop.assertInEventLoop()
-        guard multiplexer.hasAnySingleOperation else { return eventLoop.makeSucceededVoidFuture() }
-        let promise = eventLoop.makePromise(of: Void.self)
-        answerWaiters.append((promise, eventLoop.scheduleTask(in: limit) { promise.succeed() }))
-        return promise.futureResult
-    }
-
-    private func answersMaybeSettled() {
-        guard !multiplexer.hasAnySingleOperation else { return }
-        let waiters = answerWaiters
-        answerWaiters = []
-        for waiter in waiters {
-            waiter.limit.cancel()
-            waiter.promise.succeed()
-        }
-    }
-
-    private func process(_ event: Event) {
-        switch event {
-        case .upstream(let update, let id): upstream(update, id)
-        case .clientGone(let session): perform(settled { $0.clientGone(ObjectIdentifier(session)) })
-        }
-    }
-
-    private func upstream(_ update: OperationUpdate, _ id: Core.OperationID) {
-        eventLoop.assertInEventLoop()
-        switch update {
-        case .next(let payload):
-            messagesIn += 1
-            // The hot path: the result joins this turn's run, written to every subscriber at
-            // the end of the turn or before anything else reaches the core
-            // (`Fanout+Delivery.swift`). Asked of the core itself: asking through `settled` would
-            // write the run first.
-            guard !multiplexer.deliversPlainly, multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else { return append(payload, of: id) }
-            if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
-            // Some subscribers wait for their snapshot: the others get it now, theirs is held.
-            let waiting = settled { $0.waiting(on: id) }
-            messagesOut += deliver(payload, to: settled { $0.subscribers(of: id) }) { !waiting.contains($0.key) }
-            perform(settled { $0.hold(id, payload) })
-            settled { $0.remember(id, payload, budget: rememberBudget) }
-        case .state(let state):
-            perform(settled { $0.upstreamState(id, state, now: Self.now()) })
-        case .finished(let finish):
-            perform(settled { $0.upstreamFinished(id, finish) })
-        }
-    }
-
-    // MARK: - Actions out
-
-    /// Performs the core's actions in order. `asker`: the session whose `subscribe` is being
-    /// handled; the core refuses only in answer to one, so refusals go to it.
-    private func perform(_ actions: [Core.Action], asker: ClientSession? = nil) {
-        for action in actions {
-            switch action {
-            case .open(let id, let kind, let payload, let placement, let first):
-                open(id, kind: kind, payload: payload, on: placement, first: first)
-            case .joined(let id, let subscriber, let state, let count):
-                subscriber.tag.session.send(.state(id: subscriber.localID, LocalOperationState(state), gapMs: nil))
-                events.emit(
-                    .subscribed,
-                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
-                    message: "operation \(subscriber.localID) joined upstream subscription \(id) (\(count) subscribers)"
-                )
-            case .resumed(let id, let subscriber, let count):
-                events.emit(
-                    .subscribed,
-                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true", "GQLMUX_RESUMED": "true"],
-                    message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
-                )
-            case .close(let id, let placement):
-                upstream.cancelOnLoop(id, on: placement)
-                events.emit(
-                    .completed,
-                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
-                    message: "upstream operation \(id) completed: last subscriber left"
-                )
-            case .tellState(let subscriber, let state, let gap):
-                let gapMs = gap.map { Int($0.nanoseconds / 1_000_000) }
-                subscriber.tag.session.send(.state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs), flush: false)
-                markDirty(subscriber.tag.session)
-            case .replay(let subscriber, let payload):
-                deliverMarked(payload, .replayed, to: subscriber)
-            case .snapshot(let subscriber, let payload):
-                deliverMarked(payload, .snapshot, to: subscriber)
-            case .deliverHeld(let subscriber, let payload):
-                if payload.withUnsafeReadableBytes({ write($0, payload, to: subscriber.tag) }) { messagesOut += 1 }
-            case .finish(let subscriber, let finish):
-                subscriber.tag.session.send(Self.message(finish, localID: subscriber.localID), flush: false)
-                markDirty(subscriber.tag.session)
-            case .finished(let id, let finish, let count):
-                finished("\(id)", finish, subscribers: count)
-            case .refuse(_, let localID, let refusal):
-                assert(asker != nil, "a refusal answers a subscribe")
-                if let asker { refuse(asker, localID, refusal) }
-            case .shutDown(let subscriber):
-                subscriber.tag.session.sendError(
-                    id: subscriber.localID,
-                    code: LocalErrorCode.shuttingDown,
-                    message: Self.shuttingDownMessage,
-                    flush: false
-                )
-            }
-        }
-    }
-
-    /// Sends operation `id` on the carrier the core placed it on.
-    private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber) {
-        guard upstream.openOnLoop(id, kind: kind, payload: payload, on: placement) else {
-            // The layout names only carriers the daemon has (both follow the configuration).
-            assertionFailure("no carrier for \(placement)")
-            let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
-            return perform(settled { $0.upstreamFinished(id, .error(.transport(failure))) })
-        }
-        var fields = [
-            "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
-            "GQLMUX_TRANSPORT": upstream.carrierName(at: placement) ?? "?",
-        ]
-        switch placement {
-        case .connection(let index): fields["GQLMUX_CONNECTION"] = "\(index)"
-        case .http: fields["GQLMUX_HTTP"] = "true"
-        case .stream: break
-        }
-        events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(id)")
-    }
-
-    /// Answers a refused `subscribe` with the local error that names why.
-    func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal) {
-        switch refusal {
-        case .duplicateID:
-            session.sendError(id: localID, code: LocalErrorCode.duplicateID, message: "operation id '\(localID)' is already in use")
-        case .tooManyOperations(let limit):
-            events.emit(
-                .limitExceeded,
-                session.fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
-                message: "max_operations_per_client reached (\(session.peerDescription))"
-            )
-            session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
-        case .upstreamFull:
-            let limits = settled { $0.layout }
-            if case .streams(let limit) = limits.subscriptions {
-                events.emit(
-                    .limitExceeded,
-                    session.fields(["GQLMUX_LIMIT": "max_streams"]),
-                    message: "max_streams (\(limit)) upstream streams are open; subscription refused"
-                )
-                return session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_streams (\(limit)) upstream streams are open")
-            }
-            events.emit(
-                .limitExceeded,
-                session.fields(["GQLMUX_LIMIT": "max_connections"]),
-                message:
-                    "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
-            )
-            session.sendError(
-                id: localID,
-                code: LocalErrorCode.limitExceeded,
-                message:
-                    "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
-            )
-        case .shuttingDown:
-            session.sendError(id: localID, code: LocalErrorCode.shuttingDown, message: Self.shuttingDownMessage)
-        }
-    }
-
-    private func finished(_ upstreamID: String, _ finish: OperationFinish, subscribers: Int) {
-        if case .error(let error) = finish {
-            var fields = ["GQLMUX_OPERATION_ID": upstreamID]
-            var code: LocalErrorCode?  // nil: the server's GraphQL errors, passed through
-            if case .transport(let failure) = error { code = Self.localError(failure).code }
-            if let code { fields["GQLMUX_ERROR_CODE"] = code.rawValue }
-            metrics.errorSent(code, count: subscribers)
-            events.emit(
-                .operationError,
-                fields,
-                message: "upstream operation \(upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")
-            )
-        } else if finish == .completed {
-            events.emit(
-                .completed,
-                ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_REASON": "upstream completed"],
-                message: "upstream operation \(upstreamID) completed by the server"
-            )
-        }
-    }
-
-    /// How an operation's end reaches its subscriber `localID`.
-    static func message(_ finish: OperationFinish, localID: String) -> SessionMessage {
-        switch finish {
-        case .completed, .cancelled:
-            return .complete(id: localID)
-        case .error(.upstream(let payload)):
-            return .error(id: localID, .upstream(errors: payload))
-        case .error(.transport(let failure)):
-            let local = localError(failure)
-            return .error(id: localID, .local(code: local.code, message: local.message, extra: local.extra))
-        }
-    }
-
-    /// The transport's failure in the local protocol's words (docs/protocol.md).
-    static func localError(_ failure: TransportFailure) -> (code: LocalErrorCode, message: String, extra: [SessionError.Extension]) {
-        switch failure {
-        case .connectionLost(let reason):
-            return (LocalErrorCode.connectionLost, reason, [])
-        case .upstreamClosed(let message, let closeCode, let closeReason):
-            var extra: [SessionError.Extension] = []
-            if let closeCode { extra.append(.init("closeCode", json: "\(closeCode)")) }
-            extra.append(.init("closeReason", json: jsonString(closeReason)))
-            return (LocalErrorCode.upstreamClosed, message, extra)
-        case .shutDown:
-            return (LocalErrorCode.shuttingDown, shuttingDownMessage, [])
-        }
+    /// Tells `session` a local error for operation `id`, counted by code.
+    func tellError(_ session: ClientSession, id: String, code: LocalErrorCode, message: String) {
+        session.sendError(id: id, code: code, message: message, flush: false)
+        markDirty(session)
     }
 
     /// A result gqlmuxd itself gives one subscriber (a replay, a snapshot), as a value its wire
     /// marks in its own words: `"<mark>": true` on the line protocol's `next`, the result's
     /// `extensions.gqlmux` for the endpoint's clients.
-    private func deliverMarked(_ payload: ByteBuffer, _ mark: ResultMark, to subscriber: Core.Subscriber) {
+    func deliverMarked(_ payload: ByteBuffer, _ mark: ResultMark, to subscriber: Core.Subscriber) {
         let session = subscriber.tag.session
         session.send(.next(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         messagesOut += 1
         markDirty(session)
     }
 
-    /// The loop's clock, for how long a stream was down.
-    static func now() -> Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+    /// A result held for a subscriber until its snapshot was answered.
+    func deliverHeld(_ payload: ByteBuffer, to subscriber: Core.Subscriber) {
+        if payload.withUnsafeReadableBytes({ write($0, payload, to: subscriber.tag) }) { messagesOut += 1 }
+    }
+
+    // MARK: - Flushing
 
     /// Flushes every session written since the last flush, once per loop turn.
     /// A flag test per delivery on the hot path, not a hash insert.
@@ -477,17 +101,5 @@ final class Fanout: @unchecked Sendable {
             change += session.flush()
         }
         budget.outboundChanged(by: change)
-    }
-}
-
-extension LocalOperationState {
-    /// An upstream operation's state in the local protocol's words.
-    init(_ state: OperationState) {
-        switch state {
-        case .pending: self = .pending
-        case .active: self = .active
-        case .reconnecting: self = .reconnecting
-        case .paused: self = .paused
-        }
     }
 }

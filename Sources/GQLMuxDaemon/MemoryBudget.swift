@@ -12,10 +12,10 @@ import Glibc
 /// requests not yet whole and the latest results kept for replays. Over the budget, the kept
 /// results go first, then the client furthest behind is cut with `SLOW_CONSUMER`, then the
 /// next, until the total is back under it. After cuts the allocator is asked to give freed
-/// memory back to the system. Sessions report what they hand to NIO; the fan-out asks it how
+/// memory back to the system. Sessions report what they hand to NIO; the switchboard asks it how
 /// much room is left to keep results in.
 ///
-/// Not `Sendable`: the daemon, its sessions and its fan-out use it on the daemon's loop only.
+/// Not `Sendable`: the daemon, its sessions, switchboard and fan-out use it on the daemon's loop only.
 final class MemoryBudget {
     private let eventLoop: any EventLoop
     private let events: DaemonEvents
@@ -33,7 +33,7 @@ final class MemoryBudget {
 
     /// The sessions to measure and cut; set by the daemon, which owns them.
     var sessions: () -> [ClientSession] = { [] }
-    /// Bytes of latest results kept for replays, and dropping them all: the fan-out's.
+    /// Bytes of latest results kept for replays, and dropping them all: the switchboard's.
     var retained: () -> Int = { 0 }
     var forgetRetained: () -> Void = {}
 

@@ -5,7 +5,7 @@ import RequestValidation
 
 /// The control plane as a session sees it: its admin verbs, the answers to `status` and
 /// `metrics`, the document limits in force, and being counted in and out. Sessions are given
-/// this and the data plane (``Fanout``, ``DaemonEvents``, ``DaemonMetrics``); they never see
+/// this and the data plane (``Switchboard``, ``DaemonEvents``, ``DaemonMetrics``); they never see
 /// the ``Daemon`` itself. Every requirement is called on the daemon's loop.
 protocol SessionHost: AnyObject {
     /// `[limits] max_document_tokens` and `max_document_depth` as of now (a reload may change them).
@@ -35,6 +35,6 @@ extension Daemon: SessionHost {
 
     /// A session for `channel`, wired to this daemon's data plane and to it as the host.
     func makeSession(_ channel: any Channel, origin: ClientSession.Origin) -> ClientSession {
-        ClientSession(host: self, fanout: fanout, events: events, metrics: metrics, channel: channel, origin: origin)
+        ClientSession(host: self, switchboard: switchboard, events: events, metrics: metrics, channel: channel, origin: origin)
     }
 }

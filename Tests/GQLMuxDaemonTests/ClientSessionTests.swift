@@ -45,26 +45,26 @@ import Upstream
         func statusChanged() {}
     }
 
-    /// An embedded loop, an upstream side and a control plane of the test's own, and a fan-out
-    /// on that loop in front of that upstream side.
-    private func rig() throws -> (EmbeddedEventLoop, Upstream, Host, Fanout) {
+    /// An embedded loop, an upstream side and a control plane of the test's own, and a
+    /// switchboard on that loop in front of that upstream side.
+    private func rig() throws -> (EmbeddedEventLoop, Upstream, Host, Switchboard) {
         let loop = EmbeddedEventLoop()
         let upstream = Upstream()
-        return (loop, upstream, Host(), try fanout(loop, upstream))
+        return (loop, upstream, Host(), try switchboard(loop, upstream))
     }
 
-    /// A fan-out on `loop` in front of `upstream`.
-    private func fanout(_ loop: EmbeddedEventLoop, _ upstream: Upstream) throws -> Fanout {
+    /// A switchboard on `loop` in front of `upstream`.
+    private func switchboard(_ loop: EmbeddedEventLoop, _ upstream: Upstream) throws -> Switchboard {
         let configuration = DaemonConfiguration(upstream: UpstreamConfiguration(url: try UpstreamURL("ws://127.0.0.1:1/graphql")))
         let events = DaemonEvents { _, _, _ in }
         let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: loop, events: events)
-        return Fanout(eventLoop: loop, events: events, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream, budget: budget)
+        return Switchboard(eventLoop: loop, events: events, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream, budget: budget)
     }
 
     /// A connected line client's channel with its wire (lines in, requests out) and its session.
-    private func client(_ loop: EmbeddedEventLoop, _ fanout: Fanout, _ host: Host) throws -> EmbeddedChannel {
+    private func client(_ loop: EmbeddedEventLoop, _ switchboard: Switchboard, _ host: Host) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel(loop: loop)
-        let session = ClientSession(host: host, fanout: fanout, events: DaemonEvents { _, _, _ in }, metrics: fanout.metrics, channel: channel)
+        let session = ClientSession(host: host, switchboard: switchboard, events: DaemonEvents { _, _, _ in }, metrics: switchboard.metrics, channel: channel)
         try channel.pipeline.syncOperations.addHandler(LineWire { [unowned host] in host.documentLimits })
         try channel.pipeline.syncOperations.addHandler(session)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
@@ -83,9 +83,9 @@ import Upstream
     }
 
     @Test func identicalSubscriptionsShareOneUpstreamOperationAndEachClientHearsItsOwnID() throws {
-        let (loop, upstream, host, fanout) = try rig()
-        let a = try client(loop, fanout, host)
-        let b = try client(loop, fanout, host)
+        let (loop, upstream, host, switchboard) = try rig()
+        let a = try client(loop, switchboard, host)
+        let b = try client(loop, switchboard, host)
         #expect(host.opened == 2)
 
         try send(a, #"{"type":"connection_init"}"#)
@@ -98,9 +98,9 @@ import Upstream
         #expect(operation.kind == .subscription)
         #expect(operation.placement == .connection(0))
 
-        fanout.upstreamUpdate(operation.id, .state(.active))
-        fanout.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":1}}"#)))
-        fanout.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":2}}"#)))
+        switchboard.upstreamUpdate(operation.id, .state(.active))
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":1}}"#)))
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":2}}"#)))
         loop.run()  // the end of the turn: the run is written and flushed
         let heardA = try lines(a)
         let heardB = try lines(b)
@@ -117,16 +117,16 @@ import Upstream
         loop.run()
         #expect(upstream.cancelled == [operation.id])
         #expect(host.closed == 1)
-        #expect(fanout.localCount == 0 && fanout.upstreamCount == 0)
+        #expect(switchboard.localCount == 0 && switchboard.upstreamCount == 0)
     }
 
     /// A request that does not parse is answered with an error for that operation and the
     /// client goes on; a line that breaks the protocol is answered and its connection closed.
     /// Neither reaches the upstream side or the other client.
     @Test func badInputIsAnsweredToItsSenderAloneAndNothingGoesUpstream() throws {
-        let (loop, upstream, host, fanout) = try rig()
-        let bad = try client(loop, fanout, host)
-        let good = try client(loop, fanout, host)
+        let (loop, upstream, host, switchboard) = try rig()
+        let bad = try client(loop, switchboard, host)
+        let good = try client(loop, switchboard, host)
         try send(bad, #"{"type":"subscribe","id":"x","payload":{"query":"subscription { "}}"#)
         loop.run()
         let refused = try lines(bad)
@@ -144,17 +144,17 @@ import Upstream
     }
 
     @Test func anUpstreamCompleteFinishesTheOperationForEverySubscriber() throws {
-        let (loop, upstream, host, fanout) = try rig()
-        let a = try client(loop, fanout, host)
-        let b = try client(loop, fanout, host)
+        let (loop, upstream, host, switchboard) = try rig()
+        let a = try client(loop, switchboard, host)
+        let b = try client(loop, switchboard, host)
         try send(a, #"{"type":"subscribe","id":"a","payload":{"query":"subscription { tick }"}}"#)
         try send(b, #"{"type":"subscribe","id":"b","payload":{"query":"subscription { tick }"}}"#)
         loop.run()
         let operation = try #require(upstream.opened.first)
-        fanout.upstreamUpdate(operation.id, .finished(.completed))
+        switchboard.upstreamUpdate(operation.id, .finished(.completed))
         loop.run()
         #expect(try lines(a).contains(#"{"type":"complete","id":"a"}"#))
         #expect(try lines(b).contains(#"{"type":"complete","id":"b"}"#))
-        #expect(fanout.localCount == 0)
+        #expect(switchboard.localCount == 0)
     }
 }

@@ -1,0 +1,435 @@
+import GQLMuxConfiguration
+import GQLMuxVocabulary
+import GraphQLTransportWS
+import LocalEndpoint
+import LocalProtocol
+import Multiplexing
+import NIOCore
+import RequestValidation
+import Upstream
+
+/// The multiplexer core's I/O side: it feeds the core client and upstream events, one at a
+/// time, and performs its actions: an operation opened or cancelled on the carrier the core
+/// placed it on (through the registry of upstreams), the journal, the counters, refusals. The
+/// core owns every fact about an operation, its placement included, under one ``OperationID``
+/// that the carriers use too. What reaches clients goes through the ``Fanout``, which delivers
+/// and does nothing else.
+///
+/// `@unchecked Sendable` — safe because it is used only on the daemon's event loop: from
+/// `ClientSession` handlers and transport callbacks of channels on that loop; every entry point
+/// (`subscribe`, `complete`, `clientGone`, `shutDown`, the carriers' sink) asserts it.
+final class Switchboard: @unchecked Sendable {
+    typealias Core = Fanout.Core
+
+    /// The message of every `SHUTTING_DOWN` the daemon sends.
+    static let shuttingDownMessage = "gqlmuxd is shutting down"
+
+    /// The upstream side (the daemon's registry of upstreams): operations are opened and
+    /// cancelled there, where the core placed them. The switchboard does not own it.
+    private let upstream: any UpstreamOperations
+    let eventLoop: any EventLoop
+    /// The core itself; changed and asked through ``settled(_:)``, which writes the fan-out's
+    /// run first.
+    private var multiplexer: Core
+    /// Where results and messages reach clients.
+    let fanout: Fanout
+    let events: DaemonEvents
+    let metrics: DaemonMetrics
+    /// Shared with the fan-out: an event that arrives while another is handled waits.
+    private let turn: OneAtATime
+    /// The drain's waits for every answer (``noAnswerPending(within:)``), each with its limit.
+    private var answerWaiters: [(promise: EventLoopPromise<Void>, limit: Scheduled<Void>)] = []
+    private(set) var messagesIn = 0
+    /// Results written to clients (the fan-out counts them).
+    var messagesOut: Int { fanout.messagesOut }
+    /// What the clients' unwritten bytes may take.
+    var budget: MemoryBudget { fanout.budget }
+    /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
+    var replayLast: Bool
+
+    /// Runs `body` on the core once the results of the fan-out's run are written: every
+    /// change to it, and every question asked of it, comes after the results that arrived
+    /// before, as if each had been written when it arrived. A method, not a property, because
+    /// it writes to sockets.
+    @inline(__always)
+    private func settled<T>(_ body: (inout Core) throws -> T) rethrows -> T {
+        fanout.writeRun()
+        return try body(&multiplexer)
+    }
+
+    /// - Parameter upstream: where operations are sent and cancelled. Their updates come back
+    ///   through ``upstreamUpdate(_:_:)``.
+    init(
+        eventLoop: any EventLoop,
+        events: DaemonEvents,
+        metrics: DaemonMetrics,
+        configuration: DaemonConfiguration,
+        upstream: any UpstreamOperations,
+        budget: MemoryBudget
+    ) {
+        let turn = OneAtATime()
+        self.turn = turn
+        self.eventLoop = eventLoop
+        self.events = events
+        self.metrics = metrics
+        self.replayLast = configuration.replayLast
+        self.multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
+        self.upstream = upstream
+        self.fanout = Fanout(eventLoop: eventLoop, budget: budget, turn: turn)
+        // A run's last result is kept for replays, as far as the budget has room.
+        fanout.runWritten = { [unowned self] id, last in
+            self.multiplexer.remember(id, last, budget: self.budget.room)
+        }
+        turn.whenIdle = { [unowned self] in
+            if !self.answerWaiters.isEmpty { self.answersMaybeSettled() }
+        }
+    }
+
+    /// An update of upstream operation `id`, from whichever carrier holds it (the carriers'
+    /// sink). On the loop.
+    func upstreamUpdate(_ id: Core.OperationID, _ update: OperationUpdate) {
+        eventLoop.assertInEventLoop()
+        handle(.upstream(update, id))
+    }
+
+    /// A reload's new limits and layout (the daemon applies the carriers' part to them).
+    func apply(_ configuration: DaemonConfiguration) {
+        replayLast = configuration.replayLast
+        settled {
+            $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
+            $0.layout = configuration.upstreamLayout
+        }
+    }
+
+    /// Upstream operations open (as of the last event handled: reading it writes nothing).
+    var upstreamCount: Int { multiplexer.upstreamCount }
+    /// Bytes of latest results kept for replays (counted in the memory budget), as of the last
+    /// event handled.
+    var retainedBytes: Int { multiplexer.retainedBytes }
+
+    /// Drops every latest result kept for replays (the budget needs the room).
+    func forgetLastResults() { _ = settled { $0.forgetLastResults() } }
+    /// Local operations open, as of the last event handled.
+    var localCount: Int { multiplexer.localCount }
+
+    // MARK: - Events in
+
+    /// Whether `session` may start an operation named `localID` (checked before its payload is
+    /// parsed, so a duplicate id is named as such): nil when it may.
+    func admission(session: ClientSession, localID: String) -> Core.Refusal? {
+        eventLoop.assertInEventLoop()
+        return settled { $0.admission(client: ObjectIdentifier(session), localID: localID) }
+    }
+
+    /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
+    /// `resumingSince`: the operation was carried over a restart from the previous process,
+    /// whose client was told `reconnecting` at that instant.
+    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String, resumingSince: Instant? = nil) {
+        eventLoop.assertInEventLoop()
+        let delivery = Fanout.Delivery(session: session, prefix: session.framing.prefix(id: localID))
+        let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
+        serially {
+            let actions = settled {
+                $0.subscribe(
+                    client: ObjectIdentifier(session),
+                    localID: localID,
+                    kind: request.kind,
+                    key: key,
+                    payload: request.payload,
+                    tag: delivery,
+                    replay: request.options.replayLast ?? replayLast,
+                    snapshot: request.snapshotPayload,
+                    resumingSince: resumingSince,
+                    now: resumingSince == nil ? nil : .loopNow
+                )
+            }
+            perform(actions, asker: session)
+        }
+    }
+
+    /// A local `complete`.
+    func complete(session: ClientSession, localID: String) {
+        eventLoop.assertInEventLoop()
+        serially { perform(settled { $0.complete(client: ObjectIdentifier(session), localID: localID) }) }
+    }
+
+    /// The session closed or failed: its operations lose their subscriber. During a delivery
+    /// (a client cut by its own write) this waits until the delivery is over.
+    func clientGone(_ session: ClientSession) {
+        eventLoop.assertInEventLoop()
+        handle(.clientGone(session))
+    }
+
+    /// What a restart carries of `session`: its subscriptions (never a query or mutation).
+    func subscriptions(of session: ClientSession) -> [Core.CarriedSubscription] {
+        eventLoop.assertInEventLoop()
+        return settled { $0.subscriptions(of: ObjectIdentifier(session)) }
+    }
+
+    /// The local ids of every operation `session` has open.
+    func openOperations(of session: ClientSession) -> [String] {
+        eventLoop.assertInEventLoop()
+        return settled { $0.localIDs(of: ObjectIdentifier(session)) }
+    }
+
+    /// Whether `session` waits for a query's or mutation's answer.
+    func awaitsAnswer(_ session: ClientSession) -> Bool {
+        eventLoop.assertInEventLoop()
+        return settled { $0.hasSingleOperation(ObjectIdentifier(session)) }
+    }
+
+    /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
+    func shutDown() {
+        eventLoop.assertInEventLoop()
+        serially { perform(settled { $0.shutDown() }) }
+    }
+
+    // MARK: - One event at a time
+
+    /// What reaches the switchboard from outside while it may be busy: an upstream operation's
+    /// update, or a session that ended.
+    enum Event {
+        case upstream(OperationUpdate, Core.OperationID)
+        case clientGone(ClientSession)
+    }
+
+    /// Handles `event` now, or, when it arrives while another is being handled (a slow client
+    /// cut by its own write in the middle of a delivery, a transport's update while an action is
+    /// performed), after that one (``OneAtATime``).
+    func handle(_ event: Event) {
+        guard !turn.isBusy else { return turn.later { self.process(event) } }
+        turn.run { process(event) }
+    }
+
+    /// Runs `body` as the one thing being handled, then whatever arrived meanwhile, in order.
+    private func serially(_ body: () -> Void) { turn.run(body) }
+
+    // MARK: - Waiting for answers
+
+    /// Completes once no query or mutation of any client waits for its answer, or when `limit`
+    /// has passed, whichever is first (a restart's drain waits on it).
+    func noAnswerPending(within limit: TimeAmount) -> EventLoopFuture<Void> {
+        eventLoop.assertInEventLoop()
+        guard multiplexer.hasAnySingleOperation else { return eventLoop.makeSucceededVoidFuture() }
+        let promise = eventLoop.makePromise(of: Void.self)
+        answerWaiters.append((promise, eventLoop.scheduleTask(in: limit) { promise.succeed() }))
+        return promise.futureResult
+    }
+
+    private func answersMaybeSettled() {
+        guard !multiplexer.hasAnySingleOperation else { return }
+        let waiters = answerWaiters
+        answerWaiters = []
+        for waiter in waiters {
+            waiter.limit.cancel()
+            waiter.promise.succeed()
+        }
+    }
+
+    private func process(_ event: Event) {
+        switch event {
+        case .upstream(let update, let id): upstream(update, id)
+        case .clientGone(let session): perform(settled { $0.clientGone(ObjectIdentifier(session)) })
+        }
+    }
+
+    private func upstream(_ update: OperationUpdate, _ id: Core.OperationID) {
+        eventLoop.assertInEventLoop()
+        switch update {
+        case .next(let payload):
+            messagesIn += 1
+            // The hot path: the result joins the fan-out's run, written to every subscriber at
+            // the end of the turn or before anything else reaches the core. Asked of the core
+            // itself: asking through `settled` would write the run first.
+            guard !multiplexer.deliversPlainly, multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else {
+                return fanout.append(payload, of: id, subscribers: self.multiplexer.subscribers(of: id))
+            }
+            if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
+            // Some subscribers wait for their snapshot: the others get it now, theirs is held.
+            let waiting = settled { $0.waiting(on: id) }
+            fanout.deliver(payload, to: settled { $0.subscribers(of: id) }) { !waiting.contains($0.key) }
+            perform(settled { $0.hold(id, payload) })
+            settled { $0.remember(id, payload, budget: budget.room) }
+        case .state(let state):
+            perform(settled { $0.upstreamState(id, state, now: .loopNow) })
+        case .finished(let finish):
+            perform(settled { $0.upstreamFinished(id, finish) })
+        }
+    }
+
+    // MARK: - Actions out
+
+    /// Performs the core's actions in order. `asker`: the session whose `subscribe` is being
+    /// handled; the core refuses only in answer to one, so refusals go to it.
+    private func perform(_ actions: [Core.Action], asker: ClientSession? = nil) {
+        for action in actions {
+            switch action {
+            case .open(let id, let kind, let payload, let placement, let first):
+                open(id, kind: kind, payload: payload, on: placement, first: first)
+            case .joined(let id, let subscriber, let state, let count):
+                fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
+                events.emit(
+                    .subscribed,
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
+                    message: "operation \(subscriber.localID) joined upstream subscription \(id) (\(count) subscribers)"
+                )
+            case .resumed(let id, let subscriber, let count):
+                events.emit(
+                    .subscribed,
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true", "GQLMUX_RESUMED": "true"],
+                    message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
+                )
+            case .close(let id, let placement):
+                upstream.cancelOnLoop(id, on: placement)
+                events.emit(
+                    .completed,
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
+                    message: "upstream operation \(id) completed: last subscriber left"
+                )
+            case .tellState(let subscriber, let state, let gap):
+                let gapMs = gap.map { Int($0.nanoseconds / 1_000_000) }
+                fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs))
+            case .replay(let subscriber, let payload):
+                fanout.deliverMarked(payload, .replayed, to: subscriber)
+            case .snapshot(let subscriber, let payload):
+                fanout.deliverMarked(payload, .snapshot, to: subscriber)
+            case .deliverHeld(let subscriber, let payload):
+                fanout.deliverHeld(payload, to: subscriber)
+            case .finish(let subscriber, let finish):
+                fanout.tell(subscriber.tag.session, Self.message(finish, localID: subscriber.localID))
+            case .finished(let id, let finish, let count):
+                finished("\(id)", finish, subscribers: count)
+            case .refuse(_, let localID, let refusal):
+                assert(asker != nil, "a refusal answers a subscribe")
+                if let asker { refuse(asker, localID, refusal) }
+            case .shutDown(let subscriber):
+                fanout.tellError(subscriber.tag.session, id: subscriber.localID, code: LocalErrorCode.shuttingDown, message: Self.shuttingDownMessage)
+            }
+        }
+    }
+
+    /// Sends operation `id` on the carrier the core placed it on.
+    private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber) {
+        guard upstream.openOnLoop(id, kind: kind, payload: payload, on: placement) else {
+            // The layout names only carriers the daemon has (both follow the configuration).
+            assertionFailure("no carrier for \(placement)")
+            let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
+            return perform(settled { $0.upstreamFinished(id, .error(.transport(failure))) })
+        }
+        var fields = [
+            "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
+            "GQLMUX_TRANSPORT": upstream.carrierName(at: placement) ?? "?",
+        ]
+        switch placement {
+        case .connection(let index): fields["GQLMUX_CONNECTION"] = "\(index)"
+        case .http: fields["GQLMUX_HTTP"] = "true"
+        case .stream: break
+        }
+        events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(id)")
+    }
+
+    /// Answers a refused `subscribe` with the local error that names why.
+    func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal) {
+        switch refusal {
+        case .duplicateID:
+            session.sendError(id: localID, code: LocalErrorCode.duplicateID, message: "operation id '\(localID)' is already in use")
+        case .tooManyOperations(let limit):
+            events.emit(
+                .limitExceeded,
+                session.fields(["GQLMUX_LIMIT": "max_operations_per_client"]),
+                message: "max_operations_per_client reached (\(session.peerDescription))"
+            )
+            session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
+        case .upstreamFull:
+            let limits = settled { $0.layout }
+            if case .streams(let limit) = limits.subscriptions {
+                events.emit(
+                    .limitExceeded,
+                    session.fields(["GQLMUX_LIMIT": "max_streams"]),
+                    message: "max_streams (\(limit)) upstream streams are open; subscription refused"
+                )
+                return session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_streams (\(limit)) upstream streams are open")
+            }
+            events.emit(
+                .limitExceeded,
+                session.fields(["GQLMUX_LIMIT": "max_connections"]),
+                message:
+                    "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
+            )
+            session.sendError(
+                id: localID,
+                code: LocalErrorCode.limitExceeded,
+                message:
+                    "the upstream pool is full: \(limits.maxConnections) connections × \(limits.maxOperationsPerConnection) operations (max_connections, max_operations_per_connection)"
+            )
+        case .shuttingDown:
+            session.sendError(id: localID, code: LocalErrorCode.shuttingDown, message: Self.shuttingDownMessage)
+        }
+    }
+
+    private func finished(_ upstreamID: String, _ finish: OperationFinish, subscribers: Int) {
+        if case .error(let error) = finish {
+            var fields = ["GQLMUX_OPERATION_ID": upstreamID]
+            var code: LocalErrorCode?  // nil: the server's GraphQL errors, passed through
+            if case .transport(let failure) = error { code = Self.localError(failure).code }
+            if let code { fields["GQLMUX_ERROR_CODE"] = code.rawValue }
+            metrics.errorSent(code, count: subscribers)
+            events.emit(
+                .operationError,
+                fields,
+                message: "upstream operation \(upstreamID) ended with an error" + (fields["GQLMUX_ERROR_CODE"].map { " (\($0))" } ?? "")
+            )
+        } else if finish == .completed {
+            events.emit(
+                .completed,
+                ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_REASON": "upstream completed"],
+                message: "upstream operation \(upstreamID) completed by the server"
+            )
+        }
+    }
+
+    /// How an operation's end reaches its subscriber `localID`.
+    static func message(_ finish: OperationFinish, localID: String) -> SessionMessage {
+        switch finish {
+        case .completed, .cancelled:
+            return .complete(id: localID)
+        case .error(.upstream(let payload)):
+            return .error(id: localID, .upstream(errors: payload))
+        case .error(.transport(let failure)):
+            let local = localError(failure)
+            return .error(id: localID, .local(code: local.code, message: local.message, extra: local.extra))
+        }
+    }
+
+    /// The transport's failure in the local protocol's words (docs/protocol.md).
+    static func localError(_ failure: TransportFailure) -> (code: LocalErrorCode, message: String, extra: [SessionError.Extension]) {
+        switch failure {
+        case .connectionLost(let reason):
+            return (LocalErrorCode.connectionLost, reason, [])
+        case .upstreamClosed(let message, let closeCode, let closeReason):
+            var extra: [SessionError.Extension] = []
+            if let closeCode { extra.append(.init("closeCode", json: "\(closeCode)")) }
+            extra.append(.init("closeReason", json: jsonString(closeReason)))
+            return (LocalErrorCode.upstreamClosed, message, extra)
+        case .shutDown:
+            return (LocalErrorCode.shuttingDown, shuttingDownMessage, [])
+        }
+    }
+}
+
+extension Instant {
+    /// The loop's clock: how long a stream was down, when a log limit's second began.
+    static var loopNow: Instant { Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds)) }
+}
+
+extension LocalOperationState {
+    /// An upstream operation's state in the local protocol's words.
+    init(_ state: OperationState) {
+        switch state {
+        case .pending: self = .pending
+        case .active: self = .active
+        case .reconnecting: self = .reconnecting
+        case .paused: self = .paused
+        }
+    }
+}
