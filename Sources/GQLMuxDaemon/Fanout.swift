@@ -32,6 +32,8 @@ final class Fanout: @unchecked Sendable {
     private var flushScheduled = false
     /// Results written to clients.
     var messagesOut = 0
+    /// A written batch's memory, which the next client's large batch reuses.
+    let spare = BatchSpare()
 
     init(eventLoop: any EventLoop, budget: MemoryBudget, turn: OneAtATime) {
         self.eventLoop = eventLoop
