@@ -16,6 +16,11 @@ package enum ServerMessage: Sendable, Equatable {
     case keepAlive
     /// graphql-ws only: the server refused `connection_init` (its payload, if any, says why).
     case connectionError(payload: ByteBuffer?)
+    /// AppSync only: the server accepted a `start` (`start_ack`).
+    case started(id: String)
+    /// AppSync only: an `error` without an id, about the connection or a message it could not
+    /// read (its errors, if any); the connection stays open.
+    case connectionNotice(payload: ByteBuffer?)
 }
 
 /// The server broke the protocol; the client answers by closing with 4400.

@@ -147,9 +147,14 @@ extension TransportStateMachine {
     /// The server acknowledged connection `gen`. The attempt counter is NOT reset here: only
     /// once the connection has stayed up for `healthyAfter` (an upstream that acks and fails at
     /// once must see the backoff grow). Operations charged with a close wait on probation.
-    mutating func acknowledged(generation gen: Int, now: Instant, into actions: inout [TransportAction]) {
+    mutating func acknowledged(generation gen: Int, payload: ByteBuffer?, now: Instant, into actions: inout [TransportAction]) {
         let nextPing = options.pingInterval > .zero && wire.hasClientPing ? now + options.pingInterval : nil
         var connected = Connected(generation: gen, nextPing: nextPing)
+        if options.dialect == .appSync {
+            // AppSync says how long it may stay silent; it sends `ka` well within that.
+            connected.silenceLimit = AppSyncWire.connectionTimeout(payload) ?? Self.appSyncDefaultTimeout
+            connected.pongDeadline = now + connected.silenceLimit!
+        }
         if options.healthyAfter > .zero { connected.healthyAt = now + options.healthyAfter }
         setPhase(.connected(connected), .connected, into: &actions)
         if options.healthyAfter <= .zero { markHealthy(generation: gen) }
@@ -184,7 +189,8 @@ extension TransportStateMachine {
 
     /// Sends `message` on connection `gen` in its protocol; a message the protocol lacks is skipped.
     func append(_ message: ClientMessage, generation gen: Int, into actions: inout [TransportAction]) {
-        guard let frame = wire.encode(message) else { return }
+        let encoded = options.dialect == .appSync ? AppSyncWire.encode(message, authorization: appSyncAuthorization) : wire.encode(message)
+        guard let frame = encoded else { return }
         actions.append(.send(generation: gen, frame))
     }
 

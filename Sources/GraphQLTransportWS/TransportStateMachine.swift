@@ -31,6 +31,8 @@ package struct TransportStateMachine {
         var probationAt: Instant?
         /// graphql-ws: the server has sent a `ka`, so silence now means a dead peer.
         var keepAliveSeen = false
+        /// AppSync: the ack's `connectionTimeoutMs`; silence this long means a dead peer.
+        var silenceLimit: Duration?
     }
 
     /// What the wire needs of one operation: its id on the wire, what to (re)send, and the
@@ -61,6 +63,11 @@ package struct TransportStateMachine {
     package internal(set) var connectionState: ConnectionState = .idle
     /// The protocol of the current (or last) connection, as the server selected it.
     package internal(set) var wire: WireProtocol = .transportWS
+    /// AppSync: the authorization headers (a JSON object) of the current connection, which
+    /// every `start` on it carries.
+    var appSyncAuthorization: ByteBuffer?
+    /// AppSync's documented `connectionTimeoutMs` when an ack names none (5 minutes).
+    static let appSyncDefaultTimeout: Duration = .milliseconds(300_000)
     var operations: [OperationID: Operation] = [:]
     /// Inbound frames name an operation by its wire id.
     var byWireID: [String: OperationID] = [:]
@@ -262,9 +269,13 @@ package struct TransportStateMachine {
             if let deadline = c.pongDeadline, now >= deadline {
                 actions.append(.abort(generation: c.generation))
                 let cause: DisconnectCause =
-                    wire.hasClientPing
-                    ? .deadPeer(silence: options.pongTimeout, afterKeepAlive: false)
-                    : .deadPeer(silence: options.pingInterval + options.pongTimeout, afterKeepAlive: true)
+                    if let limit = c.silenceLimit {
+                        .deadPeer(silence: limit, afterKeepAlive: true)
+                    } else if wire.hasClientPing {
+                        .deadPeer(silence: options.pongTimeout, afterKeepAlive: false)
+                    } else {
+                        .deadPeer(silence: options.pingInterval + options.pongTimeout, afterKeepAlive: true)
+                    }
                 dropped(closeCode: nil, cause: cause, now: now, into: &actions)
                 return actions
             }
@@ -302,15 +313,18 @@ package struct TransportStateMachine {
     /// - Parameters:
     ///   - initPayload: the connecting payload read for this connect, if any.
     ///   - protocol: the subprotocol the server selected; this connection speaks it.
+    ///   - authorization: AppSync: the headers (a JSON object) each `start` carries.
     package mutating func connectionOpened(
         generation gen: Int,
         initPayload: ByteBuffer?,
         protocol selected: WireProtocol = .transportWS,
+        authorization: ByteBuffer? = nil,
         now: Instant
     ) -> [TransportAction] {
         guard case .connecting(gen, _) = phase else { return [] }
         let attempt = currentAttempt
         wire = selected
+        appSyncAuthorization = authorization
         phase = .awaitingAck(generation: gen, deadline: now + options.ackTimeout)
         connectionState = .awaitingAck(attempt: attempt)
         var actions: [TransportAction] = []
@@ -364,6 +378,7 @@ package struct TransportStateMachine {
     /// pending); graphql-ws, once the server has shown it sends `ka`, expects another frame
     /// within `ping_interval` (the keep-alive interval) plus `pong_timeout`.
     func silenceDeadline(_ c: Connected, now: Instant) -> Instant? {
+        if let limit = c.silenceLimit { return now + limit }
         guard !wire.hasClientPing, c.keepAliveSeen, options.pingInterval > .zero else { return nil }
         return now + options.pingInterval + options.pongTimeout
     }
@@ -372,7 +387,7 @@ package struct TransportStateMachine {
     package mutating func received(generation gen: Int, _ frame: ByteBuffer, now: Instant) -> [TransportAction] {
         let message: ServerMessage
         do {
-            message = try wire.parse(frame)
+            message = try options.dialect == .appSync ? AppSyncWire.parse(frame) : wire.parse(frame)
         } catch {
             return protocolViolation(generation: gen, error.reason, closeCode: error.closeCode, now: now)
         }
@@ -407,8 +422,8 @@ package struct TransportStateMachine {
         switch phase {
         case .awaitingAck(gen, _):
             switch message {
-            case .connectionAck:
-                acknowledged(generation: gen, now: now, into: &actions)
+            case .connectionAck(let payload):
+                acknowledged(generation: gen, payload: payload, now: now, into: &actions)
             case .ping(let payload):
                 answerPing(payload, generation: gen, into: &actions)
             case .pong:
@@ -425,7 +440,7 @@ package struct TransportStateMachine {
             c.pongDeadline = silenceDeadline(c, now: now)
             phase = .connected(c)
             switch message {
-            case .connectionAck, .keepAlive:
+            case .connectionAck, .keepAlive, .started, .connectionNotice:
                 break
             case .connectionError(let payload):
                 refused(generation: gen, payload, into: &actions)

@@ -25,8 +25,17 @@ package struct TransportOptions: Sendable, Equatable {
     /// How long a query or mutation may wait for its result (including any time spent waiting
     /// for a connection) before it ends with `CONNECTION_LOST`.
     package var operationTimeout: Duration = .seconds(30)
+    /// Which dialect the connection speaks besides its subprotocol: AWS AppSync's real-time
+    /// endpoint speaks its own over `graphql-ws` (``AppSyncWire``).
+    package var dialect: UpstreamDialect = .standard
 
     package init() {}
+}
+
+/// The words a connection speaks: the subprotocol's own, or AWS AppSync's.
+package enum UpstreamDialect: String, Sendable, Equatable {
+    case standard
+    case appSync
 }
 
 package enum OperationIDStyle: String, Sendable, Equatable {

@@ -1,0 +1,103 @@
+import GQLMuxVocabulary
+import NIOCore
+import Testing
+
+@testable import GraphQLTransportWS
+
+/// AWS AppSync's real-time dialect on the shared state machine, on a manual clock: its words on
+/// the wire (each `start` carrying the request as a JSON string and the connection's
+/// authorization), `start_ack`, errors with and without an id, `connection_error` as a refusal,
+/// and the ack's `connectionTimeoutMs` as the limit of silence.
+@Suite struct AppSyncDialectTests {
+    private let authorization = ByteBuffer(string: #"{"host":"example.appsync-api.eu-west-1.amazonaws.com","x-api-key":"da2-key"}"#)
+
+    private func connected(timeoutMs: Int? = 300_000) -> (Harness, String) {
+        var h = Harness { $0.dialect = .appSync }
+        h.start()
+        let id = h.subscribe()
+        h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorization: authorization, now: h.now))
+        h.receive(timeoutMs.map { #"{"type":"connection_ack","payload":{"connectionTimeoutMs":\#($0)}}"# } ?? #"{"type":"connection_ack"}"#)
+        return (h, id)
+    }
+
+    @Test func itsWordsOnTheWire() {
+        let (h, id) = connected()
+        #expect(
+            h.log.sentTexts == [
+                #"{"type":"connection_init"}"#,
+                #"{"id":"1","type":"start","payload":{"data":"{\"query\":\"subscription { tick }\"}","extensions":{"authorization":{"host":"example.appsync-api.eu-west-1.amazonaws.com","x-api-key":"da2-key"}}}}"#,
+            ]
+        )
+        var h2 = h
+        #expect(h2.receive(#"{"type":"start_ack","id":"1"}"#).isEmpty)
+        let data = h2.receive(#"{"type":"data","id":"1","payload":{"data":{"onTick":{"n":1}}}}"#)
+        #expect(data.updates(id) == [.next(ByteBuffer(string: #"{"data":{"onTick":{"n":1}}}"#))])
+        #expect(h2.record(h2.machine.complete(id: id, now: h2.now)).sentTexts == [#"{"type":"stop","id":"1"}"#])
+        h2.receive(#"{"type":"complete","id":"1"}"#)
+        #expect(h2.machine.operationCount == 0)
+    }
+
+    @Test func anOperationsErrorReachesClientsAsTheErrorsArray() {
+        var (h, id) = connected()
+        let error = h.receive(#"{"type":"error","id":"1","payload":{"errors":[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]}}"#)
+        #expect(
+            error.finish(id)
+                == .error(.upstream(ByteBuffer(string: #"[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]"#)))
+        )
+    }
+
+    @Test func anErrorWithoutAnIdLeavesTheConnectionAndItsSubscriptionsAlone() {
+        var (h, id) = connected()
+        let notice = h.receive(#"{"type":"error","payload":{"errors":[{"errorType":"UnsupportedOperation","message":"unknown message"}]}}"#)
+        #expect(notice.isEmpty)
+        #expect(h.machine.connectionState == .connected)
+        #expect(h.machine.state(of: OperationID(1)) != nil)
+        _ = id
+    }
+
+    @Test func connectionErrorIsARefusalThatStopsReconnecting() {
+        var h = Harness { $0.dialect = .appSync }
+        h.start()
+        h.subscribe()
+        h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorization: authorization, now: h.now))
+        let refused = h.receive(#"{"type":"connection_error","payload":{"errors":[{"errorType":"UnauthorizedException","message":"You are not authorized to make this call.","errorCode":401}]}}"#)
+        #expect(refused.contains { if case .close(_, 1000, _) = $0 { true } else { false } })
+        guard case .failed(_, let reason) = h.machine.connectionState else {
+            Issue.record("expected failed, got \(h.machine.connectionState)")
+            return
+        }
+        #expect(reason.contains("You are not authorized"))
+        #expect(h.advance(ms: 600_000).connects == 0, "no hot loop: a refused authorization waits for a resume or reload")
+    }
+
+    @Test func silenceLongerThanTheAcksTimeoutIsADeadPeer() {
+        var (h, id) = connected(timeoutMs: 10_000)
+        h.advance(ms: 9_000)
+        h.receive(#"{"type":"ka"}"#)
+        h.advance(ms: 9_999)
+        #expect(h.machine.connectionState == .connected)
+        let dead = h.advance(ms: 1)
+        #expect(dead.aborts == 1)
+        guard case .reconnecting(_, _, let cause) = h.machine.connectionState else {
+            Issue.record("expected reconnecting, got \(h.machine.connectionState)")
+            return
+        }
+        #expect(cause == .deadPeer(silence: .seconds(10), afterKeepAlive: true))
+        #expect(h.machine.state(of: OperationID(1)) == .reconnecting)
+        _ = id
+    }
+
+    @Test func anAckWithoutATimeoutUsesAppSyncsDocumentedFiveMinutes() {
+        var (h, _) = connected(timeoutMs: nil)
+        h.advance(ms: 299_999)
+        #expect(h.machine.connectionState == .connected)
+        #expect(h.advance(ms: 1).aborts == 1)
+    }
+
+    @Test func theDialectHasNoPingAndNoGoodbyeMessage() {
+        #expect(AppSyncWire.encode(.ping(payload: nil), authorization: nil) == nil)
+        #expect(AppSyncWire.encode(.connectionTerminate, authorization: nil) == nil)
+        #expect(throws: ProtocolViolation.self) { try AppSyncWire.parse(ByteBuffer(string: #"{"type":"next","id":"1","payload":{}}"#)) }
+        #expect(throws: ProtocolViolation.self) { try AppSyncWire.parse(ByteBuffer(string: #"{"type":"start_ack"}"#)) }
+    }
+}
