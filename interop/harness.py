@@ -56,10 +56,11 @@ class Server:
     """A uvicorn server on a fixed loopback port, restartable on that port."""
 
     def __init__(self, app: str = "interop.strawberry_app:app", protocols: str = "modern", directory: Optional[str] = None,
-                 tls: Optional[Tuple[str, str]] = None):
+                 tls: Optional[Tuple[str, str]] = None, env: Optional[Dict[str, str]] = None):
         """`tls`: (certificate, key) files: serve HTTPS with hypercorn (HTTP/2 by ALPN) instead
-        of uvicorn."""
+        of uvicorn; `env`: variables the app reads, besides ours."""
         self.app = app
+        self.env = env or {}
         self.tls = tls
         self.protocols = protocols
         self.reservation = reserve_port()
@@ -94,7 +95,7 @@ class Server:
     def start(self, wait: bool = True) -> None:
         self.starts += 1
         log = open(os.path.join(self.directory, f"server-{self.starts}.log"), "w")
-        env = dict(os.environ, GQLMUX_INTEROP_PROTOCOLS=self.protocols)
+        env = dict(os.environ, GQLMUX_INTEROP_PROTOCOLS=self.protocols, **self.env)
         if self.tls:
             command = [PYTHON, "-m", "hypercorn", self.app, "--bind", f"127.0.0.1:{self.port}",
                        "--certfile", self.tls[0], "--keyfile", self.tls[1]]

@@ -75,6 +75,10 @@ extension DaemonConfiguration {
         typealias R = ConfigurationRanges
         if let v = try upstreamTable.int("max_operations_per_connection", in: R.maxOperationsPerConnection) {
             configuration.connections.maxOperationsPerConnection = v
+        } else if configuration.upstream.carrier == .appsync {
+            // AppSync refuses a connection's 101st subscription (MaxSubscriptionsReachedError):
+            // the pool opens another connection before that.
+            configuration.connections.maxOperationsPerConnection = AppSyncSettings.maxSubscriptionsPerConnection
         }
         if let v = try upstreamTable.int("max_connections", in: R.maxConnections) { configuration.connections.maxConnections = v }
         if let socket = try reader.table("socket") {
@@ -155,12 +159,12 @@ extension DaemonConfiguration {
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
             "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections", "operation_timeout",
-            "transport", "multipart_accept", "heartbeat_timeout", "max_streams", "proxy",
+            "transport", "multipart_accept", "heartbeat_timeout", "max_streams", "proxy", "appsync",
         ])
         var carrier = UpstreamCarrierKind.websocket
         if let name = try t.string("transport") {
             guard let kind = UpstreamCarrierKind(rawValue: name) else {
-                throw ConfigurationError("[upstream] transport: '\(name)' is not one of websocket, multipart, sse")
+                throw ConfigurationError("[upstream] transport: '\(name)' is not one of websocket, multipart, sse, appsync")
             }
             carrier = kind
         }
@@ -182,6 +186,17 @@ extension DaemonConfiguration {
             }
         case (nil, .websocket, _):
             throw ConfigurationError("[upstream] url: required")
+        case (nil, .appsync, let http?):
+            guard let realtime = AppSyncSettings.realtimeURL(for: http) else {
+                throw ConfigurationError(
+                    "[upstream] url: required with transport = \"appsync\" on a custom domain (its real-time URL, such as wss://DOMAIN/graphql/realtime)"
+                )
+            }
+            do {
+                url = try UpstreamURL(realtime)
+            } catch {
+                throw ConfigurationError("[upstream] http_url: \(error)")
+            }
         case (nil, _, nil):
             throw ConfigurationError("[upstream] http_url: required with transport = \"\(carrier.rawValue)\"")
         case (nil, _, let http?):
@@ -198,6 +213,15 @@ extension DaemonConfiguration {
         var c = UpstreamConfiguration(url: url)
         c.carrier = carrier
         c.httpURL = httpURL
+        let appSync = try t.table("appsync")
+        if carrier == .appsync, let httpURL {
+            guard let appSync else { throw ConfigurationError("[upstream.appsync] auth: required with transport = \"appsync\"") }
+            c.appSync = try readAppSync(appSync, host: httpURL.hostHeader)
+            c.protocols = [.legacyWS]
+            c.transport.dialect = .appSync
+        } else if appSync != nil {
+            throw ConfigurationError("[upstream.appsync]: only with transport = \"appsync\"")
+        }
         if let accept = try t.string("multipart_accept") {
             guard !accept.isEmpty, !accept.contains("\r"), !accept.contains("\n") else {
                 throw ConfigurationError("[upstream] multipart_accept: not a valid Accept header")
@@ -224,7 +248,11 @@ extension DaemonConfiguration {
         }
         c.clientName = try t.string("client_name")
         c.clientVersion = try t.string("client_version")
-        if let name = try t.string("protocol") {
+        if let name = try t.string("protocol"), carrier == .appsync {
+            guard name == WireProtocol.legacyWS.rawValue else {
+                throw ConfigurationError("[upstream] protocol: AppSync speaks graphql-ws only")
+            }
+        } else if let name = try t.string("protocol") {
             switch name {
             case "auto": c.protocols = [.transportWS, .legacyWS]
             case WireProtocol.transportWS.rawValue: c.protocols = [.transportWS]
@@ -276,6 +304,35 @@ extension DaemonConfiguration {
             c.tls.insecureSkipVerify = try tls.bool("insecure_skip_verify") ?? false
         }
         return c
+    }
+
+    /// `[upstream.appsync]`: the authorization mode, its secret's file, the region.
+    private static func readAppSync(_ t: TableReader, host: String) throws(ConfigurationError) -> AppSyncSettings {
+        try t.allowOnly(["auth", "api_key_file", "auth_token_file", "credentials_file", "profile", "region"])
+        func file(_ key: String, for mode: String) throws(ConfigurationError) -> String {
+            guard let path = try t.string(key), !path.isEmpty else {
+                throw ConfigurationError("[upstream.appsync] \(key): required with auth = \"\(mode)\"")
+            }
+            return path
+        }
+        let auth: AppSyncSettings.Auth
+        switch try t.string("auth") {
+        case "api_key": auth = .apiKey(file: try file("api_key_file", for: "api_key"))
+        case "token": auth = .token(file: try file("auth_token_file", for: "token"))
+        case "iam":
+            throw ConfigurationError(
+                "[upstream.appsync] auth: \"iam\" (AWS Signature Version 4) is not supported by this version of gqlmuxd yet; use \"api_key\" or \"token\""
+            )
+        case let other?:
+            throw ConfigurationError("[upstream.appsync] auth: '\(other)' is not one of api_key, token, iam")
+        case nil:
+            throw ConfigurationError("[upstream.appsync] auth: required (api_key, token or iam)")
+        }
+        for key in ["credentials_file", "profile"] where try t.string(key) != nil {
+            throw ConfigurationError("[upstream.appsync] \(key): only with auth = \"iam\"")
+        }
+        let region = try t.string("region") ?? AppSyncSettings.region(inHost: host)
+        return AppSyncSettings(auth: auth, host: host, region: region)
     }
 }
 

@@ -31,10 +31,19 @@ package enum ConnectingPayloadReader {
         }
     }
 
-    private static func readFile(_ path: String) throws -> ByteBuffer {
+    /// Reads an AppSync secret (an API key, a token) from `path`: one line of printable text.
+    package static func readSecret(_ path: String) throws -> String {
+        let buffer = try readFile(path, naming: "[upstream.appsync] secret file")
+        guard let secret = AppSyncSettings.secret(fromFile: String(buffer: buffer)) else {
+            throw Failure(description: "[upstream.appsync] secret file \(path) is empty or holds characters no HTTP header may carry")
+        }
+        return secret
+    }
+
+    private static func readFile(_ path: String, naming name: String = "connecting_payload_file") throws -> ByteBuffer {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw Failure(description: "cannot read connecting_payload_file \(path): \(String(cString: strerror(errno)))")
+            throw Failure(description: "cannot read \(name) \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         var buffer = ByteBuffer()
@@ -43,12 +52,12 @@ package enum ConnectingPayloadReader {
             let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw Failure(description: "cannot read connecting_payload_file \(path): \(String(cString: strerror(errno)))")
+                throw Failure(description: "cannot read \(name) \(path): \(String(cString: strerror(errno)))")
             }
             if n == 0 { break }
             buffer.writeBytes(chunk[0..<n])
             if buffer.readableBytes > 1 << 20 {
-                throw Failure(description: "connecting_payload_file \(path) is larger than 1 MiB")
+                throw Failure(description: "\(name) \(path) is larger than 1 MiB")
             }
         }
         return buffer

@@ -13,11 +13,24 @@ package final class ConnectingPayloadSource: Sendable {
     package let eventLoop: any EventLoop
     private let threadPool: NIOThreadPool
     private let inFlight: NIOLoopBoundBox<[String: EventLoopFuture<ByteBuffer?>]>
+    private let secretsInFlight: NIOLoopBoundBox<[String: EventLoopFuture<String>]>
 
     package init(eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton) {
         self.eventLoop = eventLoop
         self.threadPool = threadPool
         self.inFlight = .makeBoxSendingValue([:], eventLoop: eventLoop)
+        self.secretsInFlight = .makeBoxSendingValue([:], eventLoop: eventLoop)
+    }
+
+    /// An AppSync secret for one connect or request, read anew on the thread pool (reads
+    /// already in flight for the same path are shared); its result arrives on a later turn.
+    package func readSecret(_ path: String) -> EventLoopFuture<String> {
+        if let shared = secretsInFlight.value[path] { return shared }
+        let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.readSecret(path) }
+        secretsInFlight.value[path] = read
+        let inFlight = self.secretsInFlight
+        read.whenComplete { _ in inFlight.value[path] = nil }
+        return read
     }
 
     /// The payload for one connect; a file's result always arrives on a later loop turn.

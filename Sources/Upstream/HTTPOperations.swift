@@ -27,6 +27,8 @@ package final class HTTPOperations: @unchecked Sendable {
         package var maxResponseBytes: Int
         /// The proxy that tunnels connections to `url`, if any.
         package var proxy: HTTPProxy?
+        /// AppSync: every request carries the credentials, their secret read anew for each.
+        package var appSync: AppSyncSettings?
 
         package init(
             url: HTTPURL,
@@ -70,6 +72,8 @@ package final class HTTPOperations: @unchecked Sendable {
     /// HTTP/2 connections (`https` with `h2`); the HTTP streams' when shared.
     private let channels: StreamChannels
     private let keepAlive: KeepAliveConnections
+    /// Reads AppSync's secret off the loop.
+    private let secrets: ConnectingPayloadSource
 
     /// - Parameters:
     ///   - sslContext: for an https:// `url` (``PreparedUpstream/httpTLS``), built off the loop.
@@ -80,6 +84,7 @@ package final class HTTPOperations: @unchecked Sendable {
         self.sslContext = sslContext
         self.channels = streams?.channels ?? StreamChannels(eventLoop: eventLoop)
         self.keepAlive = KeepAliveConnections(eventLoop: eventLoop)
+        self.secrets = ConnectingPayloadSource(eventLoop: eventLoop)
     }
 
     /// HTTP/1.1 connections opened so far (each then reused while kept alive).
@@ -134,8 +139,23 @@ package final class HTTPOperations: @unchecked Sendable {
                 self.updates(id, .finished(.error(.transport(.connectionLost(reason: message)))))
             }
         }
-        waiting.append(id)
-        startWaiting()
+        guard let appSync = configuration.appSync else {
+            waiting.append(id)
+            return startWaiting()
+        }
+        // AppSync: the request waits for its credentials (within the same timeout).
+        secrets.readSecret(appSync.auth.file).whenComplete { result in
+            guard self.pending[id] != nil else { return }
+            switch result {
+            case .success(let secret):
+                // The Host header is the request's own.
+                self.pending[id]?.configuration.headers += appSync.headers(secret: secret).filter { $0.name != "host" }
+                self.waiting.append(id)
+                self.startWaiting()
+            case .failure(let error):
+                done.fail(HTTPFailure("\(error)"))
+            }
+        }
     }
 
     /// Starts waiting requests, oldest first, while fewer than `maxInFlight` are on the wire.

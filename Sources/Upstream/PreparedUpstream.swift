@@ -33,7 +33,7 @@ package struct PreparedUpstream: Sendable {
             websocketTLS = try configuration.tls.clientContext(secure: configuration.url.secure)
             httpTLS = try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure, alpn: ["h2", "http/1.1"]) }
             streamTLS =
-                configuration.carrier == .websocket
+                configuration.carrier.usesWebSocket
                 ? nil : try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure, alpn: ["h2", "http/1.1"]) }
         } catch {
             throw Failure(description: "[upstream.tls] ca_file: \(configuration.tls.caFile ?? "system trust store"): \(error)")

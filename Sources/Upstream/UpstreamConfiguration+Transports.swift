@@ -32,7 +32,7 @@ extension UpstreamConfiguration {
         guard let httpURL else { return nil }
         let flavor: HTTPStreamTransport.Flavor
         switch carrier {
-        case .websocket: return nil
+        case .websocket, .appsync: return nil
         case .multipart: flavor = .multipart(accept: multipartAccept)
         case .sse: flavor = .sse
         }
@@ -56,7 +56,7 @@ extension UpstreamConfiguration {
     /// The HTTP side's settings: the same headers (client awareness included), TLS and size limit.
     package var httpOperations: HTTPOperations.Configuration? {
         httpURL.map {
-            HTTPOperations.Configuration(
+            var settings = HTTPOperations.Configuration(
                 url: $0,
                 headers: upgradeHeaders,
                 tls: tls,
@@ -64,6 +64,8 @@ extension UpstreamConfiguration {
                 maxResponseBytes: maxMessageBytes,
                 proxy: proxy.proxy(host: $0.host, port: $0.port, secure: $0.secure)
             )
+            settings.appSync = appSync
+            return settings
         }
     }
 }

@@ -307,6 +307,20 @@ package final class UpstreamTransport: @unchecked Sendable {
     /// Reads the connecting payload (a file off the loop), then opens the connection.
     private func connect(generation: Int) {
         pendingConnects.insert(generation)
+        if let appSync = configuration.appSync {
+            // AppSync: the secret is read anew for every connect (a rotated key applies).
+            payloads.readSecret(appSync.auth.file).whenComplete { result in
+                guard self.pendingConnects.contains(generation) else { return }
+                switch result {
+                case .success(let secret):
+                    self.open(generation: generation, payload: nil, appSync: appSync.headers(secret: secret))
+                case .failure(let error):
+                    self.pendingConnects.remove(generation)
+                    self.perform(self.machine.connectionFailed(generation: generation, cause: "\(error)", now: self.now))
+                }
+            }
+            return
+        }
         switch configuration.connectingPayload {
         case .none:
             open(generation: generation, payload: nil)
@@ -327,9 +341,15 @@ package final class UpstreamTransport: @unchecked Sendable {
         }
     }
 
-    private func open(generation: Int, payload: ByteBuffer?) {
+    /// - Parameter appSync: AppSync's authorization headers for this connection: in the URL's
+    ///   `header` parameter and in every `start`.
+    private func open(generation: Int, payload: ByteBuffer?, appSync: [(name: String, value: String)]? = nil) {
         var configuration = configuration
         configuration.protocols = offer.current
+        if let appSync {
+            configuration.url.target += (configuration.url.target.contains("?") ? "&" : "?") + AppSyncSettings.connectQuery(appSync)
+        }
+        let authorization = appSync.map(AppSyncSettings.json)
         connector(configuration, sslContext, eventLoop, { UpstreamFrameHandler(transport: self, generation: generation) }).whenComplete { result in
             let wanted = self.pendingConnects.remove(generation) != nil
             switch result {
@@ -340,7 +360,13 @@ package final class UpstreamTransport: @unchecked Sendable {
                 }
                 self.channels[generation] = opened.channel
                 self.perform(
-                    self.machine.connectionOpened(generation: generation, initPayload: payload, protocol: opened.wire, now: self.now)
+                    self.machine.connectionOpened(
+                        generation: generation,
+                        initPayload: payload,
+                        protocol: opened.wire,
+                        authorization: authorization,
+                        now: self.now
+                    )
                 )
             case .failure(let error):
                 guard wanted else { return }

@@ -52,6 +52,9 @@ package struct UpstreamConfiguration: Sendable {
     /// `[upstream] proxy`, or the `https_proxy`/`http_proxy`/`no_proxy` environment: the HTTP
     /// proxy every connection (WebSocket, HTTP operations, HTTP streams) is tunnelled through.
     package var proxy: ProxyChoice = .direct
+    /// `[upstream.appsync]`, with `transport = "appsync"`: the credentials every connect,
+    /// `start` and HTTP request carries.
+    package var appSync: AppSyncSettings?
 
     package init(
         url: UpstreamURL,
@@ -77,7 +80,7 @@ package struct UpstreamConfiguration: Sendable {
 
     /// Whether subscriptions travel as HTTP streams to `httpURL` (`transport` `multipart` or
     /// `sse`), each its own request, at most ``maxStreams`` at once.
-    package var streamsOverHTTP: Bool { httpURL != nil && carrier != .websocket }
+    package var streamsOverHTTP: Bool { httpURL != nil && !carrier.usesWebSocket }
 
     /// All request headers of the upgrade, in order.
     package var upgradeHeaders: [(name: String, value: String)] {
@@ -96,4 +99,11 @@ package enum UpstreamCarrierKind: String, Sendable, Equatable, CaseIterable {
     case multipart
     /// GraphQL over Server-Sent Events to `http_url`.
     case sse
+    /// AWS AppSync: subscriptions over its real-time WebSocket (`url`, derived from `http_url`
+    /// by default), queries and mutations as HTTP POSTs to `http_url`, both with the
+    /// `[upstream.appsync]` credentials.
+    case appsync
+
+    /// Whether subscriptions travel over a WebSocket to `url`.
+    package var usesWebSocket: Bool { self == .websocket || self == .appsync }
 }

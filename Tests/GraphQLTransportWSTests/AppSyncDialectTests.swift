@@ -39,7 +39,9 @@ import Testing
 
     @Test func anOperationsErrorReachesClientsAsTheErrorsArray() {
         var (h, id) = connected()
-        let error = h.receive(#"{"type":"error","id":"1","payload":{"errors":[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]}}"#)
+        let error = h.receive(
+            #"{"type":"error","id":"1","payload":{"errors":[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]}}"#
+        )
         #expect(
             error.finish(id)
                 == .error(.upstream(ByteBuffer(string: #"[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]"#)))
@@ -60,7 +62,9 @@ import Testing
         h.start()
         h.subscribe()
         h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorization: authorization, now: h.now))
-        let refused = h.receive(#"{"type":"connection_error","payload":{"errors":[{"errorType":"UnauthorizedException","message":"You are not authorized to make this call.","errorCode":401}]}}"#)
+        let refused = h.receive(
+            #"{"type":"connection_error","payload":{"errors":[{"errorType":"UnauthorizedException","message":"You are not authorized to make this call.","errorCode":401}]}}"#
+        )
         #expect(refused.contains { if case .close(_, 1000, _) = $0 { true } else { false } })
         guard case .failed(_, let reason) = h.machine.connectionState else {
             Issue.record("expected failed, got \(h.machine.connectionState)")

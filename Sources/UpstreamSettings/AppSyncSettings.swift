@@ -1,0 +1,121 @@
+import GraphQLTransportWS
+import NIOCore
+
+/// `[upstream.appsync]`: how gqlmuxd proves itself to an AWS AppSync API, as values. The secret
+/// (an API key, a token) lives in a file read anew on every connect, so a rotated one needs no
+/// restart (systemd credentials work: `LoadCredential=` and `%d/NAME`).
+package struct AppSyncSettings: Sendable, Equatable {
+    package enum Auth: Sendable, Equatable {
+        /// `auth = "api_key"`: the `x-api-key` header, the key read from `api_key_file`.
+        case apiKey(file: String)
+        /// `auth = "token"`: the `Authorization` header (a Cognito or OIDC token, a Lambda
+        /// authorizer's token), read from `auth_token_file`.
+        case token(file: String)
+
+        /// The file the secret is read from.
+        package var file: String {
+            switch self {
+            case .apiKey(let file), .token(let file): file
+            }
+        }
+    }
+
+    package var auth: Auth
+    /// AppSync's limit of subscriptions on one real-time connection: the default of
+    /// `max_operations_per_connection` with this transport.
+    package static let maxSubscriptionsPerConnection = 100
+    /// The GraphQL API's host (with its port when not the default), the `host` every
+    /// authorization names: the host of `http_url`, never the real-time one.
+    package var host: String
+    /// The AWS region (`region`, else parsed from the host); nil for a custom domain.
+    package var region: String?
+
+    package init(auth: Auth, host: String, region: String? = nil) {
+        self.auth = auth
+        self.host = host
+        self.region = region
+    }
+
+    /// The authorization headers for `secret`, in order: `host`, then the credential.
+    package func headers(secret: String) -> [(name: String, value: String)] {
+        switch auth {
+        case .apiKey: [("host", host), ("x-api-key", secret)]
+        case .token: [("host", host), ("Authorization", secret)]
+        }
+    }
+
+    /// `headers` as the JSON object each `start` carries in `extensions.authorization`.
+    package static func json(_ headers: [(name: String, value: String)]) -> ByteBuffer {
+        var out = ByteBuffer()
+        out.writeStaticString("{")
+        for (index, header) in headers.enumerated() {
+            if index > 0 { out.writeStaticString(",") }
+            out.writeJSONString(header.name)
+            out.writeStaticString(":")
+            out.writeJSONString(header.value)
+        }
+        out.writeStaticString("}")
+        return out
+    }
+
+    /// The real-time URL's query for `headers`: `header` is the base64 of their JSON object,
+    /// `payload` the base64 of `{}`, as the AppSync documentation and its clients write them.
+    package static func connectQuery(_ headers: [(name: String, value: String)]) -> String {
+        "header=" + base64(Array(json(headers).readableBytesView)) + "&payload=e30="
+    }
+
+    /// The real-time URL AppSync serves for the GraphQL URL `http`: `appsync-api` becomes
+    /// `appsync-realtime-api` and `https` `wss`; nil for a host that is not AppSync's own (a
+    /// custom domain names its real-time URL itself).
+    package static func realtimeURL(for http: HTTPURL) -> String? {
+        var host = http.host
+        guard let api = host.firstRange(of: ".appsync-api.") else { return nil }
+        host.replaceSubrange(api, with: ".appsync-realtime-api.")
+        let port = http.port == (http.secure ? 443 : 80) ? "" : ":\(http.port)"
+        return (http.secure ? "wss://" : "ws://") + host + port + http.target
+    }
+
+    /// The region in an AppSync host (`ID.appsync-api.REGION.amazonaws.com`), if any.
+    package static func region(inHost host: String) -> String? {
+        let labels = host.split(separator: ".")
+        guard let index = labels.firstIndex(where: { $0 == "appsync-api" || $0 == "appsync-realtime-api" }), index + 1 < labels.count else {
+            return nil
+        }
+        return String(labels[index + 1])
+    }
+
+    /// A secret as read from its file: surrounding white space (a trailing newline) removed;
+    /// nil when what is left is empty or holds a character no HTTP header may carry.
+    package static func secret(fromFile text: String) -> String? {
+        let trimmed = text.trimmingWhitespace()
+        guard !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return nil }
+        return trimmed
+    }
+
+    private static func base64(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let b0 = Int(bytes[index])
+            let b1 = index + 1 < bytes.count ? Int(bytes[index + 1]) : 0
+            let b2 = index + 2 < bytes.count ? Int(bytes[index + 2]) : 0
+            out.append(alphabet[b0 >> 2])
+            out.append(alphabet[(b0 & 0x3) << 4 | b1 >> 4])
+            out.append(index + 1 < bytes.count ? alphabet[(b1 & 0xF) << 2 | b2 >> 6] : UInt8(ascii: "="))
+            out.append(index + 2 < bytes.count ? alphabet[b2 & 0x3F] : UInt8(ascii: "="))
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension String {
+    fileprivate func trimmingWhitespace() -> String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
+        return String(scalars[first...last])
+    }
+}

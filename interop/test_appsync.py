@@ -1,0 +1,244 @@
+"""AWS AppSync without AWS: the test AppSync server (interop/appsync_app.py, written from the AWS
+documentation) is first proved against gql's own AppSyncWebsocketsTransport, the client that runs
+against real AppSync; then the real gqlmuxd is run against it with an API key and with a token:
+subscriptions through the real-time dialect, queries and a mutation over HTTP with the same
+credentials, a refused credential that does not loop, and 120 local subscribers (two pooled
+connections under AppSync's cap of 100) through a server kill and a key rotation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+from interop.harness import BIN, Daemon, LineClient, Server, wait_for
+
+
+def write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class AppSyncRig:
+    """The test AppSync server on a loopback port, its secret in a file the test rewrites."""
+
+    def __init__(self, auth: str = "api_key", secret: str = "da2-first-key", timeout_ms: int = 300000, ka_seconds: float = 60):
+        self.directory = tempfile.mkdtemp(prefix="gqlmux-appsync-")
+        self.secret_file = os.path.join(self.directory, "server-secret")
+        write(self.secret_file, secret + "\n")
+        self.server = Server("interop.appsync_app:app", env={
+            "GQLMUX_APPSYNC_AUTH": auth,
+            "GQLMUX_APPSYNC_SECRET_FILE": self.secret_file,
+            "GQLMUX_APPSYNC_TIMEOUT_MS": str(timeout_ms),
+            "GQLMUX_APPSYNC_KA_SECONDS": str(ka_seconds),
+        })
+        self.host = f"127.0.0.1:{self.server.port}"
+        self.server.env["GQLMUX_APPSYNC_HOST"] = self.host
+
+    @property
+    def realtime_url(self) -> str:
+        return f"ws://{self.host}/graphql/realtime"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.host}/graphql"
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(f"http://{self.host}/control/stats", timeout=10) as answer:
+            return json.loads(answer.read())
+
+    def publish(self, count: int) -> int:
+        request = urllib.request.Request(f"http://{self.host}/control/publish?count={count}", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read())["sent"]
+
+    def daemon(self, auth: str, secret: str, extra: str = "") -> Daemon:
+        secret_file = os.path.join(self.directory, "gqlmuxd-secret")
+        write(secret_file, secret + "\n")
+        key = "api_key_file" if auth == "api_key" else "auth_token_file"
+        daemon = Daemon(self.realtime_url,
+                        f'transport = "appsync"\nhttp_url = "{self.http_url}"\n'
+                        f'reconnect_interval = 0.05\nreconnect_max_interval = 0.5\n{extra}'
+                        f'[upstream.appsync]\nauth = "{auth}"\n{key} = "{secret_file}"\n')
+        daemon.secret_file = secret_file
+        return daemon
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def ctl(daemon: Daemon, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([os.path.join(BIN, "gqlmuxctl"), *args, "--socket", daemon.socket, "--json"],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+class GQLAgainstTheTestServerTests(unittest.TestCase):
+    """The test server agrees with the client that runs against real AppSync."""
+
+    def gql_ticks(self, rig: AppSyncRig, auth) -> list:
+        from gql import Client, gql
+        from gql.transport.appsync_websockets import AppSyncWebsocketsTransport
+
+        async def run() -> list:
+            transport = AppSyncWebsocketsTransport(url=rig.realtime_url, auth=auth)
+            results = []
+            async with Client(transport=transport, fetch_schema_from_transport=False) as session:
+                async def publish_when_subscribed() -> None:
+                    await wait_for(lambda: rig.stats()["subscriptions"] == 1, 10, "gql's subscription started")
+                    rig.publish(3)
+
+                publisher = asyncio.create_task(publish_when_subscribed())
+                async for result in session.subscribe(gql("subscription { onTick { n } }")):
+                    results.append(result["onTick"]["n"])
+                    if len(results) == 3:
+                        break
+                await publisher
+            return results
+
+        return asyncio.run(asyncio.wait_for(run(), 30))
+
+    def test_gql_subscribes_with_an_api_key_and_with_a_token(self) -> None:
+        from gql.transport.appsync_auth import AppSyncApiKeyAuthentication, AppSyncJWTAuthentication
+
+        rig = AppSyncRig("api_key", "da2-gql-key")
+        try:
+            rig.server.start()
+            self.assertEqual(self.gql_ticks(rig, AppSyncApiKeyAuthentication(host=rig.host, api_key="da2-gql-key")), [1, 2, 3])
+            self.assertEqual(rig.stats()["refused"], 0)
+        finally:
+            rig.close()
+        rig = AppSyncRig("token", "eyJ-gql-token")
+        try:
+            rig.server.start()
+            self.assertEqual(self.gql_ticks(rig, AppSyncJWTAuthentication(host=rig.host, jwt="eyJ-gql-token")), [1, 2, 3])
+        finally:
+            rig.close()
+
+    def test_gql_is_refused_with_a_wrong_key(self) -> None:
+        from gql.transport.appsync_auth import AppSyncApiKeyAuthentication
+
+        rig = AppSyncRig("api_key", "da2-right")
+        try:
+            rig.server.start()
+            with self.assertRaises(Exception) as refused:
+                self.gql_ticks(rig, AppSyncApiKeyAuthentication(host=rig.host, api_key="da2-wrong"))
+            self.assertIn("Unauthorized", repr(refused.exception))
+            self.assertEqual(rig.stats()["refused"], 1)
+        finally:
+            rig.close()
+
+
+class GQLMuxdOnAppSyncTests(unittest.TestCase):
+    def test_subscriptions_queries_and_a_mutation_with_an_api_key(self) -> None:
+        rig = AppSyncRig("api_key", "da2-daemon-key", ka_seconds=0.5)
+        daemon = rig.daemon("api_key", "da2-daemon-key")
+        try:
+            rig.server.start()
+            daemon.start()
+            subscriber = subprocess.Popen([os.path.join(BIN, "gqlmuxctl"), "subscribe", "subscription { onTick { n } }",
+                                           "--count", "3", "--socket", daemon.socket, "--json"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "gqlmuxd's start reached AppSync"))
+            rig.publish(3)
+            out, err = subscriber.communicate(timeout=20)
+            self.assertEqual(subscriber.returncode, 0, err)
+            self.assertEqual([json.loads(line)["data"]["onTick"]["n"] for line in out.splitlines()], [1, 2, 3])
+            hello = ctl(daemon, "query", "{ hello }")
+            self.assertEqual(json.loads(hello.stdout), {"data": {"hello": "world"}}, hello.stderr)
+            mutation = ctl(daemon, "query", "mutation { publish(count: 1) }")
+            self.assertEqual(json.loads(mutation.stdout), {"data": {"publish": 1}}, mutation.stderr)
+            stats = rig.stats()
+            self.assertEqual(stats["mutations"], 1, "the mutation ran exactly once")
+            self.assertEqual(stats["queries"], 1)
+            self.assertEqual(stats["unauthorized_starts"], 0)
+            self.assertEqual(stats["refused"], 0)
+            status = json.loads(ctl(daemon, "status").stdout)
+            self.assertEqual(status["upstream"]["state"], "connected")
+            self.assertEqual(status["upstream"]["protocol"], "graphql-ws")
+            asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 0, 10, "the subscription stopped upstream"))
+        finally:
+            daemon.stop()
+            rig.close()
+
+    def test_a_refused_token_fails_the_upstream_without_a_hot_loop(self) -> None:
+        rig = AppSyncRig("token", "eyJ-right")
+        daemon = rig.daemon("token", "eyJ-wrong")
+        try:
+            rig.server.start()
+            daemon.start()
+            asyncio.run(wait_for(lambda: json.loads(ctl(daemon, "status").stdout)["upstream"]["state"] == "failed", 20,
+                                 "the upstream failed on connection_error"))
+            time.sleep(2)
+            self.assertEqual(rig.stats()["refused"], 1, "one refusal, no retry loop")
+            status = json.loads(ctl(daemon, "status").stdout)
+            self.assertIn("not authorized", json.dumps(status["upstream"]))
+            # A right token and a resume: connected again.
+            write(daemon.secret_file, "eyJ-right\n")
+            resumed = ctl(daemon, "resume")
+            self.assertEqual(resumed.returncode, 0, resumed.stderr)
+            asyncio.run(wait_for(lambda: json.loads(ctl(daemon, "status").stdout)["upstream"]["state"] == "connected", 20,
+                                 "connected with the right token"))
+            hello = ctl(daemon, "query", "{ hello }")
+            self.assertEqual(json.loads(hello.stdout), {"data": {"hello": "world"}}, hello.stderr)
+        finally:
+            daemon.stop()
+            rig.close()
+
+    def test_120_subscribers_through_a_server_kill_and_a_key_rotation(self) -> None:
+        rig = AppSyncRig("api_key", "da2-before")
+        daemon = rig.daemon("api_key", "da2-before")
+        clients = [LineClient(f"c{i}") for i in range(120)]
+
+        async def run() -> None:
+            for i, client in enumerate(clients):
+                await client.connect(daemon.socket)
+                # Distinct variables: 120 upstream subscriptions, over AppSync's 100 per connection.
+                client.send({"type": "subscribe", "id": "s", "payload": {
+                    "query": "subscription Tick($c: Int) { onTick { n } }", "variables": {"c": i}}})
+            await wait_for(lambda: rig.stats()["subscriptions"] == 120, 30, "120 subscriptions started upstream")
+            self.assertEqual(rig.stats()["connections"], 2, "the pool opened a second connection at AppSync's cap")
+            rig.publish(3)
+
+            def results(client: LineClient) -> list:
+                return [m["payload"]["data"]["onTick"]["n"] for _, m in client.lines if m.get("type") == "next"]
+
+            await wait_for(lambda: all(results(c) == [1, 2, 3] for c in clients), 20, "every subscriber got 1, 2, 3")
+            rig.server.kill()
+            write(rig.secret_file, "da2-after\n")  # the key is rotated while AppSync is away
+            write(daemon.secret_file, "da2-after\n")
+            await asyncio.sleep(1)
+            rig.server.start()
+            await wait_for(lambda: rig.stats()["subscriptions"] == 120, 30, "every subscription re-sent with the new key")
+            rig.publish(3)
+            # A new server process numbers its events from 1 again.
+            await wait_for(lambda: all(results(c) == [1, 2, 3, 1, 2, 3] for c in clients), 20,
+                           "every subscriber got the new server's 1, 2, 3 after the kill and the rotation")
+            for client in clients:
+                kinds = [m.get("type") for _, m in client.lines]
+                self.assertNotIn("error", kinds, client.lines)
+                self.assertNotIn("complete", kinds)
+                states = [m["state"] for _, m in client.lines if m.get("type") == "state"]
+                self.assertIn("reconnecting", states)
+                self.assertEqual(states[-1], "active")
+            stats = rig.stats()
+            self.assertEqual((stats["refused"], stats["unauthorized_starts"]), (0, 0), "the new key was read for the reconnect")
+            for client in clients:
+                await client.close()
+
+        try:
+            rig.server.start()
+            daemon.start()
+            asyncio.run(asyncio.wait_for(run(), 120))
+        finally:
+            daemon.stop()
+            rig.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
