@@ -1,0 +1,92 @@
+import Foundation
+import GQLMuxVocabulary
+import GraphQLTransportWS
+import NIOCore
+import Testing
+import Upstream
+
+@testable import GQLMuxDaemon
+
+/// `transport = "appsync"` and `[upstream.appsync]`: what is derived, what is required, and the
+/// values every connect and request is built from.
+@Suite struct AppSyncConfigurationTests {
+    private let apiHost = "abcdefghijklmnopqrstuvwxyz.appsync-api.eu-west-1.amazonaws.com"
+
+    @Test func theRealTimeURLAndTheRegionAreDerivedFromTheGraphQLURL() throws {
+        let c = try DaemonConfiguration.parse(
+            "[upstream]\ntransport = \"appsync\"\nhttp_url = \"https://\(apiHost)/graphql\"\n[upstream.appsync]\nauth = \"api_key\"\napi_key_file = \"/k\"\n"
+        )
+        #expect(c.upstream.url.description == "wss://abcdefghijklmnopqrstuvwxyz.appsync-realtime-api.eu-west-1.amazonaws.com/graphql")
+        #expect(c.upstream.appSync == AppSyncSettings(auth: .apiKey(file: "/k"), host: apiHost, region: "eu-west-1"))
+        #expect(c.upstream.protocols == [.legacyWS])
+        #expect(c.upstream.transport.dialect == .appSync)
+        #expect(c.connections.maxOperationsPerConnection == 100, "AppSync's cap per connection")
+        #expect(c.upstreamLayout.singlesOverHTTP, "queries and mutations go over HTTP")
+        #expect(c.upstream.httpOperations?.appSync == c.upstream.appSync)
+        #expect(c.upstream.httpStreams == nil)
+    }
+
+    @Test func aCustomDomainNamesItsRealTimeURLAndRegion() throws {
+        let base = "[upstream]\ntransport = \"appsync\"\nhttp_url = \"https://api.example.com/graphql\"\n"
+        let auth = "[upstream.appsync]\nauth = \"token\"\nauth_token_file = \"/t\"\nregion = \"us-east-2\"\n"
+        #expect(throws: ConfigurationError.self) { try DaemonConfiguration.parse(base + auth) }
+        let c = try DaemonConfiguration.parse(base + "url = \"wss://api.example.com/graphql/realtime\"\nmax_operations_per_connection = 50\n" + auth)
+        #expect(c.upstream.url.target == "/graphql/realtime")
+        #expect(c.upstream.appSync == AppSyncSettings(auth: .token(file: "/t"), host: "api.example.com", region: "us-east-2"))
+        #expect(c.connections.maxOperationsPerConnection == 50)
+    }
+
+    @Test func eachMistakeIsNamed() {
+        let base = "[upstream]\ntransport = \"appsync\"\nhttp_url = \"https://\(apiHost)/graphql\"\n"
+        let cases: [(String, String)] = [
+            (base, "[upstream.appsync] auth: required"),
+            (base + "[upstream.appsync]\n", "[upstream.appsync] auth: required"),
+            (base + "[upstream.appsync]\nauth = \"api_key\"\n", "api_key_file: required"),
+            (base + "[upstream.appsync]\nauth = \"token\"\napi_key_file = \"/k\"\n", "auth_token_file: required"),
+            (base + "[upstream.appsync]\nauth = \"cookie\"\n", "not one of api_key, token, iam"),
+            (base + "[upstream.appsync]\nauth = \"iam\"\n", "not supported by this version"),
+            (base + "[upstream.appsync]\nauth = \"token\"\nauth_token_file = \"/t\"\nprofile = \"p\"\n", "only with auth = \"iam\""),
+            (base + "[upstream.appsync]\nauth = \"token\"\nauth_token_file = \"/t\"\nkey = \"x\"\n", "unknown key"),
+            ("[upstream]\ntransport = \"appsync\"\nurl = \"wss://h/graphql\"\n", "http_url: required"),
+            ("[upstream]\nurl = \"wss://h/graphql\"\n[upstream.appsync]\nauth = \"api_key\"\napi_key_file = \"/k\"\n", "only with transport"),
+            (base + "protocol = \"graphql-transport-ws\"\n[upstream.appsync]\nauth = \"api_key\"\napi_key_file = \"/k\"\n", "graphql-ws only"),
+        ]
+        for (text, expected) in cases {
+            #expect(throws: ConfigurationError.self) { try DaemonConfiguration.parse(text) }
+            do {
+                _ = try DaemonConfiguration.parse(text)
+            } catch {
+                #expect(error.description.contains(expected), "\(error.description) should name \(expected)")
+            }
+        }
+    }
+
+    @Test func theHeadersTheirJSONAndTheConnectQuery() {
+        let settings = AppSyncSettings(auth: .apiKey(file: "/k"), host: "example.com")
+        let headers = settings.headers(secret: "da2-1\"2")
+        #expect(headers.map(\.name) == ["host", "x-api-key"])
+        #expect(String(buffer: AppSyncSettings.json(headers)) == #"{"host":"example.com","x-api-key":"da2-1\"2"}"#)
+        let query = AppSyncSettings.connectQuery(headers)
+        #expect(query.hasSuffix("&payload=e30="))
+        let encoded = String(query.dropFirst("header=".count).prefix { $0 != "&" })
+        #expect(Data(base64Encoded: encoded).map { String(decoding: $0, as: UTF8.self) } == #"{"host":"example.com","x-api-key":"da2-1\"2"}"#)
+        let token = AppSyncSettings(auth: .token(file: "/t"), host: "h:8443").headers(secret: "eyJ")
+        #expect(token.map(\.name) == ["host", "Authorization"] && token[0].value == "h:8443")
+    }
+
+    @Test func aSecretFileHoldsOneLineOfHeaderText() {
+        #expect(AppSyncSettings.secret(fromFile: "  da2-key\n") == "da2-key")
+        #expect(AppSyncSettings.secret(fromFile: "\n") == nil)
+        #expect(AppSyncSettings.secret(fromFile: "da2\r\nx-evil: 1") == nil, "no header injection")
+        #expect(AppSyncSettings.region(inHost: apiHost) == "eu-west-1")
+        #expect(AppSyncSettings.region(inHost: "api.example.com") == nil)
+    }
+
+    @Test func theShippedSamplesParse() throws {
+        for name in ["appsync-api-key", "appsync-token"] {
+            let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/AppSyncConfigurationTests.swift", with: "config/samples/\(name).toml")
+            let c = try DaemonConfiguration.load(path: path)
+            #expect(c.upstream.carrier == .appsync)
+        }
+    }
+}
