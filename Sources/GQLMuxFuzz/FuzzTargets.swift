@@ -65,20 +65,25 @@ public enum FuzzTargets {
     }
 
     /// One upstream text frame, given to a connected transport state machine with one
-    /// subscription, once per protocol (graphql-transport-ws and the legacy graphql-ws).
-    /// Invariant: a `next` payload forwarded to clients is valid UTF-8, and an upstream `error`
-    /// payload is a JSON array (the local protocol's shape, also after a legacy object is wrapped).
+    /// subscription, once per protocol (graphql-transport-ws, the legacy graphql-ws, and AWS
+    /// AppSync's dialect of it). Invariant: a `next` payload forwarded to clients is valid
+    /// UTF-8, and an upstream `error` payload is a JSON array (the local protocol's shape, also
+    /// after a legacy object is wrapped or AppSync's `errors` taken out of its object).
     public static func upstreamMessage(_ data: UnsafeRawBufferPointer) {
         for wire in WireProtocol.allCases {
             upstreamMessage(data, wire: wire)
         }
+        upstreamMessage(data, wire: .legacyWS, dialect: .appSync)
     }
 
-    static func upstreamMessage(_ data: UnsafeRawBufferPointer, wire: WireProtocol) {
-        var machine = TransportStateMachine(options: TransportOptions(), random: { 0.5 }, makeUUID: { "u" })
+    static func upstreamMessage(_ data: UnsafeRawBufferPointer, wire: WireProtocol, dialect: UpstreamDialect = .standard) {
+        var options = TransportOptions()
+        options.dialect = dialect
+        var machine = TransportStateMachine(options: options, random: { 0.5 }, makeUUID: { "u" })
         let now = Instant(nanoseconds: 0)
         _ = machine.start(now: now)
-        _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: wire, now: now)
+        let authorization = dialect == .appSync ? ByteBuffer(string: #"{"host":"h","x-api-key":"k"}"#) : nil
+        _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: wire, authorization: authorization, now: now)
         _ = machine.received(generation: 1, ByteBuffer(string: #"{"type":"connection_ack"}"#), now: now)
         _ = machine.subscribe(id: OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
         var frame = ByteBuffer()
