@@ -161,6 +161,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             status = json.loads(ctl(daemon, "status").stdout)
             self.assertEqual(status["upstream"]["state"], "connected")
             self.assertEqual(status["upstream"]["protocol"], "graphql-ws")
+            self.assertIn("gqlmux_transport=appsync", daemon.log(), "the journal names the AppSync carrier")
             asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 0, 10, "the subscription stopped upstream"))
         finally:
             daemon.stop()
@@ -186,6 +187,66 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
                                  "connected with the right token"))
             hello = ctl(daemon, "query", "{ hello }")
             self.assertEqual(json.loads(hello.stdout), {"data": {"hello": "world"}}, hello.stderr)
+        finally:
+            daemon.stop()
+            rig.close()
+
+    def test_a_reload_applies_a_rotated_key_with_a_reconnect_that_keeps_subscriptions(self) -> None:
+        rig = AppSyncRig("api_key", "da2-old")
+        daemon = rig.daemon("api_key", "da2-old")
+        client = LineClient("c")
+
+        async def run() -> None:
+            await client.connect(daemon.socket)
+            client.send({"type": "subscribe", "id": "s", "payload": {"query": "subscription { onTick { n } }"}})
+            await wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "subscribed upstream")
+            connects = rig.stats()["connects"]
+            write(rig.secret_file, "da2-new\n")  # AppSync now wants the new key (the open connection stays)
+            write(daemon.secret_file, "da2-new\n")
+            reload = ctl(daemon, "reload")
+            self.assertEqual(reload.returncode, 0, reload.stderr)
+            await wait_for(lambda: rig.stats()["connects"] == connects + 1 and rig.stats()["subscriptions"] == 1, 20,
+                           "reconnected with the new key and re-subscribed")
+            rig.publish(2)
+            nexts = lambda: [m["payload"]["data"]["onTick"]["n"] for _, m in client.lines if m.get("type") == "next"]
+            await wait_for(lambda: nexts() == [1, 2], 20, "the subscription still delivers")
+            self.assertNotIn("error", [m.get("type") for _, m in client.lines])
+            self.assertEqual((rig.stats()["refused"], rig.stats()["unauthorized_starts"]), (0, 0))
+            await client.close()
+
+        try:
+            rig.server.start()
+            daemon.start()
+            asyncio.run(asyncio.wait_for(run(), 60))
+        finally:
+            daemon.stop()
+            rig.close()
+
+    def test_silence_longer_than_connection_timeout_ms_is_a_dead_peer(self) -> None:
+        # The server says 1.5 s and sends one `ka` only (at its ack), as a server that hangs would.
+        rig = AppSyncRig("api_key", "da2-k", timeout_ms=1500, ka_seconds=3600)
+        daemon = rig.daemon("api_key", "da2-k")
+        client = LineClient("c")
+
+        async def run() -> None:
+            await client.connect(daemon.socket)
+            client.send({"type": "subscribe", "id": "s", "payload": {"query": "subscription { onTick { n } }"}})
+            await wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "subscribed upstream")
+            first = rig.stats()["connects"]
+            started = time.monotonic()
+            await wait_for(lambda: rig.stats()["connects"] > first, 10, "a new connection after the silence")
+            self.assertGreaterEqual(time.monotonic() - started, 1.0, "not before connectionTimeoutMs")
+            states = [m["state"] for _, m in client.lines if m.get("type") == "state"]
+            await wait_for(lambda: [m["state"] for _, m in client.lines if m.get("type") == "state"][-1:] == ["active"], 10,
+                           "active again")
+            self.assertIn("reconnecting", [m["state"] for _, m in client.lines if m.get("type") == "state"], states)
+            self.assertIn("peer silent for 1.5s after its last keep-alive", daemon.log(), "the journal names the dead peer")
+            await client.close()
+
+        try:
+            rig.server.start()
+            daemon.start()
+            asyncio.run(asyncio.wait_for(run(), 60))
         finally:
             daemon.stop()
             rig.close()

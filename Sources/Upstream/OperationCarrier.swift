@@ -18,7 +18,7 @@ package protocol OperationCarrier: AnyObject {
 }
 
 extension UpstreamTransport: OperationCarrier {
-    package var carrierName: String { "websocket" }
+    package var carrierName: String { configurationOnLoop.carrier == .appsync ? "appsync" : "websocket" }
 }
 
 extension HTTPOperations: OperationCarrier {
