@@ -80,9 +80,12 @@ let package = Package(
         ),
         // The upstream's settings as values: URLs, TLS and proxy choices, timings, the carrier
         // kind. What the configuration reads and checks, with no I/O module behind it.
+        // AWS Signature Version 4 and the hashing it needs (SHA-256, HMAC), pure: AppSync's IAM
+        // authorization.
+        .target(name: "AWSSigning", swiftSettings: strict),
         .target(
             name: "UpstreamSettings",
-            dependencies: ["GQLMuxVocabulary", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
@@ -339,7 +342,7 @@ let package = Package(
         .testTarget(
             name: "UpstreamTests",
             dependencies: [
-                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming",
+                "AWSSigning", "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
