@@ -92,7 +92,7 @@ let package = Package(
         .target(
             name: "Upstream",
             dependencies: [
-                "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "UpstreamSettings",
+                "AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "UpstreamSettings",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -161,7 +161,7 @@ let package = Package(
         .target(
             name: "GQLMuxConfiguration",
             dependencies: [
-                "GQLMuxVocabulary", "GraphQLTransportWS", "UpstreamSettings", "RequestValidation", "JSONEnvelope", "LocalEndpoint",
+                "AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", "UpstreamSettings", "RequestValidation", "JSONEnvelope", "LocalEndpoint",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
@@ -282,7 +282,8 @@ let package = Package(
         .testTarget(
             name: "GQLMuxDaemonTests",
             dependencies: [
-                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS", "RequestValidation",
+                "AWSSigning", "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS",
+                "RequestValidation",
                 "LocalEndpoint", "EndpointServer", "Handover", "GQLMuxConfiguration", "SystemdSupport", "HTTPStreaming",
                 "GQLMuxFuzz", "JSONEnvelope",
                 "GQLMuxTestSupport",

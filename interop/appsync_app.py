@@ -20,8 +20,12 @@ What it does, as AppSync does:
   (sends N `onTick` events to every subscription, numbered on from the last).
 
 The valid secret is read from `GQLMUX_APPSYNC_SECRET_FILE` at every check, so a test rotates it
-by rewriting that file. `GQLMUX_APPSYNC_AUTH` is `api_key` or `token`; `GQLMUX_APPSYNC_HOST` is the
-`host` every authorization must name. Control for tests: `GET /control/stats`,
+by rewriting that file. `GQLMUX_APPSYNC_AUTH` is `api_key`, `token` or `iam`; for `iam` the file
+holds `{"accessKeyID", "secretAccessKey", "sessionToken"}` and every request must carry a
+Signature Version 4 (service `appsync`, region `GQLMUX_APPSYNC_REGION`) over `POST
+/graphql/connect` with body `{}` (the connect), over `POST /graphql` with the `start`'s data, or
+over the HTTP request itself, checked by `sigv4_valid` (which accepts botocore's own signatures:
+interop/test_appsync.py). `GQLMUX_APPSYNC_HOST` is the `host` every authorization must name. Control for tests: `GET /control/stats`,
 `POST /control/publish?count=N`.
 """
 
@@ -29,6 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -41,6 +47,7 @@ HOST = os.environ.get("GQLMUX_APPSYNC_HOST", "")
 TIMEOUT_MS = int(os.environ.get("GQLMUX_APPSYNC_TIMEOUT_MS", "300000"))
 KA_SECONDS = float(os.environ.get("GQLMUX_APPSYNC_KA_SECONDS", "60"))
 MAX_SUBSCRIPTIONS = int(os.environ.get("GQLMUX_APPSYNC_MAX_SUBSCRIPTIONS", "100"))
+REGION = os.environ.get("GQLMUX_APPSYNC_REGION", "eu-west-1")
 
 UNAUTHORIZED = {"errorType": "UnauthorizedException", "message": "You are not authorized to make this call.", "errorCode": 401}
 
@@ -56,7 +63,38 @@ def secret() -> str:
         return f.read().strip()
 
 
-def authorized(headers: Optional[dict], check_host: bool = True) -> bool:
+SIGNATURE = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
+                       r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$")
+
+
+def sigv4_valid(headers: dict, path: str, body: bytes, credentials: dict, region: str) -> bool:
+    """Whether `headers` (names in lower case) sign `POST path` with `body` for `appsync` in
+    `region` with `credentials`, by the Signature Version 4 rules."""
+    match = SIGNATURE.match(str(headers.get("authorization", "")))
+    if not match:
+        return False
+    key_id, date, scope_region, service, signed, signature = match.groups()
+    names = signed.split(";")
+    amz_date = str(headers.get("x-amz-date", ""))
+    if (key_id, scope_region, service) != (credentials["accessKeyID"], region, "appsync") or not amz_date.startswith(date):
+        return False
+    if "host" not in names or "x-amz-date" not in names or names != sorted(names):
+        return False
+    token = credentials.get("sessionToken")
+    if token and (headers.get("x-amz-security-token") != token or "x-amz-security-token" not in names):
+        return False
+    canonical_headers = "".join(f"{name}:{' '.join(str(headers.get(name, '')).split())}\n" for name in names)
+    canonical = "\n".join(["POST", path, "", canonical_headers, signed, hashlib.sha256(body).hexdigest()])
+    scope = f"{date}/{region}/appsync/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + credentials["secretAccessKey"]).encode()
+    for part in (date, region, "appsync", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    return hmac.compare_digest(hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest(), signature)
+
+
+def authorized(headers: Optional[dict], check_host: bool = True, path: str = "/graphql", body: bytes = b"{}") -> bool:
+    """`path` and `body`: the request an IAM signature must cover."""
     if not isinstance(headers, dict):
         return False
     lowered = {str(k).lower(): v for k, v in headers.items()}
@@ -64,6 +102,8 @@ def authorized(headers: Optional[dict], check_host: bool = True) -> bool:
         return False
     if AUTH == "api_key":
         return lowered.get("x-api-key") == secret()
+    if AUTH == "iam":
+        return sigv4_valid(lowered, path, body, json.loads(secret()), REGION)
     return lowered.get("authorization") == secret()
 
 
@@ -125,7 +165,7 @@ async def realtime(scope, receive, send) -> None:
                 await connection.send({"type": "error", "payload": {"errors": [{"errorType": "UnsupportedOperation", "message": "Invalid message"}]}})
                 continue
             if kind == "connection_init":
-                if not authorized(headers):
+                if not authorized(headers, path="/graphql/connect", body=b"{}"):
                     STATS["refused"] += 1
                     await connection.send({"type": "connection_error", "payload": {"errors": [UNAUTHORIZED]}})
                     await send({"type": "websocket.close", "code": 1000})
@@ -165,7 +205,7 @@ async def start(connection: Connection, message: dict) -> None:
         return
     STATS["starts"] += 1
     authorization = (payload.get("extensions") or {}).get("authorization")
-    if not authorized(authorization):
+    if not authorized(authorization, path="/graphql", body=str(payload.get("data", "")).encode()):
         STATS["unauthorized_starts"] += 1
         await connection.send({"type": "error", "id": sid, "payload": {"errors": [UNAUTHORIZED]}})
         return
@@ -212,7 +252,7 @@ async def http(scope, receive, send) -> None:
         return await respond(send, 404, {"errors": [{"message": "not found"}]})
     body = await read_body(receive)
     headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-    if not authorized(headers, check_host=False):
+    if not authorized(headers, check_host=AUTH == "iam", path=path, body=body):
         return await respond(send, 401, {"errors": [UNAUTHORIZED]})
     try:
         document = json.loads(body)["query"]

@@ -59,13 +59,18 @@ class AppSyncRig:
             return json.loads(answer.read())["sent"]
 
     def daemon(self, auth: str, secret: str, extra: str = "") -> Daemon:
+        """`secret`: the key or token; for `iam`, the text of a shared credentials file whose
+        profile `gqlmux` gqlmuxd reads."""
         secret_file = os.path.join(self.directory, "gqlmuxd-secret")
         write(secret_file, secret + "\n")
-        key = "api_key_file" if auth == "api_key" else "auth_token_file"
+        if auth == "iam":
+            keys = f'credentials_file = "{secret_file}"\nprofile = "gqlmux"\nregion = "eu-west-1"\n'
+        else:
+            keys = f'{"api_key_file" if auth == "api_key" else "auth_token_file"} = "{secret_file}"\n'
         daemon = Daemon(self.realtime_url,
                         f'transport = "appsync"\nhttp_url = "{self.http_url}"\n'
                         f'reconnect_interval = 0.05\nreconnect_max_interval = 0.5\n{extra}'
-                        f'[upstream.appsync]\nauth = "{auth}"\n{key} = "{secret_file}"\n')
+                        f'[upstream.appsync]\nauth = "{auth}"\n{keys}')
         daemon.secret_file = secret_file
         return daemon
 
@@ -134,7 +139,77 @@ class GQLAgainstTheTestServerTests(unittest.TestCase):
             rig.close()
 
 
+def iam_secret(key_id: str, secret: str, token: str) -> str:
+    """The test server's secret file for IAM."""
+    return json.dumps({"accessKeyID": key_id, "secretAccessKey": secret, "sessionToken": token})
+
+
+def credentials_file(key_id: str, secret: str, token: str) -> str:
+    """An AWS shared credentials file with those credentials as profile `gqlmux`."""
+    return (f"[default]\naws_access_key_id = AKIAOTHER\naws_secret_access_key = other\n\n"
+            f"[gqlmux]\naws_access_key_id = {key_id}\naws_secret_access_key = {secret}\naws_session_token = {token}\n")
+
+
+class SignatureVerifierTests(unittest.TestCase):
+    def test_the_test_servers_verifier_accepts_botocores_signatures_and_nothing_else(self) -> None:
+        from interop.appsync_app import sigv4_valid
+
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "Fixtures", "sigv4-botocore.json")
+        with open(path) as f:
+            vectors = json.load(f)
+        self.assertEqual(len(vectors), 6)
+        for vector in vectors:
+            headers = {k.lower(): v for k, v in {**vector["headers"], **vector["signed"]}.items()}
+            headers["host"] = vector["host"]
+            credentials = {"accessKeyID": vector["accessKeyID"], "secretAccessKey": vector["secretAccessKey"],
+                           "sessionToken": vector["sessionToken"]}
+            body = vector["body"].encode()
+            self.assertTrue(sigv4_valid(headers, vector["path"], body, credentials, vector["region"]), vector["name"])
+            self.assertFalse(sigv4_valid(headers, vector["path"], body + b" ", credentials, vector["region"]), vector["name"])
+            self.assertFalse(sigv4_valid(headers, vector["path"], body, dict(credentials, secretAccessKey="x"), vector["region"]))
+            self.assertFalse(sigv4_valid(dict(headers, host="evil.example"), vector["path"], body, credentials, vector["region"]))
+
+
 class GQLMuxdOnAppSyncTests(unittest.TestCase):
+    def test_iam_signed_connect_starts_and_queries_with_rotating_credentials(self) -> None:
+        rig = AppSyncRig("iam", iam_secret("AKIAFIRST", "first/secret", "token-1"))
+        daemon = rig.daemon("iam", credentials_file("AKIAFIRST", "first/secret", "token-1"))
+        client = LineClient("c")
+
+        async def run() -> None:
+            await client.connect(daemon.socket)
+            client.send({"type": "subscribe", "id": "s", "payload": {"query": "subscription { onTick { n } }"}})
+            await wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "the signed start was accepted")
+            rig.publish(2)
+            nexts = lambda: [m["payload"]["data"]["onTick"]["n"] for _, m in client.lines if m.get("type") == "next"]
+            await wait_for(lambda: nexts() == [1, 2], 20, "results through the IAM connection")
+            hello = ctl(daemon, "query", "{ hello }")
+            self.assertEqual(json.loads(hello.stdout), {"data": {"hello": "world"}}, hello.stderr)
+            # New temporary credentials: a helper rewrote the file, and AppSync wants the new ones.
+            connects = rig.stats()["connects"]
+            write(rig.secret_file, iam_secret("AKIASECOND", "second/secret", "token-2"))
+            write(daemon.secret_file, credentials_file("AKIASECOND", "second/secret", "token-2"))
+            reload = ctl(daemon, "reload")
+            self.assertEqual(reload.returncode, 0, reload.stderr)
+            await wait_for(lambda: rig.stats()["connects"] == connects + 1, 20, "reconnected with the new credentials")
+            await wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "re-subscribed with the new credentials")
+            rig.publish(1)
+            await wait_for(lambda: nexts() == [1, 2, 3], 20, "still delivering")
+            hello = ctl(daemon, "query", "{ hello }")
+            self.assertEqual(json.loads(hello.stdout), {"data": {"hello": "world"}}, hello.stderr)
+            stats = rig.stats()
+            self.assertEqual((stats["refused"], stats["unauthorized_starts"]), (0, 0))
+            self.assertEqual(stats["queries"], 2, "both queries passed the server's signature check")
+            await client.close()
+
+        try:
+            rig.server.start()
+            daemon.start()
+            asyncio.run(asyncio.wait_for(run(), 60))
+        finally:
+            daemon.stop()
+            rig.close()
+
     def test_subscriptions_queries_and_a_mutation_with_an_api_key(self) -> None:
         rig = AppSyncRig("api_key", "da2-daemon-key", ka_seconds=0.5)
         daemon = rig.daemon("api_key", "da2-daemon-key")

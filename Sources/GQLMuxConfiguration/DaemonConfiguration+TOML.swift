@@ -1,3 +1,4 @@
+import AWSSigning
 import FoundationEssentials
 import GQLMuxVocabulary
 import GraphQLTransportWS
@@ -216,7 +217,7 @@ extension DaemonConfiguration {
         let appSync = try t.table("appsync")
         if carrier == .appsync, let httpURL {
             guard let appSync else { throw ConfigurationError("[upstream.appsync] auth: required with transport = \"appsync\"") }
-            c.appSync = try readAppSync(appSync, host: httpURL.hostHeader)
+            c.appSync = try readAppSync(appSync, host: httpURL.hostHeader, environment: environment)
             c.protocols = [.legacyWS]
             c.transport.dialect = .appSync
         } else if appSync != nil {
@@ -306,8 +307,12 @@ extension DaemonConfiguration {
         return c
     }
 
-    /// `[upstream.appsync]`: the authorization mode, its secret's file, the region.
-    private static func readAppSync(_ t: TableReader, host: String) throws(ConfigurationError) -> AppSyncSettings {
+    /// `[upstream.appsync]`: the authorization mode, its secret's file, the region. IAM
+    /// credentials come from `credentials_file` (with `profile`), else `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY` (with `AWS_SESSION_TOKEN`), else the shared credentials file
+    /// (`AWS_SHARED_CREDENTIALS_FILE`, or `~/.aws/credentials`), its profile `profile`, else
+    /// `AWS_PROFILE`, else `default`: where AWS's own tools look.
+    private static func readAppSync(_ t: TableReader, host: String, environment: [String: String]) throws(ConfigurationError) -> AppSyncSettings {
         try t.allowOnly(["auth", "api_key_file", "auth_token_file", "credentials_file", "profile", "region"])
         func file(_ key: String, for mode: String) throws(ConfigurationError) -> String {
             guard let path = try t.string(key), !path.isEmpty else {
@@ -320,18 +325,37 @@ extension DaemonConfiguration {
         case "api_key": auth = .apiKey(file: try file("api_key_file", for: "api_key"))
         case "token": auth = .token(file: try file("auth_token_file", for: "token"))
         case "iam":
-            throw ConfigurationError(
-                "[upstream.appsync] auth: \"iam\" (AWS Signature Version 4) is not supported by this version of gqlmuxd yet; use \"api_key\" or \"token\""
-            )
+            let profile = try t.string("profile") ?? environment["AWS_PROFILE"] ?? "default"
+            if let file = try t.string("credentials_file") {
+                auth = .iam(.file(path: file, profile: profile))
+            } else if let id = environment["AWS_ACCESS_KEY_ID"], !id.isEmpty, let secret = environment["AWS_SECRET_ACCESS_KEY"], !secret.isEmpty {
+                let token = environment["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+                auth = .iam(.environment(AWSCredentials(accessKeyID: id, secretAccessKey: secret, sessionToken: token)))
+            } else if let file = environment["AWS_SHARED_CREDENTIALS_FILE"] ?? environment["HOME"].map({ $0 + "/.aws/credentials" }) {
+                auth = .iam(.file(path: file, profile: profile))
+            } else {
+                throw ConfigurationError(
+                    "[upstream.appsync] credentials_file: required with auth = \"iam\" when neither AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY nor HOME is set"
+                )
+            }
         case let other?:
             throw ConfigurationError("[upstream.appsync] auth: '\(other)' is not one of api_key, token, iam")
         case nil:
             throw ConfigurationError("[upstream.appsync] auth: required (api_key, token or iam)")
         }
-        for key in ["credentials_file", "profile"] where try t.string(key) != nil {
-            throw ConfigurationError("[upstream.appsync] \(key): only with auth = \"iam\"")
+        if case .iam = auth {
+            for key in ["api_key_file", "auth_token_file"] where try t.string(key) != nil {
+                throw ConfigurationError("[upstream.appsync] \(key): not with auth = \"iam\"")
+            }
+        } else {
+            for key in ["credentials_file", "profile"] where try t.string(key) != nil {
+                throw ConfigurationError("[upstream.appsync] \(key): only with auth = \"iam\"")
+            }
         }
         let region = try t.string("region") ?? AppSyncSettings.region(inHost: host)
+        if case .iam = auth, region == nil {
+            throw ConfigurationError("[upstream.appsync] region: required with auth = \"iam\" when the host does not name it")
+        }
         return AppSyncSettings(auth: auth, host: host, region: region)
     }
 }

@@ -82,8 +82,9 @@ public enum FuzzTargets {
         var machine = TransportStateMachine(options: options, random: { 0.5 }, makeUUID: { "u" })
         let now = Instant(nanoseconds: 0)
         _ = machine.start(now: now)
-        let authorization = dialect == .appSync ? ByteBuffer(string: #"{"host":"h","x-api-key":"k"}"#) : nil
-        _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: wire, authorization: authorization, now: now)
+        var authorizer: AppSyncAuthorizer?
+        if dialect == .appSync { authorizer = { _ in ByteBuffer(string: #"{"host":"h","x-api-key":"k"}"#) } }
+        _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: wire, authorizer: authorizer, now: now)
         _ = machine.received(generation: 1, ByteBuffer(string: #"{"type":"connection_ack"}"#), now: now)
         _ = machine.subscribe(id: OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
         var frame = ByteBuffer()

@@ -14,11 +14,16 @@ import NIOCore
 /// | goodbye | `connection_terminate` | none: the close |
 ///
 /// Queries and mutations are not accepted on the socket: they go over HTTP.
+/// Authorizes one `start`: given its `data` (the request as the JSON string it is sent as),
+/// the JSON object of headers for its `extensions.authorization` (for IAM, a signature over
+/// exactly that string).
+package typealias AppSyncAuthorizer = @Sendable (String) -> ByteBuffer
+
 package enum AppSyncWire {
     /// The message's text frame, or nil when the dialect has no such message (`ping`, `pong`,
-    /// `connection_terminate`). `authorization` is the JSON object of headers every `start`
-    /// carries (the same credentials the connection was opened with).
-    package static func encode(_ message: ClientMessage, authorization: ByteBuffer?) -> ByteBuffer? {
+    /// `connection_terminate`). `authorize` gives each `start` its authorization (the
+    /// credentials the connection was opened with).
+    package static func encode(_ message: ClientMessage, authorize: AppSyncAuthorizer?) -> ByteBuffer? {
         var out = ByteBuffer()
         switch message {
         case .connectionInit: out.writeEnvelope(type: "connection_init")
@@ -26,9 +31,10 @@ package enum AppSyncWire {
             out.writeStaticString(#"{"id":"#)
             out.writeJSONString(id)
             out.writeStaticString(#","type":"start","payload":{"data":"#)
-            out.writeJSONString(String(buffer: payload))
+            let data = String(buffer: payload)
+            out.writeJSONString(data)
             out.writeStaticString(#","extensions":{"authorization":"#)
-            if let authorization { out.writeImmutableBuffer(authorization) } else { out.writeStaticString("{}") }
+            if let authorize { out.writeImmutableBuffer(authorize(data)) } else { out.writeStaticString("{}") }
             out.writeStaticString("}}}")
         case .complete(let id): out.writeEnvelope(type: "stop", id: id)
         case .connectionTerminate, .ping, .pong: return nil

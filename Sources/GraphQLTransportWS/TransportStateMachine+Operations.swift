@@ -189,7 +189,7 @@ extension TransportStateMachine {
 
     /// Sends `message` on connection `gen` in its protocol; a message the protocol lacks is skipped.
     func append(_ message: ClientMessage, generation gen: Int, into actions: inout [TransportAction]) {
-        let encoded = options.dialect == .appSync ? AppSyncWire.encode(message, authorization: appSyncAuthorization) : wire.encode(message)
+        let encoded = options.dialect == .appSync ? AppSyncWire.encode(message, authorize: appSyncAuthorizer) : wire.encode(message)
         guard let frame = encoded else { return }
         actions.append(.send(generation: gen, frame))
     }

@@ -63,9 +63,8 @@ package struct TransportStateMachine {
     package internal(set) var connectionState: ConnectionState = .idle
     /// The protocol of the current (or last) connection, as the server selected it.
     package internal(set) var wire: WireProtocol = .transportWS
-    /// AppSync: the authorization headers (a JSON object) of the current connection, which
-    /// every `start` on it carries.
-    var appSyncAuthorization: ByteBuffer?
+    /// AppSync: authorizes every `start` on the current connection with its credentials.
+    var appSyncAuthorizer: AppSyncAuthorizer?
     /// AppSync's documented `connectionTimeoutMs` when an ack names none (5 minutes).
     static let appSyncDefaultTimeout: Duration = .milliseconds(300_000)
     var operations: [OperationID: Operation] = [:]
@@ -313,18 +312,18 @@ package struct TransportStateMachine {
     /// - Parameters:
     ///   - initPayload: the connecting payload read for this connect, if any.
     ///   - protocol: the subprotocol the server selected; this connection speaks it.
-    ///   - authorization: AppSync: the headers (a JSON object) each `start` carries.
+    ///   - authorizer: AppSync: authorizes each `start` (``AppSyncAuthorizer``).
     package mutating func connectionOpened(
         generation gen: Int,
         initPayload: ByteBuffer?,
         protocol selected: WireProtocol = .transportWS,
-        authorization: ByteBuffer? = nil,
+        authorizer: AppSyncAuthorizer? = nil,
         now: Instant
     ) -> [TransportAction] {
         guard case .connecting(gen, _) = phase else { return [] }
         let attempt = currentAttempt
         wire = selected
-        appSyncAuthorization = authorization
+        appSyncAuthorizer = authorizer
         phase = .awaitingAck(generation: gen, deadline: now + options.ackTimeout)
         connectionState = .awaitingAck(attempt: attempt)
         var actions: [TransportAction] = []

@@ -1,3 +1,4 @@
+import AWSSigning
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOCore
@@ -28,6 +29,26 @@ package enum ConnectingPayloadReader {
                 throw Failure(description: "connecting_payload_file \(path) does not hold a JSON object")
             }
             return buffer
+        }
+    }
+
+    /// What one connect or request of an AppSync upstream authorizes with: the key or token
+    /// read from its file, or the AWS credentials (from the environment as read at start, or
+    /// the profile of a shared credentials file, read now).
+    package static func readAppSync(_ auth: AppSyncSettings.Auth) throws -> AppSyncSettings.Secret {
+        switch auth {
+        case .apiKey(let path), .token(let path):
+            return .text(try readSecret(path))
+        case .iam(.environment(let credentials)):
+            return .aws(credentials)
+        case .iam(.file(let path, let profile)):
+            let text = String(buffer: try readFile(path, naming: "[upstream.appsync] credentials_file"))
+            guard let credentials = AWSCredentialsFile.credentials(in: text, profile: profile) else {
+                throw Failure(
+                    description: "[upstream.appsync] credentials_file \(path) has no profile '\(profile)' with aws_access_key_id and aws_secret_access_key"
+                )
+            }
+            return .aws(credentials)
         }
     }
 

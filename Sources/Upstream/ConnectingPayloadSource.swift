@@ -1,6 +1,10 @@
 import NIOCore
 import NIOPosix
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Reads `connecting_payload_file` for each connect on a thread pool, never on the event loop
 /// that serves every client: the file may be on a slow mount, or a FIFO fed by a credentials
 /// helper that takes seconds to answer.
@@ -13,7 +17,7 @@ package final class ConnectingPayloadSource: Sendable {
     package let eventLoop: any EventLoop
     private let threadPool: NIOThreadPool
     private let inFlight: NIOLoopBoundBox<[String: EventLoopFuture<ByteBuffer?>]>
-    private let secretsInFlight: NIOLoopBoundBox<[String: EventLoopFuture<String>]>
+    private let secretsInFlight: NIOLoopBoundBox<[String: EventLoopFuture<AppSyncSettings.Secret>]>
 
     package init(eventLoop: any EventLoop, threadPool: NIOThreadPool = .singleton) {
         self.eventLoop = eventLoop
@@ -22,11 +26,17 @@ package final class ConnectingPayloadSource: Sendable {
         self.secretsInFlight = .makeBoxSendingValue([:], eventLoop: eventLoop)
     }
 
-    /// An AppSync secret for one connect or request, read anew on the thread pool (reads
-    /// already in flight for the same path are shared); its result arrives on a later turn.
-    package func readSecret(_ path: String) -> EventLoopFuture<String> {
+    /// AppSync's credentials for one connect or request, a file read anew on the thread pool
+    /// (reads already in flight for the same file are shared); a file's result arrives on a
+    /// later turn.
+    package func readAppSync(_ auth: AppSyncSettings.Auth) -> EventLoopFuture<AppSyncSettings.Secret> {
+        let path: String
+        switch auth {
+        case .apiKey(let file), .token(let file), .iam(.file(let file, _)): path = file
+        case .iam(.environment(let credentials)): return eventLoop.makeSucceededFuture(.aws(credentials))
+        }
         if let shared = secretsInFlight.value[path] { return shared }
-        let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.readSecret(path) }
+        let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.readAppSync(auth) }
         secretsInFlight.value[path] = read
         let inFlight = self.secretsInFlight
         read.whenComplete { _ in inFlight.value[path] = nil }
@@ -45,4 +55,11 @@ package final class ConnectingPayloadSource: Sendable {
         read.whenComplete { _ in inFlight.value[path] = nil }
         return read
     }
+}
+
+/// Seconds since 1970-01-01 UTC by the system's clock: the time an AWS signature names.
+func wallClockSeconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return Int64(now.tv_sec)
 }

@@ -144,12 +144,13 @@ package final class HTTPOperations: @unchecked Sendable {
             return startWaiting()
         }
         // AppSync: the request waits for its credentials (within the same timeout).
-        secrets.readSecret(appSync.auth.file).whenComplete { result in
+        secrets.readAppSync(appSync.auth).whenComplete { result in
             guard self.pending[id] != nil else { return }
             switch result {
             case .success(let secret):
-                // The Host header is the request's own.
-                self.pending[id]?.configuration.headers += appSync.headers(secret: secret).filter { $0.name != "host" }
+                let path = String(url.target.prefix { $0 != "?" })
+                let signed = appSync.httpHeaders(secret, path: path, body: Array(payload.readableBytesView), time: wallClockSeconds())
+                self.pending[id]?.configuration.headers += signed
                 self.waiting.append(id)
                 self.startWaiting()
             case .failure(let error):

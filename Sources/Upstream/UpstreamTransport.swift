@@ -309,11 +309,11 @@ package final class UpstreamTransport: @unchecked Sendable {
         pendingConnects.insert(generation)
         if let appSync = configuration.appSync {
             // AppSync: the secret is read anew for every connect (a rotated key applies).
-            payloads.readSecret(appSync.auth.file).whenComplete { result in
+            payloads.readAppSync(appSync.auth).whenComplete { result in
                 guard self.pendingConnects.contains(generation) else { return }
                 switch result {
                 case .success(let secret):
-                    self.open(generation: generation, payload: nil, appSync: appSync.headers(secret: secret))
+                    self.open(generation: generation, payload: nil, appSync: (appSync, secret))
                 case .failure(let error):
                     self.pendingConnects.remove(generation)
                     self.perform(self.machine.connectionFailed(generation: generation, cause: "\(error)", now: self.now))
@@ -341,15 +341,19 @@ package final class UpstreamTransport: @unchecked Sendable {
         }
     }
 
-    /// - Parameter appSync: AppSync's authorization headers for this connection: in the URL's
-    ///   `header` parameter and in every `start`.
-    private func open(generation: Int, payload: ByteBuffer?, appSync: [(name: String, value: String)]? = nil) {
+    /// - Parameter appSync: AppSync's settings and the credentials read for this connection: the
+    ///   connect's authorization goes in the URL's `header` parameter, and each `start` is
+    ///   authorized (for IAM, signed) when it is sent.
+    private func open(generation: Int, payload: ByteBuffer?, appSync: (settings: AppSyncSettings, secret: AppSyncSettings.Secret)? = nil) {
         var configuration = configuration
         configuration.protocols = offer.current
-        if let appSync {
-            configuration.url.target += (configuration.url.target.contains("?") ? "&" : "?") + AppSyncSettings.connectQuery(appSync)
+        var authorizer: AppSyncAuthorizer?
+        if let (settings, secret) = appSync {
+            let connect = settings.authorization(secret, path: "/graphql/connect", body: "{}", time: wallClockSeconds())
+            configuration.url.target += (configuration.url.target.contains("?") ? "&" : "?") + AppSyncSettings.connectQuery(connect)
+            authorizer = { data in AppSyncSettings.json(settings.authorization(secret, path: "/graphql", body: data, time: wallClockSeconds())) }
         }
-        let authorization = appSync.map(AppSyncSettings.json)
+        let authorization = authorizer
         connector(configuration, sslContext, eventLoop, { UpstreamFrameHandler(transport: self, generation: generation) }).whenComplete { result in
             let wanted = self.pendingConnects.remove(generation) != nil
             switch result {
@@ -364,7 +368,7 @@ package final class UpstreamTransport: @unchecked Sendable {
                         generation: generation,
                         initPayload: payload,
                         protocol: opened.wire,
-                        authorization: authorization,
+                        authorizer: authorization,
                         now: self.now
                     )
                 )

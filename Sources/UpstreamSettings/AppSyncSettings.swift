@@ -1,3 +1,4 @@
+import AWSSigning
 import GraphQLTransportWS
 import NIOCore
 
@@ -11,14 +12,32 @@ package struct AppSyncSettings: Sendable, Equatable {
         /// `auth = "token"`: the `Authorization` header (a Cognito or OIDC token, a Lambda
         /// authorizer's token), read from `auth_token_file`.
         case token(file: String)
-
-        /// The file the secret is read from.
-        package var file: String {
-            switch self {
-            case .apiKey(let file), .token(let file): file
-            }
-        }
+        /// `auth = "iam"`: Signature Version 4 with AWS credentials.
+        case iam(IAMCredentials)
     }
+
+    /// Where `auth = "iam"` finds its credentials, as AWS's own tools look for them.
+    package enum IAMCredentials: Sendable, Equatable {
+        /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, read at start.
+        case environment(AWSCredentials)
+        /// A profile of a shared credentials file, read anew at every connect and request (a
+        /// helper that refreshes temporary credentials rewrites it).
+        case file(path: String, profile: String)
+    }
+
+    /// What a connect or a request read of the credentials.
+    package enum Secret: Sendable, Equatable {
+        /// An API key or a token.
+        case text(String)
+        case aws(AWSCredentials)
+    }
+
+    /// The headers AppSync's IAM authorization signs besides `host` (gql's, from the AWS guide).
+    static let iamHeaders: [(name: String, value: String)] = [
+        ("accept", "application/json, text/javascript"),
+        ("content-encoding", "amz-1.0"),
+        ("content-type", "application/json; charset=UTF-8"),
+    ]
 
     package var auth: Auth
     /// AppSync's limit of subscriptions on one real-time connection: the default of
@@ -40,7 +59,41 @@ package struct AppSyncSettings: Sendable, Equatable {
     package func headers(secret: String) -> [(name: String, value: String)] {
         switch auth {
         case .apiKey: [("host", host), ("x-api-key", secret)]
-        case .token: [("host", host), ("Authorization", secret)]
+        case .token, .iam: [("host", host), ("Authorization", secret)]
+        }
+    }
+
+    /// The authorization of the real-time connect (`path` `/graphql/connect`, `body` `{}`) or
+    /// of one `start` (`/graphql`, the request's JSON string): the key or token with `host`,
+    /// or, for IAM, the request `POST https://HOST PATH` with `body` signed at `time` (seconds
+    /// since 1970 UTC), as AppSync's guide and gql build it.
+    package func authorization(_ secret: Secret, path: String, body: String, time: Int64) -> [(name: String, value: String)] {
+        switch secret {
+        case .text(let text):
+            return headers(secret: text)
+        case .aws(let credentials):
+            let signed = SignatureV4.sign(
+                host: host,
+                path: path,
+                headers: Self.iamHeaders,
+                body: Array(body.utf8),
+                service: "appsync",
+                region: region ?? "",
+                credentials: credentials,
+                time: time
+            )
+            return Self.iamHeaders + signed + [("host", host)]
+        }
+    }
+
+    /// The headers a query or mutation POSTed to `path` with `body` adds to its own (whose
+    /// `Host` is `host`): the key or token, or an IAM signature over `host` and the date.
+    package func httpHeaders(_ secret: Secret, path: String, body: [UInt8], time: Int64) -> [(name: String, value: String)] {
+        switch secret {
+        case .text(let text):
+            return headers(secret: text).filter { $0.name != "host" }
+        case .aws(let credentials):
+            return SignatureV4.sign(host: host, path: path, body: body, service: "appsync", region: region ?? "", credentials: credentials, time: time)
         }
     }
 

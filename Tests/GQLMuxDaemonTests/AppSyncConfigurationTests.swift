@@ -1,3 +1,4 @@
+import AWSSigning
 import Foundation
 import GQLMuxVocabulary
 import GraphQLTransportWS
@@ -44,7 +45,6 @@ import Upstream
             (base + "[upstream.appsync]\nauth = \"api_key\"\n", "api_key_file: required"),
             (base + "[upstream.appsync]\nauth = \"token\"\napi_key_file = \"/k\"\n", "auth_token_file: required"),
             (base + "[upstream.appsync]\nauth = \"cookie\"\n", "not one of api_key, token, iam"),
-            (base + "[upstream.appsync]\nauth = \"iam\"\n", "not supported by this version"),
             (base + "[upstream.appsync]\nauth = \"token\"\nauth_token_file = \"/t\"\nprofile = \"p\"\n", "only with auth = \"iam\""),
             (base + "[upstream.appsync]\nauth = \"token\"\nauth_token_file = \"/t\"\nkey = \"x\"\n", "unknown key"),
             ("[upstream]\ntransport = \"appsync\"\nurl = \"wss://h/graphql\"\n", "http_url: required"),
@@ -59,6 +59,56 @@ import Upstream
                 #expect(error.description.contains(expected), "\(error.description) should name \(expected)")
             }
         }
+    }
+
+    @Test func iamCredentialsComeFromWhereAWSToolsLook() throws {
+        let base = "[upstream]\ntransport = \"appsync\"\nhttp_url = \"https://\(apiHost)/graphql\"\n[upstream.appsync]\nauth = \"iam\"\n"
+        let keys = ["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET", "AWS_SESSION_TOKEN": "TOKEN", "HOME": "/home/u"]
+        let file = try DaemonConfiguration.parse(base + "credentials_file = \"/etc/gqlmux/aws\"\nprofile = \"ci\"\n", environment: keys)
+        #expect(file.upstream.appSync?.auth == .iam(.file(path: "/etc/gqlmux/aws", profile: "ci")))
+        #expect(file.upstream.appSync?.region == "eu-west-1")
+        let environment = try DaemonConfiguration.parse(base, environment: keys)
+        #expect(environment.upstream.appSync?.auth == .iam(.environment(AWSCredentials(accessKeyID: "AKID", secretAccessKey: "SECRET", sessionToken: "TOKEN"))))
+        let home = try DaemonConfiguration.parse(base, environment: ["HOME": "/home/u", "AWS_PROFILE": "dev"])
+        #expect(home.upstream.appSync?.auth == .iam(.file(path: "/home/u/.aws/credentials", profile: "dev")))
+        let shared = try DaemonConfiguration.parse(base, environment: ["AWS_SHARED_CREDENTIALS_FILE": "/run/creds", "HOME": "/home/u"])
+        #expect(shared.upstream.appSync?.auth == .iam(.file(path: "/run/creds", profile: "default")))
+        for (text, environment, expected) in [
+            (base, [String: String](), "credentials_file: required"),
+            (base + "api_key_file = \"/k\"\n", keys, "not with auth = \"iam\""),
+            (
+                "[upstream]\ntransport = \"appsync\"\nhttp_url = \"https://api.example.com/graphql\"\nurl = \"wss://api.example.com/graphql/realtime\"\n[upstream.appsync]\nauth = \"iam\"\n",
+                keys, "region: required"
+            ),
+        ] {
+            do {
+                _ = try DaemonConfiguration.parse(text, environment: environment)
+                Issue.record("\(text) should fail")
+            } catch {
+                #expect(error.description.contains(expected), "\(error.description)")
+            }
+        }
+    }
+
+    @Test func iamAuthorizationIsSignedOverTheConnectAndEachStart() {
+        let settings = AppSyncSettings(
+            auth: .iam(.environment(AWSCredentials(accessKeyID: "AKIAIOSFODNN7EXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"))),
+            host: apiHost,
+            region: "eu-west-1"
+        )
+        let secret = AppSyncSettings.Secret.aws(
+            AWSCredentials(accessKeyID: "AKIAIOSFODNN7EXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+        )
+        // The connect of Tests/Fixtures/sigv4-botocore.json, as gql sends it.
+        let connect = settings.authorization(secret, path: "/graphql/connect", body: "{}", time: 1_795_683_907)
+        #expect(connect.map(\.name) == ["accept", "content-encoding", "content-type", "X-Amz-Date", "Authorization", "host"])
+        #expect(
+            connect.first { $0.name == "Authorization" }?.value.hasSuffix("Signature=35b4aebf739bb847cd24906df835b7132fda94dec222c074af7b68bb27519163") == true
+        )
+        let http = settings.httpHeaders(secret, path: "/graphql", body: Array(#"{"query":"{ hello }"}"#.utf8), time: 1_795_683_907)
+        #expect(
+            http.first { $0.name == "Authorization" }?.value.hasSuffix("Signature=68aaa89943251c73e4167d0e0e8384e9f11e1e6a3d1facec7a35cece375165f8") == true
+        )
     }
 
     @Test func theHeadersTheirJSONAndTheConnectQuery() {
@@ -83,7 +133,7 @@ import Upstream
     }
 
     @Test func theShippedSamplesParse() throws {
-        for name in ["appsync-api-key", "appsync-token"] {
+        for name in ["appsync-api-key", "appsync-token", "appsync-iam"] {
             let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/AppSyncConfigurationTests.swift", with: "config/samples/\(name).toml")
             let c = try DaemonConfiguration.load(path: path)
             #expect(c.upstream.carrier == .appsync)

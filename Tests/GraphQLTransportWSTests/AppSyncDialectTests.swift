@@ -15,7 +15,9 @@ import Testing
         var h = Harness { $0.dialect = .appSync }
         h.start()
         let id = h.subscribe()
-        h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorization: authorization, now: h.now))
+        h.record(
+            h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorizer: { _ in authorization }, now: h.now)
+        )
         h.receive(timeoutMs.map { #"{"type":"connection_ack","payload":{"connectionTimeoutMs":\#($0)}}"# } ?? #"{"type":"connection_ack"}"#)
         return (h, id)
     }
@@ -35,6 +37,29 @@ import Testing
         #expect(h2.record(h2.machine.complete(id: id, now: h2.now)).sentTexts == [#"{"type":"stop","id":"1"}"#])
         h2.receive(#"{"type":"complete","id":"1"}"#)
         #expect(h2.machine.operationCount == 0)
+    }
+
+    @Test func eachStartIsAuthorizedOverExactlyTheDataItSends() {
+        let seen = Box()
+        var h = Harness { $0.dialect = .appSync }
+        h.start()
+        h.subscribe(.subscription, "subscription { a }")
+        h.record(
+            h.machine.connectionOpened(
+                generation: h.lastGeneration!,
+                initPayload: nil,
+                protocol: .legacyWS,
+                authorizer: { data in
+                    seen.append(data)
+                    return ByteBuffer(string: #"{"Authorization":"signed \#(data.utf8.count)"}"#)
+                },
+                now: h.now
+            )
+        )
+        h.receive(#"{"type":"connection_ack"}"#)
+        h.subscribe(.subscription, "subscription { b }")
+        #expect(seen.values == [#"{"query":"subscription { a }"}"#, #"{"query":"subscription { b }"}"#])
+        #expect(h.log.sentTexts.last?.hasSuffix(#""extensions":{"authorization":{"Authorization":"signed 30"}}}}"#) == true)
     }
 
     @Test func anOperationsErrorReachesClientsAsTheErrorsArray() {
@@ -61,7 +86,9 @@ import Testing
         var h = Harness { $0.dialect = .appSync }
         h.start()
         h.subscribe()
-        h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorization: authorization, now: h.now))
+        h.record(
+            h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorizer: { _ in authorization }, now: h.now)
+        )
         let refused = h.receive(
             #"{"type":"connection_error","payload":{"errors":[{"errorType":"UnauthorizedException","message":"You are not authorized to make this call.","errorCode":401}]}}"#
         )
@@ -99,9 +126,15 @@ import Testing
     }
 
     @Test func theDialectHasNoPingAndNoGoodbyeMessage() {
-        #expect(AppSyncWire.encode(.ping(payload: nil), authorization: nil) == nil)
-        #expect(AppSyncWire.encode(.connectionTerminate, authorization: nil) == nil)
+        #expect(AppSyncWire.encode(.ping(payload: nil), authorize: nil) == nil)
+        #expect(AppSyncWire.encode(.connectionTerminate, authorize: nil) == nil)
         #expect(throws: ProtocolViolation.self) { try AppSyncWire.parse(ByteBuffer(string: #"{"type":"next","id":"1","payload":{}}"#)) }
         #expect(throws: ProtocolViolation.self) { try AppSyncWire.parse(ByteBuffer(string: #"{"type":"start_ack"}"#)) }
     }
+}
+
+/// What an authorizer saw (it is `@Sendable`; the machine calls it synchronously).
+private final class Box: @unchecked Sendable {
+    private(set) var values: [String] = []
+    func append(_ value: String) { values.append(value) }
 }
