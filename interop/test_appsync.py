@@ -11,13 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
 import unittest
 import urllib.request
+from typing import Optional
 
-from interop.harness import BIN, Daemon, LineClient, Server, wait_for
+from interop.fdstore import FDStore
+from interop.harness import BIN, Daemon, LineClient, Server, free_port, wait_for
+from interop.kinds import GQLClient, Line, Stream
 
 
 def write(path: str, text: str) -> None:
@@ -122,6 +126,28 @@ class GQLAgainstTheTestServerTests(unittest.TestCase):
         try:
             rig.server.start()
             self.assertEqual(self.gql_ticks(rig, AppSyncJWTAuthentication(host=rig.host, jwt="eyJ-gql-token")), [1, 2, 3])
+        finally:
+            rig.close()
+
+    def test_gql_subscribes_with_iam_signed_by_botocore(self) -> None:
+        aws_python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv-aws", "bin", "python")
+        rig = AppSyncRig("iam", iam_secret("AKIAGQL", "gql/secret", "gql-token"))
+        try:
+            rig.server.start()
+            for credentials, expected in ((("AKIAGQL", "gql/secret", "gql-token"), 0), (("AKIAGQL", "wrong", "gql-token"), 1)):
+                client = subprocess.Popen([aws_python, "-m", "interop.gql_appsync_iam", rig.realtime_url, rig.host, "eu-west-1",
+                                           *credentials, "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                if expected == 0:
+                    asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "gql's signed start accepted"))
+                    rig.publish(3)
+                out, err = client.communicate(timeout=40)
+                if expected == 0:
+                    self.assertEqual((client.returncode, out.split()), (0, ["1", "2", "3"]), err)
+                else:
+                    self.assertNotEqual(client.returncode, 0)
+                    self.assertIn("Unauthorized", err)
+            self.assertEqual(rig.stats()["refused"], 1, "the wrong secret's signature was refused, the right one's accepted")
         finally:
             rig.close()
 
@@ -378,3 +404,101 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AppSyncEveryKindTests(unittest.IsolatedAsyncioTestCase):
+    """Local clients see nothing of the dialect: every kind gqlmuxd serves (line protocol, gql
+    over both WebSocket subprotocols, SSE, multipart) on one deduplicated AppSync subscription,
+    through an online restart, a pause and a resume, and a late joiner's replay."""
+
+    async def asyncSetUp(self) -> None:
+        asyncio.get_running_loop().slow_callback_duration = 5
+        self.rig = AppSyncRig("api_key", "da2-kinds", ka_seconds=1)
+        self.rig.server.start()
+        self.port = free_port()
+        secret_file = os.path.join(self.rig.directory, "gqlmuxd-secret")
+        write(secret_file, "da2-kinds\n")
+        self.daemon = Daemon(self.rig.realtime_url,
+                             f'transport = "appsync"\nhttp_url = "{self.rig.http_url}"\n'
+                             'reconnect_interval = 0.05\nreconnect_max_interval = 0.5\n'
+                             f'[upstream.appsync]\nauth = "api_key"\napi_key_file = "{secret_file}"\n',
+                             f'[graphql_endpoint]\nlisten = "127.0.0.1:{self.port}"\n[subscriptions]\nreplay_last = true\n')
+        self.unix = os.path.join(self.daemon.directory, "graphql.sock")
+        self.store = FDStore(self.daemon.directory)
+        self.clients: list = []
+        self.publishing = True
+        self.publisher: Optional[asyncio.Task] = None
+
+    async def asyncTearDown(self) -> None:
+        self.publishing = False
+        if self.publisher is not None:
+            await self.publisher
+        for client in self.clients:
+            await client.close()
+        self.daemon.stop()
+        self.store.close()
+        self.rig.close()
+
+    async def publish_forever(self) -> None:
+        while self.publishing:
+            try:
+                await asyncio.to_thread(self.rig.publish, 1)
+            except OSError:
+                pass
+            await asyncio.sleep(0.2)
+
+    def status(self) -> dict:
+        return json.loads(ctl(self.daemon, "status").stdout)
+
+    async def test_every_kind_through_a_restart_a_pause_and_a_replay(self) -> None:
+        self.daemon.start(store=self.store)
+        ws = f"ws://127.0.0.1:{self.port}/graphql"
+        self.clients = [
+            GQLClient("graphql-ws", "ws://localhost/graphql", unix=self.unix, keep_alive_timeout=30),
+            GQLClient("graphql-ws", ws, keep_alive_timeout=30),
+            GQLClient("graphql-transport-ws", "ws://localhost/graphql", unix=self.unix, ping_interval=10),
+            GQLClient("graphql-transport-ws", ws, ping_interval=10),
+            Stream("sse", unix=self.unix),
+            Stream("multipart", port=self.port),
+            Line(self.daemon.socket),
+        ]
+        for client in self.clients:
+            client.start()
+        self.publisher = asyncio.create_task(self.publish_forever())
+        await wait_for(lambda: all(c.results > 0 or c.ended for c in self.clients), 30, "every kind receiving")
+        self.assertEqual([(c.name, c.ended) for c in self.clients if c.ended], [])
+        self.assertEqual(self.rig.stats()["subscriptions"], 1, "seven local subscribers, one AppSync subscription")
+
+        # The online restart: every client carried, still receiving, the subscription re-sent.
+        counts = [c.results for c in self.clients]
+        self.daemon.process.send_signal(signal.SIGTERM)
+        self.assertEqual(self.daemon.process.wait(20), 0, self.daemon.log()[-3000:])
+        self.daemon.start(store=self.store)
+        await wait_for(lambda: all(c.results > n or c.ended for c, n in zip(self.clients, counts)), 30,
+                       "every kind receiving after the restart")
+        self.assertEqual([(c.name, c.ended) for c in self.clients if c.ended], [])
+
+        # Pause closes the connection and holds every subscription; resume sends it again.
+        paused = ctl(self.daemon, "pause")
+        self.assertEqual(paused.returncode, 0, paused.stderr)
+        await wait_for(lambda: self.rig.stats()["subscriptions"] == 0, 10, "nothing open at AppSync while paused")
+        self.assertEqual(self.status()["upstream"]["state"], "paused")
+        resumed = ctl(self.daemon, "resume")
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        counts = [c.results for c in self.clients]
+        await wait_for(lambda: all(c.results > n or c.ended for c, n in zip(self.clients, counts)), 30,
+                       "every kind receiving after the resume")
+        self.assertEqual([(c.name, c.ended) for c in self.clients if c.ended], [])
+        line = self.clients[-1]
+        states = [m["state"] for m in line.messages if m.get("type") == "state"]
+        self.assertIn("paused", states)
+        self.assertEqual(states[-1], "active")
+
+        # A late joiner gets the last result at once, marked as a replay.
+        joiner = Line(self.daemon.socket)
+        self.clients.append(joiner)
+        joiner.start()
+        await wait_for(lambda: joiner.results > 0, 10, "the joiner's first result")
+        first = next(m for m in joiner.messages if m.get("type") == "next")
+        self.assertTrue(first.get("replayed"), first)
+        self.assertEqual(self.rig.stats()["subscriptions"], 1, "the joiner shares the one AppSync subscription")

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Creates .venv-interop with the third-party GraphQL servers the interop tests run
-# (strawberry-graphql on uvicorn), from PyPI. Does nothing when it is already current.
+# (strawberry-graphql on uvicorn), from PyPI, and .venv-aws with gql and botocore (AWS's own
+# signing, for AppSync's IAM mode; botocore pins python-dateutil below what .venv-interop
+# holds, so it gets a virtualenv of its own). Does nothing when both are current.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=.venv-interop
-if [ -x "$venv/bin/python" ] && cmp -s interop/requirements.txt "$venv/requirements.txt"; then
-    exit 0
-fi
-rm -rf "$venv"
-python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check -r interop/requirements.txt
-cp interop/requirements.txt "$venv/requirements.txt"
-echo "interop virtualenv ready: $venv"
+make_venv() {
+    local venv=$1 requirements=$2
+    if [ -x "$venv/bin/python" ] && cmp -s "$requirements" "$venv/requirements.txt"; then
+        return 0
+    fi
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$venv/requirements.txt"
+    echo "virtualenv ready: $venv"
+}
+make_venv .venv-interop interop/requirements.txt
+make_venv .venv-aws interop/requirements-aws.txt
