@@ -48,6 +48,8 @@ TIMEOUT_MS = int(os.environ.get("GQLMUX_APPSYNC_TIMEOUT_MS", "300000"))
 KA_SECONDS = float(os.environ.get("GQLMUX_APPSYNC_KA_SECONDS", "60"))
 MAX_SUBSCRIPTIONS = int(os.environ.get("GQLMUX_APPSYNC_MAX_SUBSCRIPTIONS", "100"))
 REGION = os.environ.get("GQLMUX_APPSYNC_REGION", "eu-west-1")
+# "upgrade": refuse unauthorized connects with HTTP 401 at the upgrade instead of connection_error.
+REFUSE_AT = os.environ.get("GQLMUX_APPSYNC_REFUSE_AT", "init")
 
 UNAUTHORIZED = {"errorType": "UnauthorizedException", "message": "You are not authorized to make this call.", "errorCode": 401}
 
@@ -145,6 +147,11 @@ async def realtime(scope, receive, send) -> None:
         headers = None
     event = await receive()
     if event["type"] != "websocket.connect":
+        return
+    if REFUSE_AT == "upgrade" and not authorized(headers, path="/graphql/connect", body=b"{}"):
+        STATS["refused"] += 1
+        await send({"type": "websocket.http.response.start", "status": 401, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "websocket.http.response.body", "body": json.dumps({"errors": [UNAUTHORIZED]}).encode()})
         return
     await send({"type": "websocket.accept", "subprotocol": "graphql-ws"})
     STATS["connects"] += 1

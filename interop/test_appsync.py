@@ -32,7 +32,8 @@ def write(path: str, text: str) -> None:
 class AppSyncRig:
     """The test AppSync server on a loopback port, its secret in a file the test rewrites."""
 
-    def __init__(self, auth: str = "api_key", secret: str = "da2-first-key", timeout_ms: int = 300000, ka_seconds: float = 60):
+    def __init__(self, auth: str = "api_key", secret: str = "da2-first-key", timeout_ms: int = 300000, ka_seconds: float = 60,
+                 refuse_at: str = "init"):
         self.directory = tempfile.mkdtemp(prefix="gqlmux-appsync-")
         self.secret_file = os.path.join(self.directory, "server-secret")
         write(self.secret_file, secret + "\n")
@@ -41,6 +42,7 @@ class AppSyncRig:
             "GQLMUX_APPSYNC_SECRET_FILE": self.secret_file,
             "GQLMUX_APPSYNC_TIMEOUT_MS": str(timeout_ms),
             "GQLMUX_APPSYNC_KA_SECONDS": str(ka_seconds),
+            "GQLMUX_APPSYNC_REFUSE_AT": refuse_at,
         })
         self.host = f"127.0.0.1:{self.server.port}"
         self.server.env["GQLMUX_APPSYNC_HOST"] = self.host
@@ -269,7 +271,14 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             rig.close()
 
     def test_a_refused_token_fails_the_upstream_without_a_hot_loop(self) -> None:
-        rig = AppSyncRig("token", "eyJ-right")
+        for refuse_at in ("init", "upgrade"):
+            with self.subTest(refuse_at):
+                self.refused_token(refuse_at)
+
+    def refused_token(self, refuse_at: str) -> None:
+        """`init`: AppSync's connection_error after connection_init; `upgrade`: HTTP 401 to the
+        WebSocket upgrade itself."""
+        rig = AppSyncRig("token", "eyJ-right", refuse_at=refuse_at)
         daemon = rig.daemon("token", "eyJ-wrong")
         try:
             rig.server.start()
@@ -279,7 +288,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             time.sleep(2)
             self.assertEqual(rig.stats()["refused"], 1, "one refusal, no retry loop")
             status = json.loads(ctl(daemon, "status").stdout)
-            self.assertIn("not authorized", json.dumps(status["upstream"]))
+            self.assertRegex(json.dumps(status["upstream"]), "not authorized|HTTP 401", "the reason is in status")
             # A right token and a resume: connected again.
             write(daemon.secret_file, "eyJ-right\n")
             resumed = ctl(daemon, "resume")

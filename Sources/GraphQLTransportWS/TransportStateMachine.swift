@@ -341,6 +341,15 @@ package struct TransportStateMachine {
         return actions
     }
 
+    /// Connection `generation` was refused for its credentials before it opened (AppSync's
+    /// upgrade answered 401 or 403): fatal like a 4403 close, so a wrong key never loops.
+    package mutating func connectionRefused(generation gen: Int, reason: String) -> [TransportAction] {
+        guard case .connecting(gen, _) = phase else { return [] }
+        var actions: [TransportAction] = []
+        failAll(closeCode: nil, reason: reason, into: &actions)
+        return actions
+    }
+
     /// Connection `generation` closed: a close frame (`code`), or a drop (`code` nil, seen as 1006).
     package mutating func connectionClosed(generation gen: Int, code: CloseCode?, reason: String, now: Instant) -> [TransportAction] {
         guard generation == gen else { return [] }

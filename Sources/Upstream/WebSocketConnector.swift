@@ -12,6 +12,8 @@ import NIOWebSocket
 package enum WebSocketConnector {
     struct UpgradeFailure: Error, CustomStringConvertible {
         var description: String
+        /// The HTTP status of a refused upgrade.
+        var status: Int?
     }
 
     /// A connection frames can flow on, and the subprotocol the server selected.
@@ -148,7 +150,8 @@ private final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChann
         if case .head(let head) = unwrapInboundIn(data) {
             promise.fail(
                 WebSocketConnector.UpgradeFailure(
-                    description: "WebSocket upgrade refused: HTTP \(head.status.code) \(head.status.reasonPhrase)"
+                    description: "WebSocket upgrade refused: HTTP \(head.status.code) \(head.status.reasonPhrase)",
+                    status: Int(head.status.code)
                 )
             )
             context.close(promise: nil)

@@ -101,6 +101,21 @@ import Testing
         #expect(h.advance(ms: 600_000).connects == 0, "no hot loop: a refused authorization waits for a resume or reload")
     }
 
+    @Test func anUpgradeRefusedForItsCredentialsIsFatalToo() {
+        var h = Harness { $0.dialect = .appSync }
+        h.start()
+        let id = h.subscribe()
+        let refused = h.record(h.machine.connectionRefused(generation: h.lastGeneration!, reason: "WebSocket upgrade refused: HTTP 401 Unauthorized"))
+        #expect(refused.finish(id) != nil)
+        guard case .failed(nil, let reason) = h.machine.connectionState else {
+            Issue.record("expected failed, got \(h.machine.connectionState)")
+            return
+        }
+        #expect(reason.contains("HTTP 401"))
+        #expect(h.advance(ms: 600_000).connects == 0)
+        #expect(h.machine.connectionRefused(generation: h.lastGeneration!, reason: "late").isEmpty, "only a connect in progress")
+    }
+
     @Test func silenceLongerThanTheAcksTimeoutIsADeadPeer() {
         var (h, id) = connected(timeoutMs: 10_000)
         h.advance(ms: 9_000)
