@@ -33,7 +33,7 @@ class AppSyncRig:
     """The test AppSync server on a loopback port, its secret in a file the test rewrites."""
 
     def __init__(self, auth: str = "api_key", secret: str = "da2-first-key", timeout_ms: int = 300000, ka_seconds: float = 60,
-                 refuse_at: str = "init"):
+                 refuse_at: str = "init", max_subscriptions: int = 100):
         self.directory = tempfile.mkdtemp(prefix="gqlmux-appsync-")
         self.secret_file = os.path.join(self.directory, "server-secret")
         write(self.secret_file, secret + "\n")
@@ -43,6 +43,7 @@ class AppSyncRig:
             "GQLMUX_APPSYNC_TIMEOUT_MS": str(timeout_ms),
             "GQLMUX_APPSYNC_KA_SECONDS": str(ka_seconds),
             "GQLMUX_APPSYNC_REFUSE_AT": refuse_at,
+            "GQLMUX_APPSYNC_MAX_SUBSCRIPTIONS": str(max_subscriptions),
         })
         self.host = f"127.0.0.1:{self.server.port}"
         self.server.env["GQLMUX_APPSYNC_HOST"] = self.host
@@ -352,6 +353,34 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             self.assertIn("reconnecting", [m["state"] for _, m in client.lines if m.get("type") == "state"], states)
             self.assertIn("peer silent for 1.5s after its last keep-alive", daemon.log(), "the journal names the dead peer")
             await client.close()
+
+        try:
+            rig.server.start()
+            daemon.start()
+            asyncio.run(asyncio.wait_for(run(), 60))
+        finally:
+            daemon.stop()
+            rig.close()
+
+    def test_max_subscriptions_reached_moves_the_subscription_to_another_connection(self) -> None:
+        # This server takes 3 per connection; gqlmuxd is told 10: the refusals teach it.
+        rig = AppSyncRig("api_key", "da2-cap", max_subscriptions=3)
+        daemon = rig.daemon("api_key", "da2-cap", "max_operations_per_connection = 10\n")
+        clients = [LineClient(f"c{i}") for i in range(7)]
+
+        async def run() -> None:
+            for i, client in enumerate(clients):
+                await client.connect(daemon.socket)
+                client.send({"type": "subscribe", "id": "s", "payload": {
+                    "query": "subscription Tick($c: Int) { onTick { n } }", "variables": {"c": i}}})
+            await wait_for(lambda: rig.stats()["subscriptions"] == 7, 30, "all seven started somewhere")
+            self.assertEqual(rig.stats()["connections"], 3, "3 + 3 + 1 over three connections")
+            rig.publish(2)
+            results = lambda c: [m["payload"]["data"]["onTick"]["n"] for _, m in c.lines if m.get("type") == "next"]
+            await wait_for(lambda: all(results(c) == [1, 2] for c in clients), 20, "every subscriber receiving")
+            for client in clients:
+                self.assertNotIn("error", [m.get("type") for _, m in client.lines], client.lines)
+                await client.close()
 
         try:
             rig.server.start()

@@ -254,6 +254,8 @@ final class Switchboard: @unchecked Sendable {
             perform(settled { $0.upstreamState(id, state, now: .loopNow) })
         case .finished(let finish):
             perform(settled { $0.upstreamFinished(id, finish) })
+        case .carrierFull:
+            perform(settled { $0.carrierFull(id) })
         }
     }
 

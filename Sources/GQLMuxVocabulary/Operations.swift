@@ -58,6 +58,10 @@ package enum OperationUpdate: Sendable, Equatable {
     case state(OperationState)
     case next(ByteBuffer)
     case finished(OperationFinish)
+    /// The carrier's server refused the operation because the connection holds as many as it
+    /// may (AppSync's `MaxSubscriptionsReachedError`); the carrier forgot it: it belongs on
+    /// another connection.
+    case carrierFull
 }
 
 /// The connection's state as operators see it (sd_notify STATUS, `status` verb).

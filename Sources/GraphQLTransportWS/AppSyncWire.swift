@@ -69,6 +69,18 @@ package enum AppSyncWire {
         }
     }
 
+    /// Whether an operation's errors say its connection holds as many subscriptions as AppSync
+    /// allows (`MaxSubscriptionsReachedError`).
+    package static func isSubscriptionCap(_ errors: ByteBuffer) -> Bool {
+        errors.withUnsafeReadableBytes { bytes in
+            guard let first = JSONScanner.firstElement(ofArray: bytes),
+                let members = try? JSONScanner.scanObject(UnsafeRawBufferPointer(rebasing: bytes[first])),
+                let type = members.first(where: { $0.key == "errorType" && $0.kind == .string })
+            else { return false }
+            return JSONScanner.decodeString(UnsafeRawBufferPointer(rebasing: bytes[first]), type.range) == "MaxSubscriptionsReachedError"
+        }
+    }
+
     /// `connectionTimeoutMs` of a `connection_ack` payload: how long the server may stay
     /// silent (it sends `ka` more often). Nil when absent or not a positive integer.
     package static func connectionTimeout(_ ackPayload: ByteBuffer?) -> Duration? {

@@ -231,6 +231,15 @@ extension TransportStateMachine {
         actions.append(.operation(id: id, .finished(finish)))
     }
 
+    /// The server refused operation `id` for its connection's cap: forgotten here, told as
+    /// ``OperationUpdate/carrierFull`` so that it is placed on another connection.
+    mutating func refusedAsFull(_ id: OperationID, into actions: inout [TransportAction]) {
+        singleDeadlines.remove(id)
+        guard let op = operations.removeValue(forKey: id) else { return }
+        byWireID[op.wireID] = nil
+        actions.append(.operation(id: id, .carrierFull))
+    }
+
     mutating func setPhase(_ newPhase: Phase, _ state: ConnectionState, into actions: inout [TransportAction]) {
         phase = newPhase
         guard state != connectionState else { return }

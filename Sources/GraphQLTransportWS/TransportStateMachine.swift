@@ -463,7 +463,13 @@ package struct TransportStateMachine {
                     scheduleIdleCloseIfUnused(now: now, into: &actions)
                 }
             case .error(let wireID, let payload):
-                if let id = byWireID[wireID], operations[id]?.sentOn == gen { finish(id, .error(.upstream(payload)), into: &actions) }
+                if let id = byWireID[wireID], operations[id]?.sentOn == gen {
+                    if options.dialect == .appSync, AppSyncWire.isSubscriptionCap(payload) {
+                        refusedAsFull(id, into: &actions)
+                    } else {
+                        finish(id, .error(.upstream(payload)), into: &actions)
+                    }
+                }
                 scheduleIdleCloseIfUnused(now: now, into: &actions)
             case .complete(let wireID):
                 if let id = byWireID[wireID], operations[id]?.sentOn == gen { finish(id, .completed, into: &actions) }

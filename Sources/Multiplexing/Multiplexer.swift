@@ -100,7 +100,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     private struct Operation {
         let kind: OperationKind
-        let placement: Placement
+        var placement: Placement
         /// Set for deduplicated subscriptions; nil for queries and mutations (never shared).
         let key: DedupKey?
         var state: OperationState = .pending
@@ -113,8 +113,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
     }
 
     package var maxOperationsPerClient: Int
-    /// Where new operations may go; a reload replaces it (live operations stay where they are).
-    package var layout: UpstreamLayout
+    /// Where new operations may go; a reload replaces it (live operations stay where they are),
+    /// and forgets what servers said of their connections' caps.
+    package var layout: UpstreamLayout {
+        didSet { refusedAbove = [:] }
+    }
+    /// Pool connections whose server refused one more subscription (AppSync's cap), with the
+    /// number they hold at most: fewer than `layout` allows.
+    private var refusedAbove: [Int: Int] = [:]
     private var operations: [OperationID: Operation] = [:]
     /// Live operations per place, for the caps of `layout`.
     private var load: [Placement: Int] = [:]
@@ -304,9 +310,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
             // A stream carries subscriptions only; `http_url` (required with streams) takes the rest.
             return kind == .subscription && load(on: .stream) < max ? .stream : nil
         }
-        let cap = layout.maxOperationsPerConnection
-        guard cap > 0 else { return .connection(0) }
-        if let index = (0..<connections).first(where: { load(on: .connection($0)) < cap }) { return .connection(index) }
+        let configured = layout.maxOperationsPerConnection
+        guard configured > 0 || !refusedAbove.isEmpty else { return .connection(0) }
+        let refused = refusedAbove
+        if let index = (0..<connections).first(where: {
+            load(on: .connection($0)) < Swift.min(configured > 0 ? configured : Int.max, refused[$0] ?? Int.max)
+        }) {
+            return .connection(index)
+        }
         guard connections < layout.maxConnections else { return nil }
         connections += 1
         return .connection(connections - 1)
@@ -490,6 +501,29 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
     /// its local id is free again.
+    /// The server of operation `id`'s connection refused it: that connection holds no more than
+    /// it does now. The subscription opens on another connection (a new one while fewer than
+    /// `max_connections` exist), the same operation for the same subscribers; when the pool is
+    /// full it ends with a transport error.
+    package mutating func carrierFull(_ id: OperationID) -> [Action] {
+        guard var operation = operations[id], case .connection(let index) = operation.placement, let first = operation.subscribers.first else {
+            return upstreamFinished(id, .error(.transport(.connectionLost(reason: "the upstream refused the operation: its connection is full"))))
+        }
+        load[operation.placement, default: 1] -= 1
+        refusedAbove[index] = load(on: operation.placement)
+        guard let placement = place(operation.kind) else {
+            load[operation.placement, default: 0] += 1  // forgotten again just below
+            return upstreamFinished(
+                id,
+                .error(.transport(.connectionLost(reason: "every upstream connection is full (the server refused one more subscription)")))
+            )
+        }
+        operation.placement = placement
+        operations[id] = operation
+        load[placement, default: 0] += 1
+        return [.open(id, kind: operation.kind, payload: operation.payload, on: placement, first: first)]
+    }
+
     package mutating func upstreamFinished(_ id: OperationID, _ finish: OperationFinish) -> [Action] {
         guard let operation = operations[id] else { return [] }
         forget(id)

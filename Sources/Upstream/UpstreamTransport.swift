@@ -374,7 +374,8 @@ package final class UpstreamTransport: @unchecked Sendable {
                 )
             case .failure(let error):
                 guard wanted else { return }
-                if self.configuration.appSync != nil, let refused = error as? WebSocketConnector.UpgradeFailure, refused.status == 401 || refused.status == 403 {
+                if self.configuration.appSync != nil, let refused = error as? WebSocketConnector.UpgradeFailure, refused.status == 401 || refused.status == 403
+                {
                     return self.perform(self.machine.connectionRefused(generation: generation, reason: refused.description))
                 }
                 self.perform(

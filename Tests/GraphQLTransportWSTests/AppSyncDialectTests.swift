@@ -153,3 +153,21 @@ private final class Box: @unchecked Sendable {
     private(set) var values: [String] = []
     func append(_ value: String) { values.append(value) }
 }
+
+@Suite struct AppSyncCapTests {
+    @Test func maxSubscriptionsReachedHandsTheSubscriptionBackForAnotherConnection() {
+        var h = Harness { $0.dialect = .appSync }
+        h.start()
+        let id = h.subscribe()
+        h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorizer: nil, now: h.now))
+        h.receive(#"{"type":"connection_ack"}"#)
+        let full = h.receive(
+            #"{"type":"error","id":"1","payload":{"errors":[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]}}"#
+        )
+        #expect(full.updates(id) == [.carrierFull])
+        #expect(h.machine.operationCount == 0)
+        #expect(AppSyncWire.isSubscriptionCap(ByteBuffer(string: #"[{"errorType":"MaxSubscriptionsReachedError"}]"#)))
+        #expect(!AppSyncWire.isSubscriptionCap(ByteBuffer(string: #"[{"errorType":"UnauthorizedException"}]"#)))
+        #expect(!AppSyncWire.isSubscriptionCap(ByteBuffer(string: #"[]"#)))
+    }
+}

@@ -276,3 +276,42 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
         }
     }
 }
+
+/// A server that refuses one more subscription on a connection (AppSync's
+/// `MaxSubscriptionsReachedError`): the subscription moves to another connection, the same
+/// operation for the same subscribers, and that connection takes no more than it held.
+@Suite struct CarrierFullTests {
+    @Test func aRefusedSubscriptionOpensOnAnotherConnectionAndTheFullOneTakesNoMore() throws {
+        var mux = Mux(maxOperationsPerClient: 10, layout: UpstreamLayout(maxConnections: 3, maxOperationsPerConnection: 0))
+        let a = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "a", payload: ByteBuffer(string: "A"), tag: 1)))
+        let b = try #require(opened(mux.subscribe(client: "a", localID: "2", kind: .subscription, key: "b", payload: ByteBuffer(string: "B"), tag: 2)))
+        _ = mux.subscribe(client: "b", localID: "x", kind: .subscription, key: "b", tag: 3)
+        #expect(mux.placement(of: b) == .connection(0))
+        // Connection 0's server holds one: `b` is refused there.
+        let moved = mux.carrierFull(b)
+        #expect(moved == [.open(b, kind: .subscription, payload: ByteBuffer(string: "B"), on: .connection(1), first: subscriber("a", "2", 2))])
+        #expect(mux.placement(of: b) == .connection(1))
+        #expect(mux.subscribers(of: b).map(\.tag) == [2, 3], "the same subscribers")
+        #expect(mux.load(on: .connection(0)) == 1 && mux.load(on: .connection(1)) == 1)
+        let c = try #require(opened(mux.subscribe(client: "c", localID: "1", kind: .subscription, key: "c", tag: 4)))
+        #expect(mux.placement(of: c) == .connection(1), "connection 0 takes no more than it held")
+        // Closing `a` frees room on connection 0 again.
+        _ = mux.complete(client: "a", localID: "1")
+        let d = try #require(opened(mux.subscribe(client: "d", localID: "1", kind: .subscription, key: "d", tag: 5)))
+        #expect(mux.placement(of: d) == .connection(0))
+        _ = a
+    }
+
+    @Test func whenEveryConnectionIsFullTheSubscriptionEndsWithAnError() throws {
+        var mux = Mux(maxOperationsPerClient: 10, layout: UpstreamLayout(maxConnections: 1, maxOperationsPerConnection: 0))
+        let a = try #require(opened(mux.subscribe(client: "a", localID: "1", kind: .subscription, key: "a", tag: 1)))
+        let actions = mux.carrierFull(a)
+        guard case .finish(_, .error(.transport(.connectionLost(let reason)))) = actions.first else {
+            Issue.record("expected an error, got \(actions)")
+            return
+        }
+        #expect(reason.contains("full"))
+        #expect(mux.upstreamCount == 0 && mux.localCount == 0)
+        #expect(mux.load(on: .connection(0)) == 0)
+    }
+}
