@@ -65,11 +65,13 @@ import Testing
     @Test func anOperationsErrorReachesClientsAsTheErrorsArray() {
         var (h, id) = connected()
         let error = h.receive(
-            #"{"type":"error","id":"1","payload":{"errors":[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]}}"#
+            #"{"type":"error","id":"1","payload":{"errors":[{"errorType":"UnauthorizedException","message":"Not Authorized to access onTick on type Subscription"}]}}"#
         )
         #expect(
             error.finish(id)
-                == .error(.upstream(ByteBuffer(string: #"[{"errorType":"MaxSubscriptionsReachedError","message":"Max number of 100 subscriptions reached"}]"#)))
+                == .error(
+                    .upstream(ByteBuffer(string: #"[{"errorType":"UnauthorizedException","message":"Not Authorized to access onTick on type Subscription"}]"#))
+                )
         )
     }
 
