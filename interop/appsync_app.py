@@ -50,6 +50,13 @@ MAX_SUBSCRIPTIONS = int(os.environ.get("GQLMUX_APPSYNC_MAX_SUBSCRIPTIONS", "100"
 REGION = os.environ.get("GQLMUX_APPSYNC_REGION", "eu-west-1")
 # "upgrade": refuse unauthorized connects with HTTP 401 at the upgrade instead of connection_error.
 REFUSE_AT = os.environ.get("GQLMUX_APPSYNC_REFUSE_AT", "init")
+# Every message of every connection, in order, on stdout ("<" from the client, ">" to it).
+TRANSCRIPT = os.environ.get("GQLMUX_APPSYNC_TRANSCRIPT") == "1"
+
+
+def transcript(connection: int, direction: str, text: str) -> None:
+    if TRANSCRIPT:
+        print(f"{connection} {direction} {text}", flush=True)
 
 UNAUTHORIZED = {"errorType": "UnauthorizedException", "message": "You are not authorized to make this call.", "errorCode": 401}
 
@@ -118,7 +125,9 @@ class Connection:
 
     async def send(self, message: dict) -> None:
         async with self.lock:
-            await self._send({"type": "websocket.send", "text": json.dumps(message)})
+            text = json.dumps(message)
+            transcript(self.key, ">", text)
+            await self._send({"type": "websocket.send", "text": text})
 
 
 async def publish(count: int) -> int:
@@ -156,6 +165,7 @@ async def realtime(scope, receive, send) -> None:
     await send({"type": "websocket.accept", "subprotocol": "graphql-ws"})
     STATS["connects"] += 1
     connection = Connection(send)
+    transcript(connection.key, "<", f"upgrade {scope['path']} subprotocol graphql-ws, header = {json.dumps(headers)}")
     keep_alive: Optional[asyncio.Task] = None
     acknowledged = False
     STATS["connections"] += 1
@@ -165,6 +175,7 @@ async def realtime(scope, receive, send) -> None:
             if event["type"] == "websocket.disconnect":
                 return
             text = event.get("text") or (event.get("bytes") or b"").decode(errors="replace")
+            transcript(connection.key, "<", text)
             try:
                 message = json.loads(text)
                 kind = message["type"]

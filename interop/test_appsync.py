@@ -44,6 +44,7 @@ class AppSyncRig:
             "GQLMUX_APPSYNC_KA_SECONDS": str(ka_seconds),
             "GQLMUX_APPSYNC_REFUSE_AT": refuse_at,
             "GQLMUX_APPSYNC_MAX_SUBSCRIPTIONS": str(max_subscriptions),
+            "GQLMUX_APPSYNC_TRANSCRIPT": "1",
         })
         self.host = f"127.0.0.1:{self.server.port}"
         self.server.env["GQLMUX_APPSYNC_HOST"] = self.host
@@ -80,6 +81,19 @@ class AppSyncRig:
                         f'[upstream.appsync]\nauth = "{auth}"\n{keys}')
         daemon.secret_file = secret_file
         return daemon
+
+    def transcript(self) -> list:
+        """(direction, message type, text) of every message the server saw or sent, in order."""
+        lines = []
+        for name in sorted(os.listdir(self.server.directory)):
+            if name.startswith("server-"):
+                with open(os.path.join(self.server.directory, name)) as f:
+                    for line in f:
+                        parts = line.rstrip("\n").split(" ", 2)
+                        if len(parts) == 3 and parts[1] in "<>":
+                            kind = "upgrade" if parts[2].startswith("upgrade ") else json.loads(parts[2]).get("type")
+                            lines.append((parts[1], kind, parts[2]))
+        return lines
 
     def close(self) -> None:
         self.server.stop()
@@ -200,6 +214,42 @@ class SignatureVerifierTests(unittest.TestCase):
 
 
 class GQLMuxdOnAppSyncTests(unittest.TestCase):
+    def test_the_transcript_of_each_auth_mode(self) -> None:
+        modes = (("api_key", "da2-transcript", "da2-transcript"), ("token", "eyJ-transcript", "eyJ-transcript"),
+                 ("iam", iam_secret("AKIATRANSCRIPT", "t/secret", "t-token"), credentials_file("AKIATRANSCRIPT", "t/secret", "t-token")))
+        for auth, server_secret, daemon_secret in modes:
+            with self.subTest(auth):
+                rig = AppSyncRig(auth, server_secret, ka_seconds=3600)
+                daemon = rig.daemon(auth, daemon_secret)
+                try:
+                    rig.server.start()
+                    daemon.start()
+                    subscriber = subprocess.Popen([os.path.join(BIN, "gqlmuxctl"), "subscribe", "subscription { onTick { n } }",
+                                                   "--count", "2", "--socket", daemon.socket, "--json"],
+                                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 1, 20, "subscribed"))
+                    rig.publish(2)
+                    out, err = subscriber.communicate(timeout=20)
+                    self.assertEqual(subscriber.returncode, 0, err)
+                    asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 0, 10, "stopped"))
+                    time.sleep(0.2)
+                    transcript = rig.transcript()
+                    self.assertEqual([(d, k) for d, k, _ in transcript], [
+                        ("<", "upgrade"), ("<", "connection_init"), (">", "connection_ack"), (">", "ka"),
+                        ("<", "start"), (">", "start_ack"), (">", "data"), (">", "data"), ("<", "stop"), (">", "complete"),
+                    ])
+                    start = json.loads(transcript[4][2])
+                    authorization = start["payload"]["extensions"]["authorization"]
+                    self.assertEqual(authorization["host"], rig.host)
+                    self.assertIn({"api_key": "x-api-key", "token": "Authorization", "iam": "X-Amz-Date"}[auth], authorization)
+                    if os.environ.get("GQLMUX_PRINT_TRANSCRIPT"):
+                        print(f"\n--- {auth}")
+                        for direction, _, text in transcript:
+                            print(f"{'gqlmuxd →' if direction == '<' else '← AppSync'} {text}")
+                finally:
+                    daemon.stop()
+                    rig.close()
+
     def test_iam_signed_connect_starts_and_queries_with_rotating_credentials(self) -> None:
         rig = AppSyncRig("iam", iam_secret("AKIAFIRST", "first/secret", "token-1"))
         daemon = rig.daemon("iam", credentials_file("AKIAFIRST", "first/secret", "token-1"))
@@ -423,9 +473,10 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
                 kinds = [m.get("type") for _, m in client.lines]
                 self.assertNotIn("error", kinds, client.lines)
                 self.assertNotIn("complete", kinds)
-                states = [m["state"] for _, m in client.lines if m.get("type") == "state"]
-                self.assertIn("reconnecting", states)
-                self.assertEqual(states[-1], "active")
+                states = [m for _, m in client.lines if m.get("type") == "state"]
+                self.assertIn("reconnecting", [m["state"] for m in states])
+                self.assertEqual(states[-1]["state"], "active")
+                self.assertGreater(states[-1].get("gapMs", 0), 500, "the gap the outage left is told")
             stats = rig.stats()
             self.assertEqual((stats["refused"], stats["unauthorized_starts"]), (0, 0), "the new key was read for the reconnect")
             for client in clients:

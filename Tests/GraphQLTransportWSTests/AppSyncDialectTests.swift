@@ -173,3 +173,33 @@ private final class Box: @unchecked Sendable {
         #expect(!AppSyncWire.isSubscriptionCap(ByteBuffer(string: #"[]"#)))
     }
 }
+
+/// The quarantine holds on AppSync as on any server: a client-blaming close right after a new
+/// `start` quarantines that subscription, and the others are started again.
+@Suite struct AppSyncQuarantineTests {
+    @Test func aBlamingCloseRightAfterAStartQuarantinesItAndOnlyIt() {
+        var h = Harness { $0.dialect = .appSync }
+        h.start()
+        let good = h.subscribe()
+        let open = { (h: inout Harness) in
+            h.record(h.machine.connectionOpened(generation: h.lastGeneration!, initPayload: nil, protocol: .legacyWS, authorizer: nil, now: h.now))
+            h.receive(#"{"type":"connection_ack","payload":{"connectionTimeoutMs":300000}}"#)
+        }
+        open(&h)
+        h.advance(ms: 5_000)
+        let poison = h.subscribe(.subscription, "subscription { poison }")
+        h.advance(ms: 50)
+        let closed = h.serverClose(4400, "bad")
+        guard case .error(.transport(.upstreamClosed(let message, _, _))) = closed.finish(poison) else {
+            Issue.record("poison not finished: \(closed)")
+            return
+        }
+        #expect(message.contains("quarantined"))
+        h.advance(ms: 1_000)
+        open(&h)
+        let starts = h.log.sentTexts.filter { $0.contains(#""type":"start""#) }
+        #expect(starts.filter { $0.contains("poison") }.count == 1, "sent once, ever")
+        #expect(starts.filter { $0.contains("tick") }.count == 2, "the other started again")
+        #expect(h.machine.state(of: good) != nil)
+    }
+}
