@@ -315,6 +315,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             status = json.loads(ctl(daemon, "status").stdout)
             self.assertEqual(status["upstream"]["state"], "connected")
             self.assertEqual(status["upstream"]["protocol"], "graphql-ws")
+            self.assertEqual(status["upstream"]["transport"], "appsync")
             self.assertIn("gqlmux_transport=appsync", daemon.log().lower(), "the journal names the AppSync carrier")
             asyncio.run(wait_for(lambda: rig.stats()["subscriptions"] == 0, 10, "the subscription stopped upstream"))
         finally:

@@ -159,7 +159,7 @@ package final class UpstreamCarriers {
         }
         return UpstreamSnapshot(
             state: state,
-            transport: "websocket",
+            transport: configuration.carrier.rawValue,  // websocket, or appsync
             url: configuration.url.description,
             wire: pool.primary.protocolOnLoop.rawValue,
             connections: pool.connectionsOnLoop,
