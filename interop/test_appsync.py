@@ -99,6 +99,18 @@ class AppSyncRig:
         self.server.stop()
 
 
+def serve(rig: AppSyncRig, daemon: Daemon, run, seconds: float) -> None:
+    """Starts the test server and gqlmuxd, runs the coroutine `run()` within `seconds`, and
+    stops both whatever happened."""
+    try:
+        rig.server.start()
+        daemon.start()
+        asyncio.run(asyncio.wait_for(run(), seconds))
+    finally:
+        daemon.stop()
+        rig.close()
+
+
 def ctl(daemon: Daemon, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
     return subprocess.run([os.path.join(BIN, "gqlmuxctl"), *args, "--socket", daemon.socket, "--json"],
                           capture_output=True, text=True, timeout=timeout)
@@ -281,13 +293,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             self.assertEqual(stats["queries"], 2, "both queries passed the server's signature check")
             await client.close()
 
-        try:
-            rig.server.start()
-            daemon.start()
-            asyncio.run(asyncio.wait_for(run(), 60))
-        finally:
-            daemon.stop()
-            rig.close()
+        serve(rig, daemon, run, 60)
 
     def test_subscriptions_queries_and_a_mutation_with_an_api_key(self) -> None:
         rig = AppSyncRig("api_key", "da2-daemon-key", ka_seconds=0.5)
@@ -376,13 +382,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             self.assertEqual((rig.stats()["refused"], rig.stats()["unauthorized_starts"]), (0, 0))
             await client.close()
 
-        try:
-            rig.server.start()
-            daemon.start()
-            asyncio.run(asyncio.wait_for(run(), 60))
-        finally:
-            daemon.stop()
-            rig.close()
+        serve(rig, daemon, run, 60)
 
     def test_silence_longer_than_connection_timeout_ms_is_a_dead_peer(self) -> None:
         # The server says 1.5 s and sends one `ka` only (at its ack), as a server that hangs would.
@@ -405,13 +405,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             self.assertIn("peer silent for 1.5s after its last keep-alive", daemon.log(), "the journal names the dead peer")
             await client.close()
 
-        try:
-            rig.server.start()
-            daemon.start()
-            asyncio.run(asyncio.wait_for(run(), 60))
-        finally:
-            daemon.stop()
-            rig.close()
+        serve(rig, daemon, run, 60)
 
     def test_max_subscriptions_reached_moves_the_subscription_to_another_connection(self) -> None:
         # This server takes 3 per connection; gqlmuxd is told 10: the refusals teach it.
@@ -433,13 +427,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
                 self.assertNotIn("error", [m.get("type") for _, m in client.lines], client.lines)
                 await client.close()
 
-        try:
-            rig.server.start()
-            daemon.start()
-            asyncio.run(asyncio.wait_for(run(), 60))
-        finally:
-            daemon.stop()
-            rig.close()
+        serve(rig, daemon, run, 60)
 
     def test_120_subscribers_through_a_server_kill_and_a_key_rotation(self) -> None:
         rig = AppSyncRig("api_key", "da2-before")
@@ -483,13 +471,7 @@ class GQLMuxdOnAppSyncTests(unittest.TestCase):
             for client in clients:
                 await client.close()
 
-        try:
-            rig.server.start()
-            daemon.start()
-            asyncio.run(asyncio.wait_for(run(), 120))
-        finally:
-            daemon.stop()
-            rig.close()
+        serve(rig, daemon, run, 120)
 
 
 if __name__ == "__main__":

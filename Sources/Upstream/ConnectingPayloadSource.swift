@@ -35,12 +35,7 @@ package final class ConnectingPayloadSource: Sendable {
         case .apiKey(let file), .token(let file), .iam(.file(let file, _)): path = file
         case .iam(.environment(let credentials)): return eventLoop.makeSucceededFuture(.aws(credentials))
         }
-        if let shared = secretsInFlight.value[path] { return shared }
-        let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.readAppSync(auth) }
-        secretsInFlight.value[path] = read
-        let inFlight = self.secretsInFlight
-        read.whenComplete { _ in inFlight.value[path] = nil }
-        return read
+        return shared(path, in: secretsInFlight) { try ConnectingPayloadReader.readAppSync(auth) }
     }
 
     /// The payload for one connect; a file's result always arrives on a later loop turn.
@@ -48,12 +43,20 @@ package final class ConnectingPayloadSource: Sendable {
         guard case .file(let path) = payload else {
             return eventLoop.makeSucceededFuture(try? ConnectingPayloadReader.read(payload))
         }
-        if let shared = inFlight.value[path] { return shared }
-        let read = threadPool.runIfActive(eventLoop: eventLoop) { try ConnectingPayloadReader.read(payload) }
-        inFlight.value[path] = read
-        let inFlight = self.inFlight
-        read.whenComplete { _ in inFlight.value[path] = nil }
-        return read
+        return shared(path, in: inFlight) { try ConnectingPayloadReader.read(payload) }
+    }
+
+    /// `read` on the thread pool, or the read of `path` already in flight.
+    private func shared<T: Sendable>(
+        _ path: String,
+        in flights: NIOLoopBoundBox<[String: EventLoopFuture<T>]>,
+        _ read: @escaping @Sendable () throws -> T
+    ) -> EventLoopFuture<T> {
+        if let shared = flights.value[path] { return shared }
+        let future = threadPool.runIfActive(eventLoop: eventLoop, read)
+        flights.value[path] = future
+        future.whenComplete { _ in flights.value[path] = nil }
+        return future
     }
 }
 
