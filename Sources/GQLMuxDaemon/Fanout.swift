@@ -9,7 +9,10 @@ import NIOCore
 /// a result goes to is the core's answer, given with the result.
 ///
 /// `@unchecked Sendable` — safe because it is used only on the daemon's event loop, by the
-/// switchboard and by its own flush, which it schedules on that loop.
+/// switchboard (whose entry points assert the loop) and by its own flush, which it schedules on
+/// that loop; `tell`, `tellError`, the marked and held deliveries and the flush assert it too
+/// (`eventLoop.assertInEventLoop()`, checked in debug builds and tests). The hot path's
+/// `append` and `markDirty` are reached only through those.
 final class Fanout: @unchecked Sendable {
     typealias Core = Multiplexer<ObjectIdentifier, Delivery>
 
@@ -49,12 +52,14 @@ final class Fanout: @unchecked Sendable {
     /// Tells `session` `message` after the results batched before it: flushed at the end of
     /// the turn, or at once when `flush`.
     func tell(_ session: ClientSession, _ message: SessionMessage, flush: Bool = false) {
+        eventLoop.assertInEventLoop()
         session.send(message, flush: flush)
         if !flush { markDirty(session) }
     }
 
     /// Tells `session` a local error for operation `id`, counted by code.
     func tellError(_ session: ClientSession, id: String, code: LocalErrorCode, message: String) {
+        eventLoop.assertInEventLoop()
         session.sendError(id: id, code: code, message: message, flush: false)
         markDirty(session)
     }
@@ -63,6 +68,7 @@ final class Fanout: @unchecked Sendable {
     /// marks in its own words: `"<mark>": true` on the line protocol's `next`, the result's
     /// `extensions.gqlmux` for the endpoint's clients.
     func deliverMarked(_ payload: ByteBuffer, _ mark: ResultMark, to subscriber: Core.Subscriber) {
+        eventLoop.assertInEventLoop()
         let session = subscriber.tag.session
         session.send(.next(id: subscriber.localID, payload: payload, mark: mark), flush: false)
         messagesOut += 1
@@ -71,6 +77,7 @@ final class Fanout: @unchecked Sendable {
 
     /// A result held for a subscriber until its snapshot was answered.
     func deliverHeld(_ payload: ByteBuffer, to subscriber: Core.Subscriber) {
+        eventLoop.assertInEventLoop()
         if payload.withUnsafeReadableBytes({ write($0, payload, to: subscriber.tag) }) { messagesOut += 1 }
     }
 
@@ -93,6 +100,7 @@ final class Fanout: @unchecked Sendable {
     }
 
     private func flushDirty() {
+        eventLoop.assertInEventLoop()
         flushScheduled = false
         // Each subscriber's share of the run is written out at once, while its bytes are warm.
         var change = writeRun(flushing: true)

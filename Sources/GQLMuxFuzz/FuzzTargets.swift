@@ -74,6 +74,25 @@ public enum FuzzTargets {
             upstreamMessage(data, wire: wire)
         }
         upstreamMessage(data, wire: .legacyWS, dialect: .appSync)
+        appSyncAcknowledgement(data)
+    }
+
+    /// The same bytes as AppSync's first answer (its `connection_ack`, whose
+    /// `connectionTimeoutMs` sets the limit of silence), then a day on the clock: nothing traps
+    /// and no deadline wraps.
+    static func appSyncAcknowledgement(_ data: UnsafeRawBufferPointer) {
+        var options = TransportOptions()
+        options.dialect = .appSync
+        var machine = TransportStateMachine(options: options, random: { 0.5 }, makeUUID: { "u" })
+        let now = Instant(nanoseconds: 0)
+        _ = machine.start(now: now)
+        _ = machine.subscribe(id: OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#), now: now)
+        _ = machine.connectionOpened(generation: 1, initPayload: nil, protocol: .legacyWS, now: now)
+        var frame = ByteBuffer()
+        frame.writeBytes(data)
+        _ = machine.received(generation: 1, frame, now: now)
+        if let deadline = machine.nextDeadline { precondition(deadline >= now, "a deadline before the event that set it") }
+        _ = machine.tick(now: now + .seconds(86_400))
     }
 
     static func upstreamMessage(_ data: UnsafeRawBufferPointer, wire: WireProtocol, dialect: UpstreamDialect = .standard) {

@@ -82,7 +82,8 @@ package enum AppSyncWire {
     }
 
     /// `connectionTimeoutMs` of a `connection_ack` payload: how long the server may stay
-    /// silent (it sends `ka` more often). Nil when absent or not a positive integer.
+    /// silent (it sends `ka` more often), at most a day (a server's huge number must not wrap
+    /// a deadline). Nil when absent or not a positive integer.
     package static func connectionTimeout(_ ackPayload: ByteBuffer?) -> Duration? {
         guard let ackPayload else { return nil }
         return ackPayload.withUnsafeReadableBytes { bytes -> Duration? in
@@ -90,7 +91,7 @@ package enum AppSyncWire {
                 let member = members.first(where: { $0.key == "connectionTimeoutMs" && $0.kind == .number }),
                 let ms = Int(String(decoding: bytes[member.range], as: UTF8.self)), ms > 0
             else { return nil }
-            return .milliseconds(ms)
+            return .milliseconds(Swift.min(ms, 86_400_000))
         }
     }
 

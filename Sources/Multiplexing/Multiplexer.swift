@@ -499,8 +499,6 @@ package struct Multiplexer<Client: Hashable, Tag> {
         retainedBytes -= last.readableBytes
     }
 
-    /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
-    /// its local id is free again.
     /// The server of operation `id`'s connection refused it: that connection holds no more than
     /// it does now. The subscription opens on another connection (a new one while fewer than
     /// `max_connections` exist), the same operation for the same subscribers; when the pool is
@@ -509,10 +507,10 @@ package struct Multiplexer<Client: Hashable, Tag> {
         guard var operation = operations[id], case .connection(let index) = operation.placement, let first = operation.subscribers.first else {
             return upstreamFinished(id, .error(.transport(.connectionLost(reason: "the upstream refused the operation: its connection is full"))))
         }
-        load[operation.placement, default: 1] -= 1
-        refusedAbove[index] = load(on: operation.placement)
+        // It holds one fewer than it counts now (this one, refused).
+        let old = operation.placement
+        refusedAbove[index] = load(on: old) - 1
         guard let placement = place(operation.kind) else {
-            load[operation.placement, default: 0] += 1  // forgotten again just below
             return upstreamFinished(
                 id,
                 .error(.transport(.connectionLost(reason: "every upstream connection is full (the server refused one more subscription)")))
@@ -520,10 +518,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
         }
         operation.placement = placement
         operations[id] = operation
+        load[old, default: 1] -= 1
+        if load[old] == 0 { load[old] = nil }
         load[placement, default: 0] += 1
         return [.open(id, kind: operation.kind, payload: operation.payload, on: placement, first: first)]
     }
 
+    /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
+    /// its local id is free again.
     package mutating func upstreamFinished(_ id: OperationID, _ finish: OperationFinish) -> [Action] {
         guard let operation = operations[id] else { return [] }
         forget(id)

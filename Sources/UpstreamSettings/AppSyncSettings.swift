@@ -1,4 +1,5 @@
 import AWSSigning
+import FoundationEssentials
 import GraphQLTransportWS
 import NIOCore
 
@@ -55,12 +56,11 @@ package struct AppSyncSettings: Sendable, Equatable {
         self.region = region
     }
 
-    /// The authorization headers for `secret`, in order: `host`, then the credential.
+    /// The authorization headers of a key or token, in order: `host`, then the credential
+    /// (`x-api-key` with `auth = "api_key"`, else `Authorization`).
     package func headers(secret: String) -> [(name: String, value: String)] {
-        switch auth {
-        case .apiKey: [("host", host), ("x-api-key", secret)]
-        case .token, .iam: [("host", host), ("Authorization", secret)]
-        }
+        if case .apiKey = auth { return [("host", host), ("x-api-key", secret)] }
+        return [("host", host), ("Authorization", secret)]
     }
 
     /// The authorization of the real-time connect (`path` `/graphql/connect`, `body` `{}`) or
@@ -114,7 +114,7 @@ package struct AppSyncSettings: Sendable, Equatable {
     /// The real-time URL's query for `headers`: `header` is the base64 of their JSON object,
     /// `payload` the base64 of `{}`, as the AppSync documentation and its clients write them.
     package static func connectQuery(_ headers: [(name: String, value: String)]) -> String {
-        "header=" + base64(Array(json(headers).readableBytesView)) + "&payload=e30="
+        "header=" + Data(json(headers).readableBytesView).base64EncodedString() + "&payload=e30="
     }
 
     /// The real-time URL AppSync serves for the GraphQL URL `http`: `appsync-api` becomes
@@ -143,24 +143,6 @@ package struct AppSyncSettings: Sendable, Equatable {
         let trimmed = text.trimmingWhitespace()
         guard !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else { return nil }
         return trimmed
-    }
-
-    private static func base64(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var index = 0
-        while index < bytes.count {
-            let b0 = Int(bytes[index])
-            let b1 = index + 1 < bytes.count ? Int(bytes[index + 1]) : 0
-            let b2 = index + 2 < bytes.count ? Int(bytes[index + 2]) : 0
-            out.append(alphabet[b0 >> 2])
-            out.append(alphabet[(b0 & 0x3) << 4 | b1 >> 4])
-            out.append(index + 1 < bytes.count ? alphabet[(b1 & 0xF) << 2 | b2 >> 6] : UInt8(ascii: "="))
-            out.append(index + 2 < bytes.count ? alphabet[b2 & 0x3F] : UInt8(ascii: "="))
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }
 

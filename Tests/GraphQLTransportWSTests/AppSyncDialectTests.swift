@@ -1,5 +1,6 @@
 import GQLMuxVocabulary
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import GraphQLTransportWS
@@ -135,6 +136,15 @@ import Testing
         _ = id
     }
 
+    @Test func aHugeTimeoutIsCappedAtADayAndNeverWrapsTheDeadline() {
+        #expect(AppSyncWire.connectionTimeout(ByteBuffer(string: #"{"connectionTimeoutMs":9223372036854775807}"#)) == .milliseconds(86_400_000))
+        #expect(AppSyncWire.connectionTimeout(ByteBuffer(string: #"{"connectionTimeoutMs":99999999999999999999999}"#)) == nil)
+        #expect(AppSyncWire.connectionTimeout(ByteBuffer(string: #"{"connectionTimeoutMs":-5}"#)) == nil)
+        var (h, _) = connected(timeoutMs: Int.max)
+        h.advance(ms: 3_600_000)
+        #expect(h.machine.connectionState == .connected, "not declared dead by a wrapped deadline")
+    }
+
     @Test func anAckWithoutATimeoutUsesAppSyncsDocumentedFiveMinutes() {
         var (h, _) = connected(timeoutMs: nil)
         h.advance(ms: 299_999)
@@ -151,9 +161,10 @@ import Testing
 }
 
 /// What an authorizer saw (it is `@Sendable`; the machine calls it synchronously).
-private final class Box: @unchecked Sendable {
-    private(set) var values: [String] = []
-    func append(_ value: String) { values.append(value) }
+private final class Box: Sendable {
+    private let seen = Mutex<[String]>([])
+    var values: [String] { seen.withLock { $0 } }
+    func append(_ value: String) { seen.withLock { $0.append(value) } }
 }
 
 @Suite struct AppSyncCapTests {
