@@ -169,7 +169,7 @@ class HTTPTransportTests:
         for n in range(3):
             subscribe(client, f"s{n}", TICK, {"ms": 50 + n})
         await self.wait(lambda: all(of(client, f"s{n}", "next") for n in range(3)), 10, "3 streaming")
-        self.assertIn(f'gqlmux_upstream_streams{{transport="{self.transport}"}} 3', ctl(daemon, "metrics"))
+        self.assertIn(f'gqlmux_upstream_streams{{transport="{self.transport}",upstream="default"}} 3', ctl(daemon, "metrics"))
         ctl(daemon, "pause")
         await self.wait(lambda: all(of(client, f"s{n}", "state")[-1]["state"] == "paused" for n in range(3)), 10, "paused")
         for _ in range(200):  # the server sees each dropped stream end

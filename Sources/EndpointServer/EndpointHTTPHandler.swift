@@ -251,7 +251,12 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         // ended; a request during a stream (which ends its connection) cannot be answered.
         guard exchange == nil else { return context.close(promise: nil) }
         let target = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        guard target.first.map(String.init) == path else { return reject(404, "the GraphQL endpoint is \(path)", context: context) }
+        guard let upstream = host.upstream(target: target.first ?? "", path: path) else {
+            if case .upstream(let name?) = EndpointTarget(target.first ?? "", path: path) {
+                return reject(404, "no upstream is named '\(name.prefix(64))' (UNKNOWN_UPSTREAM)", context: context)
+            }
+            return reject(404, "the GraphQL endpoint is \(path)", context: context)
+        }
         guard !tooLarge else { return reject(413, "the request is larger than max_line_bytes (\(maxBodyBytes))", context: context, close: true) }
         if head.method == .OPTIONS { return preflight(head, context: context) }
         requests += 1
@@ -292,8 +297,16 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
                 }
             }
             session?.framing = exchange.framing  // before the subscribe: its results come framed
+            session?.presented = PresentedCredential(headers: host.presentedHeaders(head.headers))
             // `start` read the kind of every request it subscribes, so the document was parsed.
-            let subscribe = ClientRequest.subscribe(id: exchange.id, parsed ?? SubscribeRequest.parsed(request, limits: limits))
+            let subscribe = ClientRequest.subscribe(
+                id: exchange.id,
+                (parsed ?? SubscribeRequest.parsed(request, limits: limits)).map { request in
+                    var request = request
+                    request.upstream = upstream
+                    return request
+                }
+            )
             context.fireChannelRead(wrapInboundOut(subscribe))
         }
     }

@@ -2,6 +2,7 @@ import GQLMuxVocabulary
 import Handover
 import LocalEndpoint
 import NIOCore
+import NIOHTTP1
 import RequestValidation
 
 /// What the endpoint's handlers ask the control plane, on the daemon's loop: the access
@@ -12,6 +13,10 @@ package protocol EndpointHost: AnyObject {
     /// The token a TCP client must present; nil when `token_file` is not set.
     var endpointToken: EndpointToken? { get }
     var documentLimits: SubscribeRequest.Limits { get }
+    /// Whether an upstream is named `name` (served at `path/NAME`).
+    func servesUpstream(_ name: String) -> Bool
+    /// Request headers some upstream forwards from its clients (lowercased; usually none).
+    var forwardedHeaders: Set<String> { get }
     /// A request was refused: by the browser checks, the token check, or a timeout.
     func endpointRefused(_ refusal: EndpointRefusal, listener: ClientOrigin, fields: [String: String], message: String)
 }
@@ -36,6 +41,47 @@ package protocol EndpointSession: AnyObject, ChannelHandler {
     /// The handler that owns the connection's wire, as the online restart asks it
     /// (``CarriedConnection``): set by whoever builds the session's pipeline.
     var wire: (any CarriedConnection)? { get set }
+    /// What the client presents for upstreams with `identity = "client"`.
+    var presented: PresentedCredential { get set }
+}
+
+/// Where a request target falls on the endpoint: `path` is the default upstream, `path/NAME`
+/// upstream NAME; anything else is not the endpoint.
+package enum EndpointTarget: Equatable {
+    case upstream(String?)
+    case elsewhere
+
+    package init(_ target: Substring, path: String) {
+        if target == path {
+            self = .upstream(nil)
+        } else if target.hasPrefix(path + "/") {
+            let name = target.dropFirst(path.count + 1)
+            self = name.isEmpty ? .elsewhere : .upstream(String(name))
+        } else {
+            self = .elsewhere
+        }
+    }
+}
+
+extension EndpointHost {
+    /// The upstream a request target names: `.some(nil)` the default, `.some(name)` a
+    /// configured one; nil: not the endpoint, or no such upstream (404).
+    func upstream(target: Substring, path: String) -> String?? {
+        switch EndpointTarget(target, path: path) {
+        case .elsewhere: return nil
+        case .upstream(nil): return .some(nil)
+        case .upstream(let name?): return servesUpstream(name) ? .some(name) : nil
+        }
+    }
+
+    /// The headers of `headers` that some upstream forwards from its clients.
+    func presentedHeaders(_ headers: HTTPHeaders) -> [PresentedCredential.Header] {
+        let forwarded = forwardedHeaders
+        guard !forwarded.isEmpty else { return [] }
+        return headers.compactMap { header in
+            forwarded.contains(header.name.lowercased()) ? PresentedCredential.Header(name: header.name, value: header.value) : nil
+        }
+    }
 }
 
 /// What ``EndpointPipeline`` asks the control plane besides what the handlers ask: a session

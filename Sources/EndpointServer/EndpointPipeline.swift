@@ -4,6 +4,7 @@ import LocalEndpoint
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
+import RequestValidation
 
 /// How a connection reaches the endpoint: accepted now on one of its listeners, or carried
 /// over a restart, as the previous process's record describes it.
@@ -116,7 +117,8 @@ package enum EndpointPipeline {
                 // A refused upgrade goes on as a plain request: the HTTP handler answers it
                 // (403, 401) and logs why.
                 let host = bound.value.4
-                guard target(head.uri) == path, let wire = subprotocol(head), mayUpgrade(head, origin: origin, host: host) else {
+                guard host.upstream(target: target(head.uri), path: path) != nil, let wire = subprotocol(head), mayUpgrade(head, origin: origin, host: host)
+                else {
                     return channel.eventLoop.makeSucceededFuture(nil)
                 }
                 var headers = HTTPHeaders()
@@ -127,13 +129,24 @@ package enum EndpointPipeline {
                 let wire = subprotocol(head) ?? .transportWS
                 let (http, _, _, _, host) = bound.value
                 let token = tokenAfterUpgrade(head, origin: origin, host: host)
+                let upstream = host.upstream(target: target(head.uri), path: path) ?? nil
+                let headers = host.presentedHeaders(head.headers)
                 let removed = channel.eventLoop.makePromise(of: Void.self)
                 channel.pipeline.syncOperations.removeHandler(http, promise: removed)
                 return removed.futureResult.flatMapThrowing {
                     let (_, activity, writer, reservation, host) = bound.value
                     channel.pipeline.syncOperations.removeHandler(activity, promise: nil)
                     channel.pipeline.syncOperations.removeHandler(writer, promise: nil)
-                    _ = try addWebSocketHandlers(channel, wire: wire, token: token, origin: origin, reservation: reservation, host: host)
+                    let session = try addWebSocketHandlers(
+                        channel,
+                        wire: wire,
+                        token: token,
+                        origin: origin,
+                        reservation: reservation,
+                        upstream: upstream,
+                        host: host
+                    )
+                    session.presented.headers = headers
                 }
             }
         )
@@ -155,6 +168,7 @@ package enum EndpointPipeline {
         origin: ClientOrigin,
         reservation: any InboundBudget,
         acknowledged: Bool = false,
+        upstream: String? = nil,
         host: any EndpointConnectionHost
     ) throws -> any EndpointSession {
         let sync = channel.pipeline.syncOperations
@@ -183,6 +197,7 @@ package enum EndpointPipeline {
             writer: writer,
             token: token,
             acknowledged: acknowledged,
+            upstream: upstream,
             documentLimits: { host.documentLimits }
         ) {
             host.endpointRefused(
@@ -194,6 +209,7 @@ package enum EndpointPipeline {
         }
         try sync.addHandler(handler)
         let session = host.endpointSession(channel, origin: origin)
+        handler.onInit = { [unowned session] payload in session.presented.payload = payload.map { Array($0.readableBytesView) } }
         session.framing = .webSocket(wire)  // results framed once, by the fan-out
         session.inbound = reservation
         session.wire = handler
@@ -216,8 +232,8 @@ package enum EndpointPipeline {
         return token.check(authorization: head.headers["authorization"]) == .valid ? nil : token
     }
 
-    private static func target(_ uri: String) -> String {
-        String(uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+    private static func target(_ uri: String) -> Substring {
+        uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
     }
 
     /// The subprotocol for an upgrade request: the client's first supported offer;

@@ -44,6 +44,10 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     private let documentLimits: () -> SubscribeRequest.Limits
     /// Told once when the client is closed for a missing or wrong token.
     private let onDeniedToken: () -> Void
+    /// The upstream this connection's path names (nil: `default`).
+    let upstream: String?
+    /// Told the client's `connection_init` payload once it is acknowledged.
+    var onInit: (ByteBuffer?) -> Void = { _ in }
 
     /// - Parameter token: the token the client must present in `connection_init` (a TCP client
     ///   whose upgrade carried no valid `Authorization`); nil when it need not.
@@ -54,6 +58,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         writer: EncodedFrameWriter,
         token: EndpointToken? = nil,
         acknowledged: Bool = false,
+        upstream: String? = nil,
         documentLimits: @escaping () -> SubscribeRequest.Limits = { SubscribeRequest.Limits() },
         onDeniedToken: @escaping () -> Void = {}
     ) {
@@ -61,6 +66,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         self.writer = writer
         self.documentLimits = documentLimits
         self.onDeniedToken = onDeniedToken
+        self.upstream = upstream
     }
 
     /// Whether this connection's periodic and pending duties (the `connection_init` wait, legacy
@@ -129,7 +135,10 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
             let denied = session.deniedToken
             perform(session.received(frame.unmaskedData), context: context, promise: nil)
             if !denied, session.deniedToken { onDeniedToken() }
-            if !acknowledged, session.acknowledged, session.wire == .legacyWS, keepAlive == nil { startKeepAlive(context) }
+            if !acknowledged, session.acknowledged {
+                onInit(session.initPayload)
+                if session.wire == .legacyWS, keepAlive == nil { startKeepAlive(context) }
+            }
         case .binary:
             perform(session.receivedBinary(), context: context, promise: nil)
         case .ping:
@@ -189,7 +198,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
                 if out == nil { out = context.channel.allocator.buffer(capacity: text.readableBytes + 10) }
                 Self.appendFrame(.text, text, to: &out!)
             case .subscribe(let id, let payload):
-                context.fireChannelRead(wrapInboundOut(.subscribe(id: id, payload: payload, limits: documentLimits())))
+                context.fireChannelRead(wrapInboundOut(.subscribe(id: id, payload: payload, limits: documentLimits(), upstream: upstream)))
             case .complete(let id):
                 context.fireChannelRead(wrapInboundOut(.complete(id: id)))
             case .close(let code, let reason):

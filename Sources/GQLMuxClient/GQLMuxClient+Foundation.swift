@@ -24,6 +24,7 @@ extension GQLMuxClient {
         operationName: String? = nil,
         replayLast: Bool? = nil,
         resnapshot: String? = nil,
+        upstream: String? = nil,
         onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil
     ) -> GQLMuxSubscription {
         let request: String
@@ -38,17 +39,27 @@ extension GQLMuxClient {
         } catch {
             return failedSubscription(error)
         }
-        return subscribe(requestJSON: request, onStateChange: onStateChange)
+        return subscribe(requestJSON: request, upstream: upstream, onStateChange: onStateChange)
     }
 
     /// Runs a query and returns its one result.
-    public func query(_ query: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
-        try await single(requestJSON: try Self.requestJSON(query: query, variables: variables, operationName: operationName))
+    public func query(
+        _ query: String,
+        variables: [String: any Sendable]? = nil,
+        operationName: String? = nil,
+        upstream: String? = nil
+    ) async throws -> GQLMuxResult {
+        try await single(requestJSON: try Self.requestJSON(query: query, variables: variables, operationName: operationName), upstream: upstream)
     }
 
     /// Runs a mutation and returns its one result; it is never retried.
-    public func mutate(_ mutation: String, variables: [String: any Sendable]? = nil, operationName: String? = nil) async throws -> GQLMuxResult {
-        try await single(requestJSON: try Self.requestJSON(query: mutation, variables: variables, operationName: operationName))
+    public func mutate(
+        _ mutation: String,
+        variables: [String: any Sendable]? = nil,
+        operationName: String? = nil,
+        upstream: String? = nil
+    ) async throws -> GQLMuxResult {
+        try await single(requestJSON: try Self.requestJSON(query: mutation, variables: variables, operationName: operationName), upstream: upstream)
     }
 
     package static func requestJSON(

@@ -13,6 +13,8 @@ final class ClientOperation: @unchecked Sendable {
     let kind: Kind
     /// The `subscribe` payload object as JSON text.
     let payload: String
+    /// The upstream it is for, by name (nil: `default`).
+    let upstream: String?
     let onNext: @Sendable (GQLMuxResult) -> Void
     /// A new state; an `active` after an outage comes with how long the stream was down.
     let onState: @Sendable (GQLMuxSubscriptionState, Duration?) -> Void
@@ -21,12 +23,14 @@ final class ClientOperation: @unchecked Sendable {
     init(
         kind: Kind,
         payload: String,
+        upstream: String? = nil,
         onNext: @escaping @Sendable (GQLMuxResult) -> Void,
         onState: @escaping @Sendable (GQLMuxSubscriptionState, Duration?) -> Void,
         onFinish: @escaping @Sendable ((any Error)?) -> Void
     ) {
         self.kind = kind
         self.payload = payload
+        self.upstream = upstream
         self.onNext = onNext
         self.onState = onState
         self.onFinish = onFinish
@@ -36,7 +40,7 @@ final class ClientOperation: @unchecked Sendable {
     func line(id: String) -> ByteBuffer {
         switch kind {
         case .subscription, .single:
-            return LocalEncode.envelope(.subscribe, id: id, payload: ByteBuffer(string: payload))
+            return LocalEncode.envelope(.subscribe, id: id, payload: ByteBuffer(string: payload), upstream: upstream)
         case .admin(let verb):
             return LocalEncode.envelope(verb, id: id)
         }

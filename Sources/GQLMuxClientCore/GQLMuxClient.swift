@@ -96,8 +96,10 @@ public final class GQLMuxClient: @unchecked Sendable {
     ///   - onStateChange: each lifecycle state (pending, active, reconnecting, paused).
     ///   - onGap: when the shared stream resumes after an outage, how long it was down (told
     ///     just before its `active`; also ``GQLMuxSubscription/lastGap``).
+    ///   - upstream: the upstream it is for, by name (nil: `default`).
     public func subscribe(
         requestJSON: String,
+        upstream: String? = nil,
         onStateChange: (@Sendable (GQLMuxSubscriptionState) -> Void)? = nil,
         onGap: (@Sendable (Duration) -> Void)? = nil
     ) -> GQLMuxSubscription {
@@ -115,6 +117,7 @@ public final class GQLMuxClient: @unchecked Sendable {
         let operation = ClientOperation(
             kind: .subscription,
             payload: requestJSON,
+            upstream: upstream,
             onNext: { buffer.push($0) },
             onState: { state, gap in
                 stateBox.withLockedValue { $0 = state }
@@ -139,8 +142,9 @@ public final class GQLMuxClient: @unchecked Sendable {
         return GQLMuxSubscription(buffer: buffer, stateBox: stateBox, gapBox: gapBox, onCancel: cancel)
     }
 
-    /// Runs a query or mutation given as a ready `payload` object in JSON.
-    public func single(requestJSON: String) async throws -> GQLMuxResult {
+    /// Runs a query or mutation given as a ready `payload` object in JSON, on upstream
+    /// `upstream` (nil: `default`).
+    public func single(requestJSON: String, upstream: String? = nil) async throws -> GQLMuxResult {
         let idBox = NIOLockedValueBox<String?>(nil)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<GQLMuxResult, any Error>) in
@@ -148,6 +152,7 @@ public final class GQLMuxClient: @unchecked Sendable {
                 let operation = ClientOperation(
                     kind: .single,
                     payload: requestJSON,
+                    upstream: upstream,
                     onNext: { result in resultBox.withLockedValue { $0 = $0 ?? result } },
                     onState: { _, _ in },
                     onFinish: { error in

@@ -22,10 +22,18 @@ extension DaemonConfiguration {
         next.graphqlEndpoint.listen = running.graphqlEndpoint.listen
         next.graphqlEndpoint.path = running.graphqlEndpoint.path
         try next.checkEndpointAccess()
-        guard next.upstream.carrier == running.upstream.carrier else {
-            throw ConfigurationError(
-                "[upstream] transport: changing it from \"\(running.upstream.carrier.rawValue)\" to \"\(next.upstream.carrier.rawValue)\" needs a restart"
-            )
+        for entry in next.upstreams {
+            guard let old = running.upstream(named: entry.name) else { continue }
+            let section = entry.name == NamedUpstream.defaultName ? "[upstream]" : "[upstreams.\(entry.name)]"
+            let how = entry.name == NamedUpstream.defaultName ? "a restart" : "a restart, or a reload without it and another with it"
+            guard entry.upstream.carrier == old.upstream.carrier else {
+                throw ConfigurationError(
+                    "\(section) transport: changing it from \"\(old.upstream.carrier.rawValue)\" to \"\(entry.upstream.carrier.rawValue)\" needs \(how)"
+                )
+            }
+            guard entry.identity.name == old.identity.name else {
+                throw ConfigurationError("\(section) identity: changing it from \"\(old.identity.name)\" to \"\(entry.identity.name)\" needs \(how)")
+            }
         }
         return next
     }

@@ -68,20 +68,24 @@ extension DaemonConfiguration {
             throw ConfigurationError("\(source): \(error)")
         }
         let reader = TableReader(table: root, section: "")
-        try reader.allowOnly(["upstream", "socket", "limits", "security", "log", "metrics", "graphql_endpoint", "subscriptions"])
+        try reader.allowOnly(["upstream", "upstreams", "socket", "limits", "security", "log", "metrics", "graphql_endpoint", "subscriptions"])
         guard let upstreamTable = try reader.table("upstream") else {
             throw ConfigurationError("[upstream] url: required")
         }
         var configuration = DaemonConfiguration(upstream: try readUpstream(upstreamTable, environment: environment))
-        typealias R = ConfigurationRanges
-        if let v = try upstreamTable.int("max_operations_per_connection", in: R.maxOperationsPerConnection) {
-            configuration.connections.maxOperationsPerConnection = v
-        } else if configuration.upstream.carrier == .appsync {
-            // AppSync refuses a connection's 101st subscription (MaxSubscriptionsReachedError):
-            // the pool opens another connection before that.
-            configuration.connections.maxOperationsPerConnection = AppSyncSettings.maxSubscriptionsPerConnection
+        configuration.upstreams[0] = try readNamed(NamedUpstream.defaultName, upstreamTable, configuration.upstream)
+        if let table = try reader.table("upstreams") {
+            for name in table.keys.sorted() {
+                guard NamedUpstream.isValidName(name) else {
+                    throw ConfigurationError("[upstreams.\(name)]: an upstream's name is 1 to 32 of a-z, 0-9, _ and -")
+                }
+                guard name != NamedUpstream.defaultName else {
+                    throw ConfigurationError("[upstreams.default]: the upstream named default is [upstream]")
+                }
+                guard let entry = try table.table(name) else { continue }
+                configuration.upstreams.append(try readNamed(name, entry, try readUpstream(entry, environment: environment)))
+            }
         }
-        if let v = try upstreamTable.int("max_connections", in: R.maxConnections) { configuration.connections.maxConnections = v }
         if let socket = try reader.table("socket") {
             try socket.allowOnly(["path", "mode"])
             if let path = try socket.string("path") { configuration.socketPath = path }
@@ -95,7 +99,7 @@ extension DaemonConfiguration {
         if let limits = try reader.table("limits") {
             try limits.allowOnly([
                 "max_clients", "max_operations_per_client", "max_line_bytes", "client_buffer_bytes", "total_buffer_bytes",
-                "max_document_tokens", "max_document_depth",
+                "max_document_tokens", "max_document_depth", "max_identities",
             ])
             typealias R = ConfigurationRanges
             if let v = try limits.int("max_clients", in: R.maxClients) { configuration.limits.maxClients = v }
@@ -105,6 +109,7 @@ extension DaemonConfiguration {
             if let v = try limits.int("total_buffer_bytes", in: R.totalBufferBytes) { configuration.limits.totalBufferBytes = v }
             if let v = try limits.int("max_document_tokens", in: R.maxDocumentTokens) { configuration.limits.document.maxTokens = v }
             if let v = try limits.int("max_document_depth", in: R.maxDocumentDepth) { configuration.limits.document.maxDepth = v }
+            if let v = try limits.int("max_identities", in: R.maxIdentities) { configuration.limits.maxIdentities = v }
             guard configuration.limits.totalBufferBytes >= configuration.limits.clientBufferBytes else {
                 throw ConfigurationError("[limits] total_buffer_bytes: must be at least client_buffer_bytes (\(configuration.limits.clientBufferBytes))")
             }
@@ -124,6 +129,7 @@ extension DaemonConfiguration {
             configuration.graphqlEndpoint = try GraphQLEndpointSettings.read(endpoint)
         }
         try configuration.checkEndpointAccess()
+        try configuration.checkForwardedHeaders()
         if let metrics = try reader.table("metrics") {
             try metrics.allowOnly(["listen"])
             if let listen = try metrics.string("listen"), !listen.isEmpty {
@@ -154,18 +160,19 @@ extension DaemonConfiguration {
     }
 
     private static func readUpstream(_ t: TableReader, environment: [String: String]) throws(ConfigurationError) -> UpstreamConfiguration {
+        let s = t.section
         try t.allowOnly([
             "url", "headers", "connecting_payload", "connecting_payload_file", "client_name", "client_version",
             "operation_ids", "lazy", "lazy_close_timeout", "reconnect_interval", "reconnect_max_interval",
             "reconnect_multiplier", "reconnect_jitter", "reconnect_max_attempts", "reconnect_reset_after", "connect_timeout",
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
             "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections", "operation_timeout",
-            "transport", "multipart_accept", "heartbeat_timeout", "max_streams", "proxy", "appsync",
+            "transport", "multipart_accept", "heartbeat_timeout", "max_streams", "proxy", "appsync", "identity", "forward_headers", "peers",
         ])
         var carrier = UpstreamCarrierKind.websocket
         if let name = try t.string("transport") {
             guard let kind = UpstreamCarrierKind(rawValue: name) else {
-                throw ConfigurationError("[upstream] transport: '\(name)' is not one of websocket, multipart, sse, appsync")
+                throw ConfigurationError("[\(s)] transport: '\(name)' is not one of websocket, multipart, sse, appsync")
             }
             carrier = kind
         }
@@ -174,7 +181,7 @@ extension DaemonConfiguration {
             do {
                 httpURL = try HTTPURL(text)
             } catch {
-                throw ConfigurationError("[upstream] http_url: \(error)")
+                throw ConfigurationError("[\(s)] http_url: \(error)")
             }
         }
         let url: UpstreamURL
@@ -183,49 +190,49 @@ extension DaemonConfiguration {
             do {
                 url = try UpstreamURL(text)
             } catch {
-                throw ConfigurationError("[upstream] url: \(error)")
+                throw ConfigurationError("[\(s)] url: \(error)")
             }
         case (nil, .websocket, _):
-            throw ConfigurationError("[upstream] url: required")
+            throw ConfigurationError("[\(s)] url: required")
         case (nil, .appsync, let http?):
             guard let realtime = AppSyncSettings.realtimeURL(for: http) else {
                 throw ConfigurationError(
-                    "[upstream] url: required with transport = \"appsync\" on a custom domain (its real-time URL, such as wss://DOMAIN/graphql/realtime)"
+                    "[\(s)] url: required with transport = \"appsync\" on a custom domain (its real-time URL, such as wss://DOMAIN/graphql/realtime)"
                 )
             }
             do {
                 url = try UpstreamURL(realtime)
             } catch {
-                throw ConfigurationError("[upstream] http_url: \(error)")
+                throw ConfigurationError("[\(s)] http_url: \(error)")
             }
         case (nil, _, nil):
-            throw ConfigurationError("[upstream] http_url: required with transport = \"\(carrier.rawValue)\"")
+            throw ConfigurationError("[\(s)] http_url: required with transport = \"\(carrier.rawValue)\"")
         case (nil, _, let http?):
             // Not used with an HTTP transport; kept so every configuration has one.
             do {
                 url = try UpstreamURL((http.secure ? "wss://" : "ws://") + http.hostHeader + http.target)
             } catch {
-                throw ConfigurationError("[upstream] http_url: \(error)")
+                throw ConfigurationError("[\(s)] http_url: \(error)")
             }
         }
         if carrier != .websocket, httpURL == nil {
-            throw ConfigurationError("[upstream] http_url: required with transport = \"\(carrier.rawValue)\"")
+            throw ConfigurationError("[\(s)] http_url: required with transport = \"\(carrier.rawValue)\"")
         }
         var c = UpstreamConfiguration(url: url)
         c.carrier = carrier
         c.httpURL = httpURL
         let appSync = try t.table("appsync")
         if carrier == .appsync, let httpURL {
-            guard let appSync else { throw ConfigurationError("[upstream.appsync] auth: required with transport = \"appsync\"") }
+            guard let appSync else { throw ConfigurationError("[\(s).appsync] auth: required with transport = \"appsync\"") }
             c.appSync = try readAppSync(appSync, host: httpURL.hostHeader, environment: environment)
             c.protocols = [.legacyWS]
             c.transport.dialect = .appSync
         } else if appSync != nil {
-            throw ConfigurationError("[upstream.appsync]: only with transport = \"appsync\"")
+            throw ConfigurationError("[\(s).appsync]: only with transport = \"appsync\"")
         }
         if let accept = try t.string("multipart_accept") {
             guard !accept.isEmpty, !accept.contains("\r"), !accept.contains("\n") else {
-                throw ConfigurationError("[upstream] multipart_accept: not a valid Accept header")
+                throw ConfigurationError("[\(s)] multipart_accept: not a valid Accept header")
             }
             c.multipartAccept = accept
         }
@@ -234,7 +241,7 @@ extension DaemonConfiguration {
                 guard let value = try headers.string(key) else { continue }
                 guard !key.isEmpty, key.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }),
                     !value.contains("\r"), !value.contains("\n")
-                else { throw ConfigurationError("[upstream.headers] \(key): not a valid HTTP header") }
+                else { throw ConfigurationError("[\(s).headers] \(key): not a valid HTTP header") }
                 c.headers.append((key, value))
             }
         }
@@ -242,7 +249,7 @@ extension DaemonConfiguration {
         let file = try t.string("connecting_payload_file")
         switch (inline, file) {
         case (.some, .some):
-            throw ConfigurationError("[upstream] connecting_payload and connecting_payload_file: set only one")
+            throw ConfigurationError("[\(s)] connecting_payload and connecting_payload_file: set only one")
         case (.some(let json), nil): c.connectingPayload = .inline(ByteBuffer(bytes: json))
         case (nil, .some(let path)): c.connectingPayload = .file(path)
         case (nil, nil): break
@@ -251,7 +258,7 @@ extension DaemonConfiguration {
         c.clientVersion = try t.string("client_version")
         if let name = try t.string("protocol"), carrier == .appsync {
             guard name == WireProtocol.legacyWS.rawValue else {
-                throw ConfigurationError("[upstream] protocol: AppSync speaks graphql-ws only")
+                throw ConfigurationError("[\(s)] protocol: AppSync speaks graphql-ws only")
             }
         } else if let name = try t.string("protocol") {
             switch name {
@@ -259,12 +266,12 @@ extension DaemonConfiguration {
             case WireProtocol.transportWS.rawValue: c.protocols = [.transportWS]
             case WireProtocol.legacyWS.rawValue: c.protocols = [.legacyWS]
             default:
-                throw ConfigurationError("[upstream] protocol: '\(name)' is not one of auto, graphql-transport-ws, graphql-ws")
+                throw ConfigurationError("[\(s)] protocol: '\(name)' is not one of auto, graphql-transport-ws, graphql-ws")
             }
         }
         if let style = try t.string("operation_ids") {
             guard let value = OperationIDStyle(rawValue: style) else {
-                throw ConfigurationError("[upstream] operation_ids: '\(style)' is not \"sequential\" or \"uuid\"")
+                throw ConfigurationError("[\(s)] operation_ids: '\(style)' is not \"sequential\" or \"uuid\"")
             }
             c.transport.operationIDs = value
         }
@@ -296,7 +303,7 @@ extension DaemonConfiguration {
                 c.proxy = try ProxyChoice.fromEnvironment(environment)
             }
         } catch {
-            throw ConfigurationError("[upstream] proxy: \(error.description)")
+            throw ConfigurationError("[\(s)] proxy: \(error.description)")
         }
         if let v = try t.seconds("http_timeout", in: R.timeout) { c.httpTimeout = v }
         if let tls = try t.table("tls") {
@@ -307,16 +314,88 @@ extension DaemonConfiguration {
         return c
     }
 
+    /// The pool limits and identity of upstream `name`, whose other keys `upstream` holds.
+    private static func readNamed(_ name: String, _ t: TableReader, _ upstream: UpstreamConfiguration) throws(ConfigurationError) -> NamedUpstream {
+        typealias R = ConfigurationRanges
+        let s = t.section
+        var entry = NamedUpstream(name: name, upstream: upstream)
+        if let v = try t.int("max_operations_per_connection", in: R.maxOperationsPerConnection) {
+            entry.connections.maxOperationsPerConnection = v
+        } else if upstream.carrier == .appsync {
+            // AppSync refuses a connection's 101st subscription (MaxSubscriptionsReachedError):
+            // the pool opens another connection before that.
+            entry.connections.maxOperationsPerConnection = AppSyncSettings.maxSubscriptionsPerConnection
+        }
+        if let v = try t.int("max_connections", in: R.maxConnections) { entry.connections.maxConnections = v }
+        let forward = try t.strings("forward_headers")
+        let peers = try t.table("peers")
+        switch try t.string("identity") ?? "host" {
+        case "host":
+            entry.identity = .host
+        case "client":
+            var names: [String] = []
+            for header in forward ?? ["authorization"] {
+                guard !header.isEmpty, header.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }) else {
+                    throw ConfigurationError("[\(s)] forward_headers: '\(header)' is not an HTTP header name")
+                }
+                let lower = header.lowercased()
+                guard
+                    ![
+                        "host", "connection", "upgrade", "content-length", "transfer-encoding", "sec-websocket-key", "sec-websocket-protocol",
+                        "sec-websocket-version", "sec-websocket-extensions",
+                    ].contains(lower)
+                else {
+                    throw ConfigurationError("[\(s)] forward_headers: '\(header)' belongs to the connection and cannot be forwarded")
+                }
+                if !names.contains(lower) { names.append(lower) }
+            }
+            entry.identity = .client(forwardHeaders: names)
+        case "peer":
+            guard let peers, !peers.keys.isEmpty else {
+                throw ConfigurationError("[\(s).peers]: required with identity = \"peer\" (\"uid:1001\" = \"/etc/gqlmux/alice.json\")")
+            }
+            var table = PeerPayloads()
+            for key in peers.keys {
+                guard let path = try peers.string(key), !path.isEmpty else {
+                    throw ConfigurationError("[\(s).peers] \(key): expected the path of a connecting payload file")
+                }
+                let parts = key.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, let id = UInt32(parts[1]) else {
+                    throw ConfigurationError("[\(s).peers] \(key): expected \"uid:NUMBER\" or \"gid:NUMBER\"")
+                }
+                switch parts[0] {
+                case "uid": table.byUID[id] = path
+                case "gid": table.byGID[id] = path
+                default: throw ConfigurationError("[\(s).peers] \(key): expected \"uid:NUMBER\" or \"gid:NUMBER\"")
+                }
+            }
+            entry.identity = .peer(table)
+        case let other:
+            throw ConfigurationError("[\(s)] identity: '\(other)' is not one of host, client, peer")
+        }
+        if forward != nil, case .host = entry.identity {
+            throw ConfigurationError("[\(s)] forward_headers: only with identity = \"client\"")
+        }
+        if forward != nil, case .peer = entry.identity {
+            throw ConfigurationError("[\(s)] forward_headers: only with identity = \"client\"")
+        }
+        if peers != nil, entry.identity.name != "peer" {
+            throw ConfigurationError("[\(s).peers]: only with identity = \"peer\"")
+        }
+        return entry
+    }
+
     /// `[upstream.appsync]`: the authorization mode, its secret's file, the region. IAM
     /// credentials come from `credentials_file` (with `profile`), else `AWS_ACCESS_KEY_ID` and
     /// `AWS_SECRET_ACCESS_KEY` (with `AWS_SESSION_TOKEN`), else the shared credentials file
     /// (`AWS_SHARED_CREDENTIALS_FILE`, or `~/.aws/credentials`), its profile `profile`, else
     /// `AWS_PROFILE`, else `default`: where AWS's own tools look.
     private static func readAppSync(_ t: TableReader, host: String, environment: [String: String]) throws(ConfigurationError) -> AppSyncSettings {
+        let s = t.section
         try t.allowOnly(["auth", "api_key_file", "auth_token_file", "credentials_file", "profile", "region"])
         func file(_ key: String, for mode: String) throws(ConfigurationError) -> String {
             guard let path = try t.string(key), !path.isEmpty else {
-                throw ConfigurationError("[upstream.appsync] \(key): required with auth = \"\(mode)\"")
+                throw ConfigurationError("[\(s)] \(key): required with auth = \"\(mode)\"")
             }
             return path
         }
@@ -335,26 +414,26 @@ extension DaemonConfiguration {
                 auth = .iam(.file(path: file, profile: profile))
             } else {
                 throw ConfigurationError(
-                    "[upstream.appsync] credentials_file: required with auth = \"iam\" when neither AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY nor HOME is set"
+                    "[\(s)] credentials_file: required with auth = \"iam\" when neither AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY nor HOME is set"
                 )
             }
         case let other?:
-            throw ConfigurationError("[upstream.appsync] auth: '\(other)' is not one of api_key, token, iam")
+            throw ConfigurationError("[\(s)] auth: '\(other)' is not one of api_key, token, iam")
         case nil:
-            throw ConfigurationError("[upstream.appsync] auth: required (api_key, token or iam)")
+            throw ConfigurationError("[\(s)] auth: required (api_key, token or iam)")
         }
         if case .iam = auth {
             for key in ["api_key_file", "auth_token_file"] where try t.string(key) != nil {
-                throw ConfigurationError("[upstream.appsync] \(key): not with auth = \"iam\"")
+                throw ConfigurationError("[\(s)] \(key): not with auth = \"iam\"")
             }
         } else {
             for key in ["credentials_file", "profile"] where try t.string(key) != nil {
-                throw ConfigurationError("[upstream.appsync] \(key): only with auth = \"iam\"")
+                throw ConfigurationError("[\(s)] \(key): only with auth = \"iam\"")
             }
         }
         let region = try t.string("region") ?? AppSyncSettings.region(inHost: host)
         if case .iam = auth, region == nil {
-            throw ConfigurationError("[upstream.appsync] region: required with auth = \"iam\" when the host does not name it")
+            throw ConfigurationError("[\(s)] region: required with auth = \"iam\" when the host does not name it")
         }
         return AppSyncSettings(auth: auth, host: host, region: region)
     }
@@ -528,4 +607,5 @@ enum ConfigurationRanges {
     static let totalBufferBytes = 65_536...(64 << 30)
     static let maxDocumentTokens = 1...1_000_000
     static let maxDocumentDepth = 1...SubscribeRequest.Limits.maxAllowedDepth
+    static let maxIdentities = 1...100_000
 }

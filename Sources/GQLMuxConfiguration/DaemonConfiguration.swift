@@ -15,6 +15,8 @@ package struct DaemonConfiguration: Sendable {
         package var totalBufferBytes = 256 << 20
         /// `max_document_tokens` and `max_document_depth`, checked before parsing.
         package var document = SubscribeRequest.Limits()
+        /// Identities (`identity = "client"` or `"peer"`) with connections at once, over every upstream.
+        package var maxIdentities = 256
         package init() {}
     }
 
@@ -40,8 +42,18 @@ package struct DaemonConfiguration: Sendable {
         case auto, journal, stderr
     }
 
-    package var upstream: UpstreamConfiguration
-    package var connections = ConnectionLimits()
+    /// Every upstream: `[upstream]` (named `default`) first, then `[upstreams.NAME]` by name.
+    package var upstreams: [NamedUpstream]
+    /// The upstream named `default` (`[upstream]`).
+    package var upstream: UpstreamConfiguration {
+        get { upstreams[0].upstream }
+        set { upstreams[0].upstream = newValue }
+    }
+    /// The default upstream's pool limits.
+    package var connections: ConnectionLimits {
+        get { upstreams[0].connections }
+        set { upstreams[0].connections = newValue }
+    }
     package var socketPath: String = "/run/gqlmux/gqlmux.sock"
     package var socketMode: UInt32 = 0o660
     package var limits = Limits()
@@ -56,8 +68,11 @@ package struct DaemonConfiguration: Sendable {
     package var replayLast = false
 
     package init(upstream: UpstreamConfiguration) {
-        self.upstream = upstream
+        self.upstreams = [NamedUpstream(name: NamedUpstream.defaultName, upstream: upstream)]
     }
+
+    /// The upstream named `name`, if the table has one.
+    package func upstream(named name: String) -> NamedUpstream? { upstreams.first { $0.name == name } }
 }
 
 /// `[metrics] listen = "HOST:PORT"`: a numeric IPv4 address, `[IPv6]`, or `localhost`, and a port.
@@ -122,13 +137,20 @@ package struct GraphQLEndpointSettings: Sendable, Equatable {
 }
 
 extension DaemonConfiguration {
-    /// What the upstream offers the multiplexer core to place operations on.
-    package var upstreamLayout: UpstreamLayout {
-        UpstreamLayout(
-            subscriptions: upstream.streamsOverHTTP ? .streams(max: upstream.maxStreams) : .pool,
-            singlesOverHTTP: upstream.httpURL != nil,
-            maxConnections: connections.maxConnections,
-            maxOperationsPerConnection: connections.maxOperationsPerConnection
-        )
+    /// What the default upstream offers the multiplexer core to place operations on.
+    package var upstreamLayout: UpstreamLayout { upstreams[0].layout }
+
+    /// The endpoint's own token (`token_file`) is presented in the `Authorization` header; an
+    /// upstream that forwards that header to its server could not be given the app's own
+    /// credential there, and must not be given the endpoint's: refused.
+    package func checkForwardedHeaders() throws(ConfigurationError) {
+        guard graphqlEndpoint.tokenFile != nil else { return }
+        for entry in upstreams {
+            guard case .client(let headers) = entry.identity, headers.contains("authorization") else { continue }
+            let section = entry.name == NamedUpstream.defaultName ? "[upstream]" : "[upstreams.\(entry.name)]"
+            throw ConfigurationError(
+                "[graphql_endpoint] token_file and \(section) forward_headers: both use the Authorization header; forward another header (forward_headers = [\"x-upstream-authorization\"]) or drop token_file"
+            )
+        }
     }
 }

@@ -26,10 +26,13 @@ package struct DescriptorPlan: Sendable, Equatable {
     ///   - openFiles: the soft `RLIMIT_NOFILE` in force.
     ///   - configuration: the listeners' limits and the upstream's size.
     package init(openFiles: Int, configuration: DaemonConfiguration) {
-        let upstream = configuration.upstream
-        var reserve = Self.baseReserve + configuration.connections.maxConnections
-        if upstream.streamsOverHTTP { reserve += upstream.maxStreams }
-        if upstream.httpURL != nil { reserve += Self.httpReserve }
+        var reserve = Self.baseReserve
+        for entry in configuration.upstreams {
+            let upstream = entry.upstream
+            reserve += entry.connections.maxConnections
+            if upstream.streamsOverHTTP { reserve += upstream.maxStreams }
+            if upstream.httpURL != nil { reserve += Self.httpReserve }
+        }
         let endpoint = configuration.graphqlEndpoint
         let wanted = [
             configuration.limits.maxClients,

@@ -82,6 +82,9 @@ struct Request: ParsableArguments {
     )
     var resnapshot: String?
 
+    @Option(name: .long, help: "The upstream to ask, by its name in the configuration (default: the one [upstream] configures).")
+    var upstream: String?
+
     func validate() throws {
         if let variables {
             guard JSONValue.parse(variables)?.isObject == true else { throw ValidationError("--variables must be a JSON object") }
@@ -213,6 +216,7 @@ struct Subscribe: AsyncParsableCommand {
             let gap = NIOLockedValueBox<Duration?>(nil)
             let subscription = client.subscribe(
                 requestJSON: request.json,
+                upstream: request.upstream,
                 onStateChange: { state in
                     let gapMs = gap.withLockedValue { told in
                         defer { told = nil }
@@ -246,7 +250,7 @@ struct Query: AsyncParsableCommand {
 
     func run() async throws {
         try await withClient(connection.client(), json: output.json) { client in
-            let result = try await client.single(requestJSON: request.json)
+            let result = try await client.single(requestJSON: request.json, upstream: request.upstream)
             printLine(result.json)
             if let errors = JSONValue.parse(result.json)?["errors"]?.arrayValue, !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }
         }

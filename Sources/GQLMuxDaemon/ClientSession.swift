@@ -63,6 +63,16 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     let origin: Origin
     private var opened = false
 
+    /// What this client presents for upstreams with `identity = "client"`: a line client's
+    /// `connection_init` `payload.upstream`; an endpoint client's WebSocket `connection_init`
+    /// payload and its request headers (set by the endpoint's handlers).
+    var presented = PresentedCredential()
+    /// The identity lanes this client may use (held in the registry until it leaves).
+    private(set) var heldLanes: Set<LaneID> = []
+
+    /// Records that this client uses identity lane `lane`; true the first time.
+    func holdLane(_ lane: LaneID) -> Bool { heldLanes.insert(lane).inserted }
+
     /// How results reach this client: set by the endpoint's handlers before a subscribe (the
     /// WebSocket's for the session's life, the HTTP one per request: a stream's events, or
     /// lines for a JSON answer it assembles); the line protocol otherwise.
@@ -158,8 +168,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
         switch unwrapInboundIn(data) {
-        case .connectionInit(let clientName):
+        case .connectionInit(let clientName, let upstream):
             name = clientName ?? ""
+            if let upstream { presented = upstream }
             send(host.connectionAck())
         case .subscribe(let id, let request):
             subscribe(id: id, request)
@@ -200,7 +211,12 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         case .failure(let error): return sendError(id: id, code: error.code, message: error.message)
         }
         if let resumed { request.snapshotPayload = resumed.snapshot }
-        switchboard.subscribe(request, session: self, localID: id, resumingSince: resumed?.since)
+        let lane: LaneID
+        switch host.lane(upstream: request.upstream, for: self) {
+        case .success(let chosen): lane = chosen
+        case .failure(let refusal): return sendError(id: id, code: refusal.code, message: refusal.message)
+        }
+        switchboard.subscribe(request, session: self, localID: id, resumingSince: resumed?.since, lane: lane)
         host.statusChanged()
     }
 

@@ -10,6 +10,16 @@ extension Daemon: EndpointHost {
     package var endpointAccess: EndpointAccess { configuration.graphqlEndpoint.access }
     package var endpointToken: EndpointToken? { configuration.graphqlEndpoint.token }
 
+    package func servesUpstream(_ name: String) -> Bool { configuration.upstream(named: name) != nil }
+
+    package var forwardedHeaders: Set<String> {
+        var names = Set<String>()
+        for entry in configuration.upstreams {
+            if case .client(let headers) = entry.identity { names.formUnion(headers) }
+        }
+        return names
+    }
+
     /// Every refusal is counted in `gqlmux_refused_total`; the journal gets at most one entry a
     /// second for each kind of refusal from each sender (listener, reason, Host and Origin), so
     /// a page that retries in a loop cannot flood it. `GQLMUX_UNLOGGED` counts the ones left out.

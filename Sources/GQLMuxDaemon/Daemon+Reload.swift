@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import NIOCore
 import NIOPosix
 import Upstream
@@ -49,8 +50,19 @@ extension Daemon {
         descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
         switchboard.apply(configuration)
         switchboard.budget.limit = configuration.limits.totalBufferBytes
-        upstream.applyOnLoop(prepared.upstream)
+        upstreams.maxIdentities = configuration.limits.maxIdentities
+        let applied = upstreams.applyOnLoop(prepared.definitions)
+        for (lane, layout) in applied.layouts { switchboard.setLayout(layout, of: lane) }
+        // A removed upstream's subscriptions end with UNKNOWN_UPSTREAM; then its connections close.
+        for lane in applied.removed {
+            switchboard.endLane(lane, .upstreamRemoved(name: upstreams.lane(lane)?.upstream ?? "?"))
+        }
+        _ = upstreams.retireOnLoop(applied.removed)
         reloadError = nil
-        events.emit(.reloaded, [:], message: "configuration reloaded")
+        events.emit(
+            .reloaded,
+            ["GQLMUX_UPSTREAMS": upstreams.names.joined(separator: " ")],
+            message: "configuration reloaded (upstreams: \(upstreams.names.joined(separator: ", ")))"
+        )
     }
 }

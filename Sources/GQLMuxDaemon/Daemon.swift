@@ -28,10 +28,8 @@ package final class Daemon: @unchecked Sendable {
     var configuration: DaemonConfiguration
     let configPath: String?
     let switchboard: Switchboard
-    /// Every upstream, each with its carriers (WebSocket pool, HTTP streams, `http_url`).
+    /// Every upstream, each lane with its carriers (WebSocket pool, HTTP streams, `http_url`).
     let upstreams: UpstreamRegistry
-    /// The upstream `[upstream]` configures (the only one today).
-    var upstream: UpstreamCarriers { upstreams.primary }
     var sessions: [ObjectIdentifier: ClientSession] = [:]
     var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
@@ -99,21 +97,30 @@ package final class Daemon: @unchecked Sendable {
         self.events = events
         // Start-up reads the CA files here, before anything is served; a reload prepares
         // them off the loop (`Daemon+Reload.swift`).
-        let upstream = try PreparedUpstream(configuration.upstream, checkPayloadFile: false)
+        let definitions = try Self.definitions(configuration, checkPayloadFile: false)
         // The carriers tell the switchboard, which is made after them (it sends through them).
         let sink = CarrierSink(eventLoop: eventLoop)
-        self.upstreams = UpstreamRegistry(upstream, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
+        self.upstreams = UpstreamRegistry(definitions, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
+        upstreams.maxIdentities = configuration.limits.maxIdentities
         let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: eventLoop, events: events)
+        let registry = upstreams
+        let lanes = Dictionary(
+            uniqueKeysWithValues: definitions.compactMap { definition in
+                registry.lanes(of: definition.name).first.map { ($0.id, definition.layout) }
+            }
+        )
         self.switchboard = Switchboard(
             eventLoop: eventLoop,
             events: events,
             metrics: metrics,
             configuration: configuration,
             upstream: upstreams,
-            budget: budget
+            budget: budget,
+            lanes: lanes
         )
         sink.switchboard = switchboard
-        upstreams.observe { [weak self] _, connection, event in self?.transportEvent(event, connection: connection) }
+        upstreams.observe { [weak self] lane, connection, event in self?.transportEvent(event, lane: lane, connection: connection) }
+        upstreams.laneClosed = { [unowned self] lane in self.identityClosed(lane) }
         budget.sessions = { [unowned self] in Array(self.sessions.values) }
         budget.retained = { [unowned switchboard] in switchboard.retainedBytes }
         budget.forgetRetained = { [unowned switchboard] in switchboard.forgetLastResults() }
@@ -387,6 +394,7 @@ package final class Daemon: @unchecked Sendable {
     func sessionClosed(_ session: ClientSession) {
         eventLoop.assertInEventLoop()
         guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
+        for lane in session.heldLanes { upstreams.release(lane) }
         events.emit(.clientDisconnected, session.fields(), message: "client disconnected (\(session.peerDescription))")
         statusChanged()
     }
@@ -395,15 +403,17 @@ package final class Daemon: @unchecked Sendable {
 
     func connectionAck() -> SessionMessage {
         eventLoop.assertInEventLoop()
-        return .connectionAck(upstreamState: upstream.stateOnLoop.name.rawValue)
+        return .connectionAck(upstreamState: (upstreams.primary?.stateOnLoop ?? .idle).name.rawValue)
     }
 
     /// The daemon at this instant: the one value `status`, `STATUS=` and the metrics read.
     var reportOnLoop: StatusReport {
         eventLoop.assertInEventLoop()
+        let table = upstreamReports
         return StatusReport(
             version: Self.version,
-            upstream: upstream.snapshotOnLoop,
+            upstream: table[0].snapshot,
+            upstreams: table,
             reloadError: reloadError,
             metricsAddress: metricsAddress,
             endpointAddresses: endpointAddresses,
@@ -441,9 +451,13 @@ package final class Daemon: @unchecked Sendable {
 
     /// One carrier's event, in the journal (with `GQLMUX_CONNECTION=`, its index in the pool)
     /// and the metrics.
-    private func transportEvent(_ event: TransportEvent, connection: Int) {
+    private func transportEvent(_ event: TransportEvent, lane: UpstreamRegistry.Label, connection: Int) {
         eventLoop.assertInEventLoop()
-        UpstreamEventLog(events: events, metrics: metrics).record(event, connection: connection, context: upstream.eventContextOnLoop(connection: connection))
+        guard let carriers = upstreams.lane(lane.id)?.carriers else { return }
+        var fields = ["GQLMUX_UPSTREAM": lane.upstream]
+        if let identity = lane.identity { fields["GQLMUX_IDENTITY"] = identity }
+        UpstreamEventLog(events: events.adding(fields), metrics: metrics)
+            .record(event, lane: lane.id, connection: connection, context: carriers.eventContextOnLoop(connection: connection))
         if case .stateChanged = event { statusChanged() }
     }
 }

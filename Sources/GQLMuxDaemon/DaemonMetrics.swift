@@ -26,7 +26,6 @@ final class DaemonMetrics {
     private let localSubscriptions: Gauge
     private let upstreamSubscriptions: Gauge
     private let clients: Gauge
-    private let connections: [ConnectionStateName: Gauge]
     private var streamGauges: [String: Gauge] = [:]
     private let messagesReceived: Counter
     private let deliveries: Counter
@@ -35,22 +34,19 @@ final class DaemonMetrics {
     private var exportedIn = 0
     private var exportedDeliveries = 0
     /// When each acknowledged connection was lost, until its next ack.
-    private var lostAt: [Int: ContinuousClock.Instant] = [:]
+    private var lostAt: [ConnectionKey: ContinuousClock.Instant] = [:]
+    private struct ConnectionKey: Hashable {
+        let lane: LaneID
+        let connection: Int
+    }
+    /// `gqlmux_upstream_connections{upstream, state}`, made as upstreams appear.
+    private var connectionGauges: [String: [ConnectionStateName: Gauge]] = [:]
 
     init() {
         let subscriptionsHelp = "Live subscriptions: local (one per client operation) and upstream (after dedup)"
         localSubscriptions = registry.makeGauge(descriptor: Self.describe("gqlmux_subscriptions", subscriptionsHelp), labels: [("side", "local")])
         upstreamSubscriptions = registry.makeGauge(descriptor: Self.describe("gqlmux_subscriptions", subscriptionsHelp), labels: [("side", "upstream")])
         clients = registry.makeGauge(descriptor: Self.describe("gqlmux_clients", "Connected local clients"))
-        // Every state a connection can be in gets a series, 0 or 1.
-        var connections: [ConnectionStateName: Gauge] = [:]
-        for state in ConnectionStateName.allCases {
-            connections[state] = registry.makeGauge(
-                descriptor: Self.describe("gqlmux_upstream_connections", "Upstream connections by state (an HTTP streaming upstream counts as one)"),
-                labels: [("state", state.rawValue)]
-            )
-        }
-        self.connections = connections
         messagesReceived = registry.makeCounter(
             descriptor: Self.describe("gqlmux_messages_received_total", "Subscription results (next) received from the upstream")
         )
@@ -118,12 +114,13 @@ final class DaemonMetrics {
         ).increment()
     }
 
-    func connectionLost(connection: Int, at now: ContinuousClock.Instant) {
-        if lostAt[connection] == nil { lostAt[connection] = now }
+    func connectionLost(lane: LaneID, connection: Int, at now: ContinuousClock.Instant) {
+        let key = ConnectionKey(lane: lane, connection: connection)
+        if lostAt[key] == nil { lostAt[key] = now }
     }
 
-    func reconnected(connection: Int, at now: ContinuousClock.Instant) {
-        guard let since = lostAt.removeValue(forKey: connection) else { return }
+    func reconnected(lane: LaneID, connection: Int, at now: ContinuousClock.Instant) {
+        guard let since = lostAt.removeValue(forKey: ConnectionKey(lane: lane, connection: connection)) else { return }
         reconnectDuration.record(now - since)
     }
 
@@ -135,23 +132,54 @@ final class DaemonMetrics {
         clients.set(Int64(snapshot.clients))
         localSubscriptions.set(Int64(snapshot.localSubscriptions))
         upstreamSubscriptions.set(Int64(snapshot.upstreamSubscriptions))
-        let upstream = snapshot.upstream
-        for (state, gauge) in connections { gauge.set(Int64(upstream.connections.filter { $0.state.name == state }.count)) }
-        if let streams = upstream.streams {
-            let gauge =
-                streamGauges[upstream.transport]
-                ?? registry.makeGauge(
-                    descriptor: Self.describe("gqlmux_upstream_streams", "Open upstream HTTP streams (multipart or SSE), one per distinct subscription"),
-                    labels: [("transport", upstream.transport)]
-                )
-            streamGauges[upstream.transport] = gauge
-            gauge.set(Int64(streams))
+        var named = Set<String>()
+        for entry in snapshot.upstreams {
+            named.insert(entry.name)
+            let lanes = entry.identity == "host" ? [entry.snapshot] : entry.identities.map(\.snapshot)
+            for (state, gauge) in connectionGauges(entry.name) {
+                var count = 0
+                for lane in lanes { count += lane.connections.filter { $0.state.name == state }.count }
+                gauge.set(Int64(count))
+            }
+            let streams = lanes.compactMap(\.streams)
+            if !streams.isEmpty {
+                let key = entry.name + "\u{0}" + entry.snapshot.transport
+                let gauge =
+                    streamGauges[key]
+                    ?? registry.makeGauge(
+                        descriptor: Self.describe("gqlmux_upstream_streams", "Open upstream HTTP streams (multipart or SSE), one per distinct subscription"),
+                        labels: [("transport", entry.snapshot.transport), ("upstream", entry.name)]
+                    )
+                streamGauges[key] = gauge
+                gauge.set(Int64(streams.reduce(0, +)))
+            }
+        }
+        // An upstream a reload removed shows no connection.
+        for (name, gauges) in connectionGauges where !named.contains(name) {
+            for gauge in gauges.values { gauge.set(Int64(0)) }
         }
         messagesReceived.increment(by: Int64(snapshot.messagesIn - exportedIn))
         exportedIn = snapshot.messagesIn
         deliveries.increment(by: Int64(snapshot.messagesOut - exportedDeliveries))
         exportedDeliveries = snapshot.messagesOut
         return registry.emitToBuffer()
+    }
+
+    /// Every state an upstream's connections can be in gets a series, 0 or more.
+    private func connectionGauges(_ upstream: String) -> [ConnectionStateName: Gauge] {
+        if let gauges = connectionGauges[upstream] { return gauges }
+        var gauges: [ConnectionStateName: Gauge] = [:]
+        for state in ConnectionStateName.allCases {
+            gauges[state] = registry.makeGauge(
+                descriptor: Self.describe(
+                    "gqlmux_upstream_connections",
+                    "Upstream connections by upstream and state (an HTTP streaming upstream counts as one)"
+                ),
+                labels: [("state", state.rawValue), ("upstream", upstream)]
+            )
+        }
+        connectionGauges[upstream] = gauges
+        return gauges
     }
 
     private static func describe(_ name: String, _ help: String) -> MetricNameDescriptor {

@@ -6,7 +6,8 @@ package struct PreparedReload: Sendable {
     /// The whole configuration to run with (``DaemonConfiguration/reloading(_:)``: what takes
     /// effect only at start keeps its running value).
     package var configuration: DaemonConfiguration
-    package var upstream: PreparedUpstream
+    /// Every upstream of the table, its TLS contexts built.
+    package var definitions: [UpstreamRegistry.Definition]
 
     /// - Parameters:
     ///   - path: the configuration file; nil re-applies the running configuration.
@@ -14,7 +15,7 @@ package struct PreparedReload: Sendable {
     package init(path: String?, running: DaemonConfiguration) throws {
         let read = try path.map { path throws(ConfigurationError) in try DaemonConfiguration.load(path: path) } ?? running
         let next = try read.reloading(running)
-        upstream = try PreparedUpstream(next.upstream, checkPayloadFile: true)
+        definitions = try Daemon.definitions(next, checkPayloadFile: true)
         configuration = next
     }
 }

@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
 import RequestValidation
@@ -26,6 +27,9 @@ protocol SessionHost: AnyObject {
     func restart() -> String?
     func sessionOpened(_ session: ClientSession)
     func sessionClosed(_ session: ClientSession)
+    /// The lane of upstream `upstream` (nil: `default`) for `session`'s operations, or why it
+    /// may not use that upstream.
+    func lane(upstream: String?, for session: ClientSession) -> Result<LaneID, LaneRefusal>
     /// Something a status line shows has changed (an operation was added or removed).
     func statusChanged()
 }

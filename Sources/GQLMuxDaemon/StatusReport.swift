@@ -8,8 +8,24 @@ import Upstream
 /// (``Daemon/reportOnLoop``), then written as the `status` answer (docs/protocol.md), the
 /// one-line `STATUS=` and the metrics' gauges, so the three never disagree.
 struct StatusReport {
+    /// One upstream of the table: its own lane's snapshot (the host's), or, for an upstream
+    /// with an identity per client, each identity's.
+    struct Upstream {
+        var name: String
+        /// `host`, `client` or `peer`.
+        var identity: String
+        /// The host lane's; for an identity upstream, its first identity's, else idle.
+        var snapshot: UpstreamSnapshot
+        /// Each identity's lane (its short name and snapshot); empty for `host`.
+        var identities: [(name: String, snapshot: UpstreamSnapshot)] = []
+        var localSubscriptions = 0
+        var upstreamSubscriptions = 0
+    }
+
     var version: String
     var upstream: UpstreamSnapshot
+    /// Every upstream, `default` first.
+    var upstreams: [Upstream] = []
     /// The last reload's error, until a reload succeeds.
     var reloadError: String?
     /// Where `GET /metrics` is served (`[metrics] listen`).
@@ -34,27 +50,31 @@ struct StatusReport {
     func json() -> ByteBuffer {
         var status = JSONObjectWriter()
         status.field("version", version)
-        status.field("upstream") { object in
-            object.field("state", upstream.state.name.rawValue)
-            object.field("url", upstream.url)
-            object.field("transport", upstream.transport)
-            object.field("protocol", upstream.wire)
-            object.field(
-                "connections",
-                objects: upstream.connections.map { c in
-                    { connection in
-                        connection.field("id", c.index)
-                        connection.field("state", c.state.name.rawValue)
-                        connection.field("operations", c.operations)
-                        connection.field("protocol", c.wire)
-                        connection.field("detail", Self.describe(c.state))
+        status.field("upstream") { Self.write(upstream, to: &$0) }
+        status.field("upstreams") { table in
+            for entry in upstreams {
+                table.field(entry.name) { object in
+                    Self.write(entry.snapshot, to: &object)
+                    object.field("identity", entry.identity)
+                    object.field("subscriptions") { subscriptions in
+                        subscriptions.field("local", entry.localSubscriptions)
+                        subscriptions.field("upstream", entry.upstreamSubscriptions)
+                    }
+                    if entry.identity != "host" {
+                        object.field(
+                            "identities",
+                            objects: entry.identities.map { identity in
+                                { item in
+                                    item.field("id", identity.name)
+                                    item.field("state", identity.snapshot.state.name.rawValue)
+                                    item.field("connections", identity.snapshot.connections.count)
+                                    item.field("reconnects", identity.snapshot.reconnects)
+                                }
+                            }
+                        )
                     }
                 }
-            )
-            object.field("httpURL", upstream.httpURL)
-            object.field("reconnects", upstream.reconnects)
-            if let streams = upstream.streams { object.field("streams", streams) }
-            object.field("detail", Self.describe(upstream.state))
+            }
         }
         status.field("reloadError", reloadError)
         status.field("metrics", metricsAddress)
@@ -77,6 +97,29 @@ struct StatusReport {
         return status.finish()
     }
 
+    private static func write(_ upstream: UpstreamSnapshot, to object: inout JSONObjectWriter) {
+        object.field("state", upstream.state.name.rawValue)
+        object.field("url", upstream.url)
+        object.field("transport", upstream.transport)
+        object.field("protocol", upstream.wire)
+        object.field(
+            "connections",
+            objects: upstream.connections.map { c in
+                { connection in
+                    connection.field("id", c.index)
+                    connection.field("state", c.state.name.rawValue)
+                    connection.field("operations", c.operations)
+                    connection.field("protocol", c.wire)
+                    connection.field("detail", Self.describe(c.state))
+                }
+            }
+        )
+        object.field("httpURL", upstream.httpURL)
+        object.field("reconnects", upstream.reconnects)
+        if let streams = upstream.streams { object.field("streams", streams) }
+        object.field("detail", Self.describe(upstream.state))
+    }
+
     /// The one-line status (sd_notify `STATUS=`), with the last reload's failure if any.
     var line: String {
         guard let reloadError else { return connectionLine }
@@ -84,11 +127,24 @@ struct StatusReport {
     }
 
     private var connectionLine: String {
+        guard upstreams.count < 2 else { return tableLine }
         guard upstream.state == .connected else { return Self.describe(upstream.state) }
         let count = upstream.connections.count
         let over = count > 1 ? " over \(count) connections" : ""
         let transport = upstream.streams == nil ? "" : " (\(upstream.transport))"
         return "connected to \(upstream.url)\(transport); \(clients) clients, \(localSubscriptions) subscriptions (\(upstreamSubscriptions) upstream\(over))"
+    }
+
+    /// Several upstreams: how many are in each state, then each one's name and state.
+    private var tableLine: String {
+        var counts: [(String, Int)] = []
+        for entry in upstreams {
+            let word = entry.snapshot.state.name.rawValue
+            if let index = counts.firstIndex(where: { $0.0 == word }) { counts[index].1 += 1 } else { counts.append((word, 1)) }
+        }
+        let summary = counts.map { "\($0.1) \($0.0)" }.joined(separator: ", ")
+        let each = upstreams.map { "\($0.name) \($0.snapshot.state.name.rawValue)" }.joined(separator: ", ")
+        return "\(upstreams.count) upstreams: \(summary); \(each); \(clients) clients, \(localSubscriptions) subscriptions (\(upstreamSubscriptions) upstream)"
     }
 
     /// A connection state in operators' words.

@@ -65,7 +65,8 @@ final class Switchboard: @unchecked Sendable {
         metrics: DaemonMetrics,
         configuration: DaemonConfiguration,
         upstream: any UpstreamOperations,
-        budget: MemoryBudget
+        budget: MemoryBudget,
+        lanes: [LaneID: UpstreamLayout] = [:]
     ) {
         let turn = OneAtATime()
         self.turn = turn
@@ -73,7 +74,9 @@ final class Switchboard: @unchecked Sendable {
         self.events = events
         self.metrics = metrics
         self.replayLast = configuration.replayLast
-        self.multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
+        var multiplexer = Core(maxOperationsPerClient: configuration.limits.maxOperationsPerClient, layout: configuration.upstreamLayout)
+        for (lane, layout) in lanes { multiplexer.setLayout(layout, of: lane) }
+        self.multiplexer = multiplexer
         self.upstream = upstream
         self.fanout = Fanout(eventLoop: eventLoop, budget: budget, turn: turn)
         // A run's last result is kept for replays, as far as the budget has room.
@@ -95,10 +98,25 @@ final class Switchboard: @unchecked Sendable {
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).
     func apply(_ configuration: DaemonConfiguration) {
         replayLast = configuration.replayLast
-        settled {
-            $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient
-            $0.layout = configuration.upstreamLayout
-        }
+        settled { $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient }
+    }
+
+    /// Lane `lane` takes new operations placed by `layout` (a new identity's lane, or a reload).
+    func setLayout(_ layout: UpstreamLayout, of lane: LaneID) {
+        eventLoop.assertInEventLoop()
+        settled { $0.setLayout(layout, of: lane) }
+    }
+
+    /// Lane `lane` is gone (a reload removed its upstream, or its last client left): each of its
+    /// operations ends with `failure` for every subscriber.
+    func endLane(_ lane: LaneID, _ failure: TransportFailure) {
+        eventLoop.assertInEventLoop()
+        serially { perform(settled { $0.endLane(lane, failure) }) }
+    }
+
+    /// Upstream operations open on `lane`, and local operations reading them.
+    func counts(on lane: LaneID) -> (upstream: Int, local: Int) {
+        settled { ($0.operationCount(on: lane), $0.subscriberCount(on: lane)) }
     }
 
     /// Upstream operations open (as of the last event handled: reading it writes nothing).
@@ -124,7 +142,7 @@ final class Switchboard: @unchecked Sendable {
     /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
     /// `resumingSince`: the operation was carried over a restart from the previous process,
     /// whose client was told `reconnecting` at that instant.
-    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String, resumingSince: Instant? = nil) {
+    func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String, resumingSince: Instant? = nil, lane: LaneID = .primary) {
         eventLoop.assertInEventLoop()
         let delivery = Fanout.Delivery(session: session, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
@@ -140,10 +158,11 @@ final class Switchboard: @unchecked Sendable {
                     replay: request.options.replayLast ?? replayLast,
                     snapshot: request.snapshotPayload,
                     resumingSince: resumingSince,
-                    now: resumingSince == nil ? nil : .loopNow
+                    now: resumingSince == nil ? nil : .loopNow,
+                    lane: lane
                 )
             }
-            perform(actions, asker: session)
+            perform(actions, asker: session, lane: lane)
         }
     }
 
@@ -263,11 +282,11 @@ final class Switchboard: @unchecked Sendable {
 
     /// Performs the core's actions in order. `asker`: the session whose `subscribe` is being
     /// handled; the core refuses only in answer to one, so refusals go to it.
-    private func perform(_ actions: [Core.Action], asker: ClientSession? = nil) {
+    private func perform(_ actions: [Core.Action], asker: ClientSession? = nil, lane askedLane: LaneID = .primary) {
         for action in actions {
             switch action {
-            case .open(let id, let kind, let payload, let placement, let first):
-                open(id, kind: kind, payload: payload, on: placement, first: first)
+            case .open(let id, let kind, let payload, let placement, let first, let lane):
+                open(id, kind: kind, payload: payload, on: placement, first: first, lane: lane)
             case .joined(let id, let subscriber, let state, let count):
                 fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
                 events.emit(
@@ -281,8 +300,8 @@ final class Switchboard: @unchecked Sendable {
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true", "GQLMUX_RESUMED": "true"],
                     message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
                 )
-            case .close(let id, let placement):
-                upstream.cancelOnLoop(id, on: placement)
+            case .close(let id, let placement, let lane):
+                upstream.cancelOnLoop(id, on: placement, lane: lane)
                 events.emit(
                     .completed,
                     ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
@@ -303,7 +322,7 @@ final class Switchboard: @unchecked Sendable {
                 finished("\(id)", finish, subscribers: count)
             case .refuse(_, let localID, let refusal):
                 assert(asker != nil, "a refusal answers a subscribe")
-                if let asker { refuse(asker, localID, refusal) }
+                if let asker { refuse(asker, localID, refusal, lane: askedLane) }
             case .shutDown(let subscriber):
                 fanout.tellError(subscriber.tag.session, id: subscriber.localID, code: LocalErrorCode.shuttingDown, message: Self.shuttingDownMessage)
             }
@@ -311,8 +330,8 @@ final class Switchboard: @unchecked Sendable {
     }
 
     /// Sends operation `id` on the carrier the core placed it on.
-    private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber) {
-        guard upstream.openOnLoop(id, kind: kind, payload: payload, on: placement) else {
+    private func open(_ id: Core.OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, first: Core.Subscriber, lane: LaneID) {
+        guard upstream.openOnLoop(id, kind: kind, payload: payload, on: placement, lane: lane) else {
             // The layout names only carriers the daemon has (both follow the configuration).
             assertionFailure("no carrier for \(placement)")
             let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
@@ -320,7 +339,8 @@ final class Switchboard: @unchecked Sendable {
         }
         var fields = [
             "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
-            "GQLMUX_TRANSPORT": upstream.carrierName(at: placement) ?? "?",
+            "GQLMUX_TRANSPORT": upstream.carrierName(at: placement, lane: lane) ?? "?",
+            "GQLMUX_UPSTREAM": upstream.upstreamName(of: lane) ?? "?",
         ]
         switch placement {
         case .connection(let index): fields["GQLMUX_CONNECTION"] = "\(index)"
@@ -331,7 +351,7 @@ final class Switchboard: @unchecked Sendable {
     }
 
     /// Answers a refused `subscribe` with the local error that names why.
-    func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal) {
+    func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal, lane: LaneID = .primary) {
         switch refusal {
         case .duplicateID:
             session.sendError(id: localID, code: LocalErrorCode.duplicateID, message: "operation id '\(localID)' is already in use")
@@ -343,7 +363,7 @@ final class Switchboard: @unchecked Sendable {
             )
             session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
         case .upstreamFull:
-            let limits = settled { $0.layout }
+            let limits = settled { $0.layout(of: lane) } ?? UpstreamLayout()
             if case .streams(let limit) = limits.subscriptions {
                 events.emit(
                     .limitExceeded,
@@ -415,6 +435,8 @@ final class Switchboard: @unchecked Sendable {
             return (LocalErrorCode.upstreamClosed, message, extra)
         case .shutDown:
             return (LocalErrorCode.shuttingDown, shuttingDownMessage, [])
+        case .upstreamRemoved(let name):
+            return (LocalErrorCode.unknownUpstream, "the upstream '\(name)' was removed from the configuration", [])
         }
     }
 }

@@ -10,7 +10,7 @@ struct UpstreamEventLog {
 
     /// Records `event` of pool connection `connection`; `context` is where it was connected
     /// and with which subprotocol (or stream flavour), and its reconnects so far.
-    func record(_ event: TransportEvent, connection: Int, context: (url: String, wire: String, reconnects: Int)) {
+    func record(_ event: TransportEvent, lane: LaneID = .primary, connection: Int, context: (url: String, wire: String, reconnects: Int)) {
         let url = context.url
         let events = self.events.adding(["GQLMUX_CONNECTION": "\(connection)"])
         switch event {
@@ -36,7 +36,7 @@ struct UpstreamEventLog {
             let wire = context.wire
             events.emit(.connected, ["GQLMUX_URL": url, "GQLMUX_PROTOCOL": wire], message: "connected to \(url) (\(wire))")
         case .reconnected:
-            metrics.reconnected(connection: connection, at: .now)
+            metrics.reconnected(lane: lane, connection: connection, at: .now)
             let wire = context.wire
             events.emit(
                 .reconnected,
@@ -44,7 +44,7 @@ struct UpstreamEventLog {
                 message: "reconnected to \(url) (\(wire))"
             )
         case .disconnected(let code, let reason):
-            metrics.connectionLost(connection: connection, at: .now)
+            metrics.connectionLost(lane: lane, connection: connection, at: .now)
             var fields = ["GQLMUX_REASON": reason]
             if let code { fields["GQLMUX_CLOSE_CODE"] = "\(code)" }
             events.emit(.disconnected, fields, message: "disconnected: \(reason)")

@@ -43,6 +43,8 @@ package enum TransportFailure: Sendable, Equatable {
     case upstreamClosed(message: String, closeCode: CloseCode?, closeReason: String)
     /// The transport is shutting down.
     case shutDown
+    /// A reload removed the operation's upstream from the table.
+    case upstreamRemoved(name: String)
 }
 
 /// A terminal error of one operation.

@@ -35,3 +35,18 @@ package struct UpstreamLayout: Equatable, Sendable {
         self.maxOperationsPerConnection = maxOperationsPerConnection
     }
 }
+
+/// One upstream connection set: an upstream of the table, with one identity's credentials
+/// (every client's for `identity = "host"`). Operations of different lanes never share a
+/// connection, a dedup key or a replayed result. The registry of upstreams names them; the
+/// multiplexer core places each operation within its own.
+package struct LaneID: Hashable, Sendable, CustomStringConvertible {
+    package let value: Int
+
+    package init(_ value: Int) { self.value = value }
+
+    /// The default upstream's lane with the host's credentials, made first.
+    package static let primary = LaneID(0)
+
+    package var description: String { "\(value)" }
+}

@@ -16,6 +16,10 @@ package struct Envelope: Sendable {
     package var replayed = false
     /// A local-protocol `next` that answers the subscription's `resnapshot` query.
     package var snapshot = false
+    /// A local `subscribe`'s top-level `upstream`: the name of the upstream it is for.
+    package var upstream: String?
+    /// `upstream` was there but not a string.
+    package var upstreamMistyped = false
 
     /// Scans a whole message; `type` must be a string, `id` a string when present. Nothing is
     /// allocated for the members: keys are compared as bytes and only `type`, `id` and `state`
@@ -28,6 +32,8 @@ package struct Envelope: Sendable {
         var gapMs: Int?
         var replayed = false
         var snapshot = false
+        var upstream: String?
+        var upstreamMistyped = false
         // A mistyped member is told only once the whole text is known to be JSON, so an invalid
         // text always gets the JSON error, as it did when members were checked after the scan.
         var mistyped: JSONScanError?
@@ -55,6 +61,8 @@ package struct Envelope: Sendable {
                     replayed = bytes[value.lowerBound] == UInt8(ascii: "t")
                 } else if kind == .bool, JSONScanner.key(key, in: bytes, is: "snapshot") {
                     snapshot = bytes[value.lowerBound] == UInt8(ascii: "t")
+                } else if JSONScanner.key(key, in: bytes, is: "upstream") {
+                    if kind == .string { upstream = JSONScanner.decodeString(bytes, value) } else { upstreamMistyped = true }
                 }
             }
         }
@@ -68,5 +76,7 @@ package struct Envelope: Sendable {
         self.gapMs = gapMs
         self.replayed = replayed
         self.snapshot = snapshot
+        self.upstream = upstream
+        self.upstreamMistyped = upstreamMistyped
     }
 }

@@ -30,12 +30,16 @@ extension ByteBuffer {
     /// Writes `{"type":TYPE,"id":ID,"payload":PAYLOAD}`, leaving out `id` and `payload` when nil:
     /// the envelope graphql-transport-ws and the local protocol share. The payload bytes are
     /// written as given (raw JSON, never re-encoded).
-    package mutating func writeEnvelope(type: String, id: String? = nil, payload: ByteBuffer? = nil) {
+    package mutating func writeEnvelope(type: String, id: String? = nil, payload: ByteBuffer? = nil, upstream: String? = nil) {
         writeStaticString(#"{"type":"#)
         writeJSONString(type)
         if let id {
             writeStaticString(#","id":"#)
             writeJSONString(id)
+        }
+        if let upstream {
+            writeStaticString(#","upstream":"#)
+            writeJSONString(upstream)
         }
         if let payload {
             writeStaticString(#","payload":"#)

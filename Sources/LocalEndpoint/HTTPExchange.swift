@@ -215,6 +215,7 @@ package struct HTTPExchange: Sendable {
         case nil, .invalidDocument?: return plainJSON ? 200 : 400
         case .badRequest?, .duplicateID?: return 400
         case .forbidden?: return 403
+        case .unknownUpstream?: return 404
         case .limitExceeded?: return 429
         case .connectionLost?, .upstreamClosed?: return 502
         case .shuttingDown?, .slowConsumer?: return 503

@@ -36,6 +36,10 @@ package struct WebSocketServerSession: Sendable {
 
     package let wire: WireProtocol
     package private(set) var acknowledged = false
+    /// The client's `connection_init` payload, once acknowledged (an object), for an upstream
+    /// that carries each client's own credentials. When the client presented the endpoint's
+    /// token in it, the members that carried it (`token`, `authorization`) are left out.
+    package private(set) var initPayload: ByteBuffer?
     /// The token the client must present in its `connection_init` payload before anything
     /// else (a TCP client whose upgrade carried none); nil when it need not.
     private let token: EndpointToken?
@@ -66,6 +70,9 @@ package struct WebSocketServerSession: Sendable {
                 return denyToken()
             }
             acknowledged = true
+            if envelope.payloadKind == .object, let payload = envelope.payload {
+                initPayload = token == nil ? payload : Self.without(["token", "authorization"], payload)
+            }
             var actions: [Action] = [.send(ByteBuffer(string: #"{"type":"connection_ack"}"#))]
             if wire == .legacyWS { actions.append(.send(Self.keepAlive)) }
             return actions
@@ -89,6 +96,17 @@ package struct WebSocketServerSession: Sendable {
         default:
             return close(.badRequest, "Invalid message received")
         }
+    }
+
+    /// `object` without the members named `names` (a valid JSON object: the envelope scanned it).
+    static func without(_ names: Set<String>, _ object: ByteBuffer) -> ByteBuffer {
+        guard let members = try? object.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }) else { return object }
+        guard members.contains(where: { names.contains($0.key) }) else { return object }
+        var writer = JSONObjectWriter()
+        for member in members where !names.contains(member.key) {
+            writer.field(member.key, json: object.getSlice(at: object.readerIndex + member.range.lowerBound, length: member.range.count)!)
+        }
+        return writer.finish()
     }
 
     /// A binary frame: neither protocol has them.

@@ -21,6 +21,7 @@ package enum LocalErrorCode: String, Sendable, CaseIterable {
     case upstreamClosed = "UPSTREAM_CLOSED"
     case slowConsumer = "SLOW_CONSUMER"
     case shuttingDown = "SHUTTING_DOWN"
+    case unknownUpstream = "UNKNOWN_UPSTREAM"
 }
 
 /// Every message type of the local protocol, both directions (docs/protocol.md).
@@ -116,9 +117,9 @@ package enum LocalEncode {
 
     /// `type` with an optional id and raw JSON payload, as one line: the daemon's messages
     /// above, and the client library's requests.
-    package static func envelope(_ type: LocalMessageType, id: String? = nil, payload: ByteBuffer? = nil) -> ByteBuffer {
+    package static func envelope(_ type: LocalMessageType, id: String? = nil, payload: ByteBuffer? = nil, upstream: String? = nil) -> ByteBuffer {
         var b = ByteBuffer()
-        b.writeEnvelope(type: type.rawValue, id: id, payload: payload)
+        b.writeEnvelope(type: type.rawValue, id: id, payload: payload, upstream: upstream)
         b.writeStaticString("\n")
         return b
     }

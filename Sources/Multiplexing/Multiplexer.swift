@@ -68,7 +68,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
     package enum Action {
         /// Send a new operation upstream on `placement` (a pool connection that may not exist
         /// yet, `http_url` or a stream); `first` asked for it.
-        case open(OperationID, kind: OperationKind, payload: ByteBuffer, on: Placement, first: Subscriber)
+        case open(OperationID, kind: OperationKind, payload: ByteBuffer, on: Placement, first: Subscriber, lane: LaneID = .primary)
         /// `subscriber` joined a live subscription of `subscribers` members; tell it `state`.
         case joined(OperationID, subscriber: Subscriber, state: OperationState, subscribers: Int)
         /// `subscriber`, carried over from the previous process, joined a subscription: it was
@@ -84,7 +84,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         /// Give `subscriber` a result of its stream that was held until its snapshot came.
         case deliverHeld(Subscriber, ByteBuffer)
         /// Complete the upstream operation on its carrier: its last subscriber left.
-        case close(OperationID, on: Placement)
+        case close(OperationID, on: Placement, lane: LaneID = .primary)
         /// Tell one subscriber its operation's new state; an `active` after the stream was down
         /// carries how long it was down (`gap`).
         case tellState(Subscriber, OperationState, gap: Duration? = nil)
@@ -100,6 +100,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     private struct Operation {
         let kind: OperationKind
+        let lane: LaneID
         var placement: Placement
         /// Set for deduplicated subscriptions; nil for queries and mutations (never shared).
         let key: DedupKey?
@@ -113,20 +114,21 @@ package struct Multiplexer<Client: Hashable, Tag> {
     }
 
     package var maxOperationsPerClient: Int
-    /// Where new operations may go; a reload replaces it (live operations stay where they are),
-    /// and forgets what servers said of their connections' caps.
+    /// Where the primary lane's new operations may go; a reload replaces it (live operations
+    /// stay where they are), and forgets what servers said of their connections' caps.
     package var layout: UpstreamLayout {
-        didSet { refusedAbove = [:] }
+        get { placers[.primary]?.layout ?? UpstreamLayout() }
+        set { setLayout(newValue, of: .primary) }
     }
-    /// Pool connections whose server refused one more subscription (AppSync's cap), with the
-    /// number they hold at most: fewer than `layout` allows.
-    private var refusedAbove: [Int: Int] = [:]
+    /// Each lane's places and their load; a lane with no placer takes no new operation.
+    private var placers: [LaneID: LanePlacer] = [:]
     private var operations: [OperationID: Operation] = [:]
-    /// Live operations per place, for the caps of `layout`.
-    private var load: [Placement: Int] = [:]
-    /// Pool connections that exist (the first always does): a new one is the next index.
-    private var connections = 1
-    private var byKey: [DedupKey: OperationID] = [:]
+    /// A subscription's dedup key within its lane: lanes never share one.
+    private struct LaneKey: Hashable {
+        let lane: LaneID
+        let key: DedupKey
+    }
+    private var byKey: [LaneKey: OperationID] = [:]
     /// Each client's local ids and the upstream operation each reads.
     private var clients: [Client: [String: OperationID]] = [:]
     private var nextID = 1
@@ -178,7 +180,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     package init(maxOperationsPerClient: Int, layout: UpstreamLayout = UpstreamLayout()) {
         self.maxOperationsPerClient = maxOperationsPerClient
-        self.layout = layout
+        self.placers = [.primary: LanePlacer(layout: layout)]
     }
 
     // MARK: - Reading
@@ -233,7 +235,37 @@ package struct Multiplexer<Client: Hashable, Tag> {
         (clients[client] ?? [:]).values.contains { operations[$0]?.kind != .subscription }
     }
     /// Live operations on `placement`.
-    package func load(on placement: Placement) -> Int { load[placement] ?? 0 }
+    package func load(on placement: Placement, lane: LaneID = .primary) -> Int { placers[lane]?.load(on: placement) ?? 0 }
+
+    // MARK: - Lanes
+
+    /// Lane `lane` takes new operations placed by `layout` (a new lane, or a reload's change;
+    /// live operations stay where they are).
+    package mutating func setLayout(_ layout: UpstreamLayout, of lane: LaneID) {
+        if placers[lane] == nil { placers[lane] = LanePlacer(layout: layout) } else { placers[lane]!.layout = layout }
+    }
+
+    /// Where `lane`'s new operations go.
+    package func layout(of lane: LaneID) -> UpstreamLayout? { placers[lane]?.layout }
+
+    /// Upstream operations open on `lane`.
+    package func operationCount(on lane: LaneID) -> Int { placers[lane]?.total ?? 0 }
+
+    /// Local operations reading `lane`'s upstream operations.
+    package func subscriberCount(on lane: LaneID) -> Int {
+        operations.values.reduce(0) { $0 + ($1.lane == lane ? $1.subscribers.count : 0) }
+    }
+
+    /// Lane `lane` is gone (its upstream was removed): every operation on it ends with
+    /// `failure` for each subscriber, and it takes no new one.
+    package mutating func endLane(_ lane: LaneID, _ failure: TransportFailure) -> [Action] {
+        var actions: [Action] = []
+        for id in operations.keys.sorted(by: { $0.value < $1.value }) where operations[id]?.lane == lane {
+            actions += upstreamFinished(id, .error(.transport(failure)))
+        }
+        placers[lane] = nil
+        return actions
+    }
 
     // MARK: - Events from clients
 
@@ -258,10 +290,11 @@ package struct Multiplexer<Client: Hashable, Tag> {
         replay: Bool = false,
         snapshot: ByteBuffer? = nil,
         resumingSince: Instant? = nil,
-        now: Instant? = nil
+        now: Instant? = nil,
+        lane: LaneID = .primary
     ) -> [Action] {
         if let refusal = admission(client: client, localID: localID) { return [.refuse(client: client, localID: localID, refusal)] }
-        let sharedKey = kind == .subscription ? key : nil
+        let sharedKey = kind == .subscription ? key.map { LaneKey(lane: lane, key: $0) } : nil
         let subscriber = Subscriber(client: client, localID: localID, tag: tag)
         if let sharedKey, let id = byKey[sharedKey] {
             operations[id]!.subscribers.append(subscriber)
@@ -281,46 +314,23 @@ package struct Multiplexer<Client: Hashable, Tag> {
             if replay, operation.state == .active, let last = lastResults[id] { actions.append(.replay(subscriber, last)) }
             return actions
         }
-        guard let placement = place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
+        guard let placement = placers[lane]?.place(kind) else { return [.refuse(client: client, localID: localID, .upstreamFull)] }
         let id = OperationID(nextID)
         nextID += 1
         operations[id] = Operation(
             kind: kind,
+            lane: lane,
             placement: placement,
-            key: sharedKey,
+            key: sharedKey?.key,
             subscribers: [subscriber],
             payload: kind == .subscription ? payload : ByteBuffer(),
             resuming: resumingSince != nil
         )
         if let since = resumingSince, kind == .subscription { downSince[id] = since }
-        load[placement, default: 0] += 1
         if let sharedKey { byKey[sharedKey] = id }
         clients[client, default: [:]][localID] = id
         if let snapshot, sharedKey != nil { addSnapshotRequest(snapshot, for: subscriber.key, on: id) }
-        return [.open(id, kind: kind, payload: payload, on: placement, first: subscriber)]
-    }
-
-    /// Where a new operation of `kind` goes, decided here only: queries and mutations to
-    /// `http_url` when it is set; subscriptions to a stream of their own when the upstream
-    /// speaks HTTP streams (nil past `max_streams`), else to the first pool connection with
-    /// room, or a new one while fewer than `max_connections` exist (nil: the pool is full).
-    private mutating func place(_ kind: OperationKind) -> Placement? {
-        if kind != .subscription, layout.singlesOverHTTP { return .http }
-        if case .streams(let max) = layout.subscriptions {
-            // A stream carries subscriptions only; `http_url` (required with streams) takes the rest.
-            return kind == .subscription && load(on: .stream) < max ? .stream : nil
-        }
-        let configured = layout.maxOperationsPerConnection
-        guard configured > 0 || !refusedAbove.isEmpty else { return .connection(0) }
-        let refused = refusedAbove
-        if let index = (0..<connections).first(where: {
-            load(on: .connection($0)) < Swift.min(configured > 0 ? configured : Int.max, refused[$0] ?? Int.max)
-        }) {
-            return .connection(index)
-        }
-        guard connections < layout.maxConnections else { return nil }
-        connections += 1
-        return .connection(connections - 1)
+        return [.open(id, kind: kind, payload: payload, on: placement, first: subscriber, lane: lane)]
     }
 
     /// A client completes one of its operations (unknown ids are ignored: it may have ended).
@@ -347,7 +357,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
             return []
         }
         forget(id)
-        return [.close(id, on: operation.placement)]
+        return [.close(id, on: operation.placement, lane: operation.lane)]
     }
 
     // MARK: - Events from upstream
@@ -401,16 +411,16 @@ package struct Multiplexer<Client: Hashable, Tag> {
     private mutating func openSnapshots(of stream: OperationID) -> [Action] {
         var actions: [Action] = []
         for request in snapshotRequests[stream] ?? [] {
-            guard let first = operations[stream]?.subscribers.first(where: { request.readers.contains($0.key) }),
-                let placement = place(.query)
+            guard let streamOperation = operations[stream],
+                let first = streamOperation.subscribers.first(where: { request.readers.contains($0.key) }),
+                let placement = placers[streamOperation.lane]?.place(.query)
             else { continue }
             let id = OperationID(nextID)
             nextID += 1
-            operations[id] = Operation(kind: .query, placement: placement, key: nil)
-            load[placement, default: 0] += 1
+            operations[id] = Operation(kind: .query, lane: streamOperation.lane, placement: placement, key: nil)
             snapshotQueries[id] = (stream, request.readers)
             holds[stream, default: Hold()].waiting.formUnion(request.readers)
-            actions.append(.open(id, kind: .query, payload: request.payload, on: placement, first: first))
+            actions.append(.open(id, kind: .query, payload: request.payload, on: placement, first: first, lane: streamOperation.lane))
         }
         return actions
     }
@@ -509,8 +519,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
         }
         // It holds one fewer than it counts now (this one, refused).
         let old = operation.placement
-        refusedAbove[index] = load(on: old) - 1
-        guard let placement = place(operation.kind) else {
+        let lane = operation.lane
+        placers[lane]?.refuse(above: index)
+        guard let placement = placers[lane]?.place(operation.kind) else {
             return upstreamFinished(
                 id,
                 .error(.transport(.connectionLost(reason: "every upstream connection is full (the server refused one more subscription)")))
@@ -518,10 +529,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         }
         operation.placement = placement
         operations[id] = operation
-        load[old, default: 1] -= 1
-        if load[old] == 0 { load[old] = nil }
-        load[placement, default: 0] += 1
-        return [.open(id, kind: operation.kind, payload: operation.payload, on: placement, first: first)]
+        placers[lane]?.remove(old)
+        return [.open(id, kind: operation.kind, payload: operation.payload, on: placement, first: first, lane: lane)]
     }
 
     /// The upstream operation ended (completed, error, cancelled): every subscriber is told and
@@ -554,7 +563,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         operations.removeAll()
         byKey.removeAll()
         clients.removeAll()
-        load.removeAll()
+        for lane in placers.keys { placers[lane]!.removeAll() }
         retainedBytes = 0
         lastResults.removeAll()
         downSince.removeAll()
@@ -570,9 +579,8 @@ package struct Multiplexer<Client: Hashable, Tag> {
         downSince[id] = nil
         snapshotRequests[id] = nil
         holds[id] = nil
-        if let key = operation.key, byKey[key] == id { byKey[key] = nil }
-        load[operation.placement, default: 1] -= 1
-        if load[operation.placement] == 0 { load[operation.placement] = nil }
+        if let key = operation.key, byKey[LaneKey(lane: operation.lane, key: key)] == id { byKey[LaneKey(lane: operation.lane, key: key)] = nil }
+        placers[operation.lane]?.remove(operation.placement)
     }
 
     private mutating func release(_ subscriber: Subscriber, _ id: OperationID) {

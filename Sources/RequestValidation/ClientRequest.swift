@@ -6,8 +6,9 @@ import NIOCore
 /// `subscribe`'s document is parsed there under the limits in force), so the session reads
 /// values and parses nothing.
 package enum ClientRequest {
-    /// A line client's `connection_init`, with the name it gave (`payload.client`), if any.
-    case connectionInit(clientName: String?)
+    /// A line client's `connection_init`, with the name it gave (`payload.client`), if any,
+    /// and what it presents for upstreams with `identity = "client"` (`payload.upstream`).
+    case connectionInit(clientName: String?, upstream: PresentedCredential? = nil)
     /// `subscribe`: the request, or why its payload was refused (answered for this id alone).
     case subscribe(id: String, Result<SubscribeRequest, SubscribeRequest.Invalid>)
     /// Stop operation `id`.
@@ -26,8 +27,15 @@ package enum ClientRequest {
     }
 
     /// A `subscribe` of `payload`, parsed under `limits`.
-    package static func subscribe(id: String, payload: ByteBuffer, limits: SubscribeRequest.Limits) -> ClientRequest {
-        .subscribe(id: id, SubscribeRequest.parsed(payload, limits: limits))
+    package static func subscribe(id: String, payload: ByteBuffer, limits: SubscribeRequest.Limits, upstream: String? = nil) -> ClientRequest {
+        .subscribe(
+            id: id,
+            SubscribeRequest.parsed(payload, limits: limits).map { request in
+                var request = request
+                request.upstream = upstream
+                return request
+            }
+        )
     }
 
     /// One line of the local protocol (docs/protocol.md), without its `\n`.
@@ -46,7 +54,14 @@ package enum ClientRequest {
         }
         switch type {
         case .connectionInit:
-            self = .connectionInit(clientName: payload.flatMap(Self.clientName))
+            do {
+                self = .connectionInit(
+                    clientName: payload.flatMap(Self.clientName),
+                    upstream: try payload.flatMap { payload throws(PresentedCredentialError) in try PresentedCredential(lineInit: payload) }
+                )
+            } catch {
+                self = .invalid(reason: "connection_init: \(error.description)")
+            }
         case .subscribe:
             guard let id = envelope.id, !id.isEmpty else {
                 self = .invalid(reason: "'subscribe' needs a non-empty string 'id'")
@@ -56,7 +71,16 @@ package enum ClientRequest {
                 self = .invalid(reason: "'subscribe' needs an object 'payload'")
                 return
             }
-            self = .subscribe(id: id, payload: payload, limits: limits)
+            guard !envelope.upstreamMistyped else {
+                self = .subscribe(id: id, .failure(SubscribeRequest.Invalid(code: .badRequest, message: "'upstream' must be a string naming an upstream")))
+                return
+            }
+            var parsed = SubscribeRequest.parsed(payload, limits: limits)
+            if let upstream = envelope.upstream, case .success(var request) = parsed {
+                request.upstream = upstream
+                parsed = .success(request)
+            }
+            self = .subscribe(id: id, parsed)
         case .complete:
             guard let id = envelope.id, !id.isEmpty else {
                 self = .invalid(reason: "'complete' needs a non-empty string 'id'")

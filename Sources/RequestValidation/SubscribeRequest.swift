@@ -17,6 +17,9 @@ package struct SubscribeRequest {
     /// `extensions.gqlmux.resnapshot` as it goes upstream at each resume of the stream: the
     /// query, with the subscription's variables.
     package var snapshotPayload: ByteBuffer?
+    /// The upstream it is for, by name (nil: `default`): the line protocol's top-level
+    /// `upstream`, the endpoint's path. Not part of the payload.
+    package var upstream: String?
 
     /// `extensions.gqlmux`: per-operation requests to gqlmuxd.
     package struct Options: Sendable, Equatable {

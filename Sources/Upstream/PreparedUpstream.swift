@@ -24,6 +24,19 @@ package struct PreparedUpstream: Sendable {
         package var description: String
     }
 
+    /// The same upstream, its TLS contexts reused, carrying `credential` (an identity's lane):
+    /// no file I/O, so a lane is made on the loop.
+    package func carrying(_ credential: LaneCredential) -> PreparedUpstream {
+        PreparedUpstream(credential.applied(to: configuration), websocketTLS: websocketTLS, httpTLS: httpTLS, streamTLS: streamTLS)
+    }
+
+    private init(_ configuration: UpstreamConfiguration, websocketTLS: NIOSSLContext?, httpTLS: NIOSSLContext?, streamTLS: NIOSSLContext?) {
+        self.configuration = configuration
+        self.websocketTLS = websocketTLS
+        self.httpTLS = httpTLS
+        self.streamTLS = streamTLS
+    }
+
     /// Blocking: reads the CA file (once per secure endpoint) and, with `checkPayloadFile`, a
     /// regular `connecting_payload_file` (a FIFO or device is left for the connect to read:
     /// reading it here would consume what a credentials helper writes for the connect).

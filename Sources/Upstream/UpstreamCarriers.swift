@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import GraphQLTransportWS
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -73,6 +74,9 @@ package final class UpstreamCarriers {
         http.updates = updates
         return http
     }
+
+    /// How long an idle identity's connections stay open (`lazy_close_timeout`).
+    package var lazyCloseTimeout: Duration { configuration.transport.lazyCloseTimeout }
 
     /// What carries subscriptions.
     private var subscriptions: any SubscriptionUpstream { streams ?? pool }

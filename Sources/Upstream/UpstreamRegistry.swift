@@ -1,85 +1,336 @@
+import AWSSigning
 import GQLMuxVocabulary
 import NIOCore
 
-/// Every upstream gqlmuxd talks to, each by its name behind its own ``UpstreamCarriers``: the
-/// one owner of every carrier. The daemon drives all of them through this (start, pause,
-/// resume, shut down), and the fan-out performs the multiplexer's placements through it
-/// (``UpstreamOperations``). gqlmuxd serves one upstream today, named ``defaultName``; an
-/// operation's placement then names a carrier of that one.
+/// Every upstream gqlmuxd talks to, by name, and every lane of each: one set of carriers
+/// (``UpstreamCarriers``) per upstream and identity. An upstream with `identity = "host"` has
+/// one lane, made at start; one with `"client"` or `"peer"` has a lane per credential in use,
+/// made when its first client asks and closed `lazy_close_timeout` after its last leaves. The
+/// daemon drives all of them through this (start, pause, resume, reload, shut down), and the
+/// fan-out performs the multiplexer's placements through it (``UpstreamOperations``).
 ///
 /// Lives on one event loop, as its carriers do.
 package final class UpstreamRegistry {
     /// The name of the upstream `[upstream]` configures.
     package static let defaultName = "default"
 
-    package let eventLoop: any EventLoop
-    /// Each upstream, by name, in the order they were configured.
-    private let entries: [(name: String, carriers: UpstreamCarriers)]
+    /// One upstream of the table, ready to make lanes of.
+    package struct Definition {
+        package var name: String
+        package var prepared: PreparedUpstream
+        package var layout: UpstreamLayout
+        /// One lane for every client (`identity = "host"`), or one per credential.
+        package var perCredential: Bool
 
-    /// The upstream `[upstream]` configures; its carriers tell every operation's updates to
-    /// `updates`.
-    package init(_ upstream: PreparedUpstream, eventLoop: any EventLoop, updates: @escaping OperationSink) {
-        self.eventLoop = eventLoop
-        entries = [(Self.defaultName, UpstreamCarriers(upstream, eventLoop: eventLoop, updates: updates))]
+        package init(name: String, prepared: PreparedUpstream, layout: UpstreamLayout, perCredential: Bool) {
+            self.name = name
+            self.prepared = prepared
+            self.layout = layout
+            self.perCredential = perCredential
+        }
     }
+
+    /// One upstream with one identity's credentials.
+    package final class Lane {
+        package let id: LaneID
+        package let upstream: String
+        /// nil for the host's lane; otherwise the credential its connections carry.
+        let credential: LaneCredential?
+        /// Names the credential without telling it (an HMAC under a key of this process).
+        package let identity: String?
+        package let carriers: UpstreamCarriers
+        /// Sessions that may use it (identity lanes only).
+        var holders = 0
+        var closing: Scheduled<Void>?
+
+        init(id: LaneID, upstream: String, credential: LaneCredential?, identity: String?, carriers: UpstreamCarriers) {
+            self.id = id
+            self.upstream = upstream
+            self.credential = credential
+            self.identity = identity
+            self.carriers = carriers
+        }
+    }
+
+    /// Where a client's operations for an upstream go.
+    package enum Choice: Equatable {
+        /// Lane `id`; `new` names a lane made for this ask (its layout is to be set).
+        case lane(LaneID, new: UpstreamLayout?)
+        /// No upstream by that name.
+        case unknownUpstream
+        /// Another identity would pass `[limits] max_identities`.
+        case tooManyIdentities(limit: Int)
+    }
+
+    /// A lane's names, as its transport events carry them.
+    package struct Label: Sendable {
+        package let id: LaneID
+        package let upstream: String
+        /// The identity's short name; nil for the host's lane.
+        package let identity: String?
+    }
+
+    package typealias Observer = @Sendable (_ lane: Label, _ connection: Int, TransportEvent) -> Void
+
+    package let eventLoop: any EventLoop
+    private var definitions: [Definition]
+    private var lanes: [LaneID: Lane] = [:]
+    private var hostLanes: [String: LaneID] = [:]
+    private struct IdentityKey: Hashable {
+        let upstream: String
+        let credential: LaneCredential
+    }
+    private var identityLanes: [IdentityKey: LaneID] = [:]
+    private var nextLane = 0
+    private let updates: OperationSink
+    private var observer: Observer = { _, _, _ in }
+    private var started = false
+    private var paused = false
+    private let identityKey: [UInt8] = (0..<32).map { _ in UInt8.random(in: 0...255) }
+    /// `[limits] max_identities`: identity lanes at once, over every upstream.
+    package var maxIdentities = 256
+    /// An identity lane closed (its last client left): the multiplexer forgets its places.
+    package var laneClosed: (LaneID) -> Void = { _ in }
+
+    /// The upstreams of the table, `[upstream]` first: a lane for each that serves every client
+    /// alike. Their carriers tell every operation's updates to `updates`.
+    package init(_ definitions: [Definition], eventLoop: any EventLoop, updates: @escaping OperationSink) {
+        precondition(definitions.first?.name == Self.defaultName, "the table starts with the default upstream")
+        self.eventLoop = eventLoop
+        self.definitions = definitions
+        self.updates = updates
+        // Lane 0 is the default upstream's host lane, when it has one.
+        if definitions[0].perCredential { nextLane = 1 }
+        for definition in definitions where !definition.perCredential { _ = makeLane(definition, credential: nil) }
+    }
+
+    /// The upstream `[upstream]` configures, alone (tests, the bench).
+    package convenience init(
+        _ upstream: PreparedUpstream,
+        layout: UpstreamLayout = UpstreamLayout(),
+        eventLoop: any EventLoop,
+        updates: @escaping OperationSink
+    ) {
+        self.init([Definition(name: Self.defaultName, prepared: upstream, layout: layout, perCredential: false)], eventLoop: eventLoop, updates: updates)
+    }
+
+    private func makeLane(_ definition: Definition, credential: LaneCredential?) -> Lane {
+        let id = LaneID(nextLane)
+        nextLane += 1
+        let prepared = credential.map { definition.prepared.carrying($0) } ?? definition.prepared
+        let carriers = UpstreamCarriers(prepared, eventLoop: eventLoop, updates: updates)
+        let lane = Lane(id: id, upstream: definition.name, credential: credential, identity: credential.map(tag), carriers: carriers)
+        carriersObserve(lane, observer)
+        lanes[id] = lane
+        if let credential {
+            identityLanes[IdentityKey(upstream: definition.name, credential: credential)] = id
+        } else {
+            hostLanes[definition.name] = id
+        }
+        if started {
+            carriers.start()
+            if paused { carriers.pause() }
+        }
+        return lane
+    }
+
+    /// 12 hex digits naming `credential` in status, metrics and the journal.
+    private func tag(_ credential: LaneCredential) -> String {
+        var text = ""
+        switch credential.payload {
+        case .configured: text += "c"
+        case .inline(let bytes): text += "i" + String(decoding: bytes, as: UTF8.self)
+        case .file(let path): text += "f" + path
+        }
+        for header in credential.headers { text += "\n" + header.name + ":" + header.value }
+        return String(SHA256.hex(SHA256.hmac(key: identityKey, Array(text.utf8))).prefix(12))
+    }
+
+    // MARK: - Names and lanes
 
     /// The upstreams' names, in configuration order.
-    package var names: [String] { entries.map(\.name) }
+    package var names: [String] { definitions.map(\.name) }
 
-    /// The carriers of upstream `name`, if there is one by that name.
-    package func carriers(named name: String) -> UpstreamCarriers? {
-        entries.first { $0.name == name }?.carriers
+    /// The definition of upstream `name`.
+    package func definition(named name: String) -> Definition? { definitions.first { $0.name == name } }
+
+    /// The host lane of upstream `name`, if it serves every client alike.
+    package func carriers(named name: String) -> UpstreamCarriers? { hostLanes[name].flatMap { lanes[$0]?.carriers } }
+
+    /// The default upstream's host lane (the default upstream with `identity = "host"`).
+    package var primary: UpstreamCarriers? { lanes[.primary]?.carriers }
+
+    package func lane(_ id: LaneID) -> Lane? { lanes[id] }
+
+    /// Every lane of upstream `name`, the host's first.
+    package func lanes(of name: String) -> [Lane] {
+        lanes.values.filter { $0.upstream == name }.sorted { $0.id.value < $1.id.value }
     }
 
-    /// The upstream `[upstream]` configures.
-    package var primary: UpstreamCarriers { entries[0].carriers }
+    /// Every lane, in the order they were made.
+    package var allLanes: [Lane] { lanes.values.sorted { $0.id.value < $1.id.value } }
 
-    /// Every carrier's transport events, with the name of the upstream they concern.
-    package func observe(_ observer: @escaping @Sendable (_ upstream: String, _ connection: Int, TransportEvent) -> Void) {
-        for (name, carriers) in entries {
-            carriers.observer = { connection, event in observer(name, connection, event) }
+    /// Identity lanes open now.
+    package var identityCount: Int { identityLanes.count }
+
+    /// Where operations for upstream `name` go for a client presenting `credential` (ignored
+    /// by an upstream that serves every client alike). An identity's lane is made when first
+    /// asked for; the caller holds it (``hold(_:)``) while its client may use it.
+    package func choose(upstream name: String, credential: LaneCredential?) -> Choice {
+        eventLoop.assertInEventLoop()
+        guard let definition = definition(named: name) else { return .unknownUpstream }
+        guard definition.perCredential else {
+            guard let id = hostLanes[name] else { return .unknownUpstream }
+            return .lane(id, new: nil)
         }
+        let credential = credential ?? LaneCredential()
+        if let id = identityLanes[IdentityKey(upstream: name, credential: credential)] { return .lane(id, new: nil) }
+        guard identityLanes.count < maxIdentities else { return .tooManyIdentities(limit: maxIdentities) }
+        return .lane(makeLane(definition, credential: credential).id, new: definition.layout)
+    }
+
+    /// A client may use identity lane `id` (nothing for a host lane).
+    package func hold(_ id: LaneID) {
+        guard let lane = lanes[id], lane.credential != nil else { return }
+        lane.holders += 1
+        lane.closing?.cancel()
+        lane.closing = nil
+    }
+
+    /// A client of identity lane `id` left: its last one's leaving closes the lane's
+    /// connections after the upstream's `lazy_close_timeout`.
+    package func release(_ id: LaneID) {
+        guard let lane = lanes[id], lane.credential != nil, lane.holders > 0 else { return }
+        lane.holders -= 1
+        guard lane.holders == 0 else { return }
+        let wait = lane.carriers.lazyCloseTimeout
+        lane.closing = eventLoop.scheduleTask(in: .nanoseconds(Int64(wait.components.seconds) * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000)) {
+            [weak self] in self?.closeIdentity(id)
+        }
+    }
+
+    private func closeIdentity(_ id: LaneID) {
+        guard let lane = lanes[id], lane.holders == 0 else { return }
+        forget(lane)
+        laneClosed(id)
+        _ = lane.carriers.shutdownOnLoop()
+    }
+
+    private func forget(_ lane: Lane) {
+        lane.closing?.cancel()
+        lanes[lane.id] = nil
+        if let credential = lane.credential {
+            identityLanes[IdentityKey(upstream: lane.upstream, credential: credential)] = nil
+        } else if hostLanes[lane.upstream] == lane.id {
+            hostLanes[lane.upstream] = nil
+        }
+    }
+
+    /// Every carrier's transport events, with the lane they concern.
+    package func observe(_ observer: @escaping Observer) {
+        self.observer = observer
+        for lane in lanes.values {
+            carriersObserve(lane, observer)
+        }
+    }
+
+    private func carriersObserve(_ lane: Lane, _ observer: @escaping Observer) {
+        let label = Label(id: lane.id, upstream: lane.upstream, identity: lane.identity)
+        lane.carriers.observer = { connection, event in observer(label, connection, event) }
     }
 
     // MARK: - Life
 
-    package func start() { for entry in entries { entry.carriers.start() } }
+    package func start() {
+        started = true
+        for lane in allLanes { lane.carriers.start() }
+    }
 
     /// Closes every upstream's subscriptions and holds them until ``resume()``.
-    package func pause() { for entry in entries { entry.carriers.pause() } }
+    package func pause() {
+        paused = true
+        for lane in allLanes { lane.carriers.pause() }
+    }
 
-    package func resume() { for entry in entries { entry.carriers.resume() } }
+    package func resume() {
+        paused = false
+        for lane in allLanes { lane.carriers.resume() }
+    }
+
+    /// A reload's table, its file I/O done: upstreams kept take their new settings (each
+    /// identity's lane with its own credential), new ones get their host lane. Returns every
+    /// lane whose layout is new or changed, and the lanes of removed upstreams: the caller ends
+    /// their operations, then ``retireOnLoop(_:)``s them. Cannot fail.
+    package func applyOnLoop(_ table: [Definition]) -> (layouts: [LaneID: UpstreamLayout], removed: [LaneID]) {
+        eventLoop.assertInEventLoop()
+        let names = Set(table.map(\.name))
+        let removed = allLanes.filter { !names.contains($0.upstream) }.map(\.id)
+        let old = definitions
+        definitions = table
+        var layouts: [LaneID: UpstreamLayout] = [:]
+        for definition in table {
+            let existing = lanes(of: definition.name)
+            if existing.isEmpty, !definition.perCredential {
+                layouts[makeLane(definition, credential: nil).id] = definition.layout
+                continue
+            }
+            // An upstream whose keys did not change keeps its connections as they are, unless
+            // it reads a file a reload is meant to pick up again.
+            let configuration = definition.prepared.configuration
+            let unchanged = old.first { $0.name == definition.name }?.prepared.configuration == configuration && !configuration.readsFiles
+            for lane in existing {
+                layouts[lane.id] = definition.layout
+                if unchanged, lane.credential?.readsFile != true { continue }
+                lane.carriers.applyOnLoop(lane.credential.map { definition.prepared.carrying($0) } ?? definition.prepared)
+            }
+        }
+        return (layouts, removed)
+    }
+
+    /// Shuts down lanes of removed upstreams (their operations already ended).
+    package func retireOnLoop(_ ids: [LaneID]) -> EventLoopFuture<Void> {
+        var closing: [EventLoopFuture<Void>] = []
+        for id in ids {
+            guard let lane = lanes[id] else { continue }
+            forget(lane)
+            closing.append(lane.carriers.shutdownOnLoop())
+        }
+        return .andAllComplete(closing, on: eventLoop)
+    }
 
     /// Ends every operation of every upstream and closes every connection; done when every
     /// socket is closed.
     package func shutdownOnLoop() -> EventLoopFuture<Void> {
         eventLoop.assertInEventLoop()
-        return .andAllComplete(entries.map { $0.carriers.shutdownOnLoop() }, on: eventLoop)
+        return .andAllComplete(allLanes.map { $0.carriers.shutdownOnLoop() }, on: eventLoop)
     }
 }
 
 /// What the fan-out asks of the upstream side: send an operation where the multiplexer core
 /// placed it, cancel it there, and name the carrier for the journal.
 package protocol UpstreamOperations: AnyObject {
-    /// Sends operation `id` on the carrier at `placement`; false when there is none.
-    func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement) -> Bool
+    /// Sends operation `id` on the carrier at `placement` of `lane`; false when there is none.
+    func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, lane: LaneID) -> Bool
     /// The multiplexer no longer wants operation `id`.
-    func cancelOnLoop(_ id: OperationID, on placement: Placement)
+    func cancelOnLoop(_ id: OperationID, on placement: Placement, lane: LaneID)
     /// The carrier's name for the journal (`GQLMUX_TRANSPORT=`).
-    func carrierName(at placement: Placement) -> String?
+    func carrierName(at placement: Placement, lane: LaneID) -> String?
+    /// The name of the upstream of `lane` (`GQLMUX_UPSTREAM=`).
+    func upstreamName(of lane: LaneID) -> String?
 }
 
-/// Placements name carriers of the one upstream there is.
 extension UpstreamRegistry: UpstreamOperations {
-    package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement) -> Bool {
-        primary.openOnLoop(id, kind: kind, payload: payload, on: placement)
+    package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, lane: LaneID) -> Bool {
+        lanes[lane]?.carriers.openOnLoop(id, kind: kind, payload: payload, on: placement) ?? false
     }
 
-    package func cancelOnLoop(_ id: OperationID, on placement: Placement) {
-        primary.cancelOnLoop(id, on: placement)
+    package func cancelOnLoop(_ id: OperationID, on placement: Placement, lane: LaneID) {
+        lanes[lane]?.carriers.cancelOnLoop(id, on: placement)
     }
 
-    package func carrierName(at placement: Placement) -> String? {
-        primary.carrierName(at: placement)
+    package func carrierName(at placement: Placement, lane: LaneID) -> String? {
+        lanes[lane]?.carriers.carrierName(at: placement)
     }
+
+    package func upstreamName(of lane: LaneID) -> String? { lanes[lane]?.upstream }
 }

@@ -107,3 +107,22 @@ package enum UpstreamCarrierKind: String, Sendable, Equatable, CaseIterable {
     /// Whether subscriptions travel over a WebSocket to `url`.
     package var usesWebSocket: Bool { self == .websocket || self == .appsync }
 }
+
+extension UpstreamConfiguration: Equatable {
+    package static func == (a: UpstreamConfiguration, b: UpstreamConfiguration) -> Bool {
+        a.url == b.url && a.headers.map { [$0.name, $0.value] } == b.headers.map { [$0.name, $0.value] }
+            && a.connectingPayload == b.connectingPayload && a.clientName == b.clientName && a.clientVersion == b.clientVersion
+            && a.tls == b.tls && a.maxMessageBytes == b.maxMessageBytes && a.reconnectIfConnected == b.reconnectIfConnected
+            && a.transport == b.transport && a.protocols == b.protocols && a.httpURL == b.httpURL && a.httpTimeout == b.httpTimeout
+            && a.carrier == b.carrier && a.multipartAccept == b.multipartAccept && a.heartbeatTimeout == b.heartbeatTimeout
+            && a.maxStreams == b.maxStreams && a.proxy == b.proxy && a.appSync == b.appSync
+    }
+
+    /// Whether it reads a file at every connect or the reload rebuilds from one
+    /// (`connecting_payload_file`, `tls.ca_file`, AppSync's secrets): a reload applies it anew
+    /// even when no key changed, so a rotated file takes effect.
+    package var readsFiles: Bool {
+        if case .file = connectingPayload { return true }
+        return tls.caFile != nil || appSync != nil
+    }
+}

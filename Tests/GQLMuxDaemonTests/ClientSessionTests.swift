@@ -19,12 +19,13 @@ import Upstream
     final class Upstream: UpstreamOperations {
         var opened: [(id: OperationID, kind: OperationKind, payload: String, placement: Placement)] = []
         var cancelled: [OperationID] = []
-        func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement) -> Bool {
+        func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, lane: LaneID) -> Bool {
             opened.append((id, kind, String(buffer: payload), placement))
             return true
         }
-        func cancelOnLoop(_ id: OperationID, on placement: Placement) { cancelled.append(id) }
-        func carrierName(at placement: Placement) -> String? { "test" }
+        func cancelOnLoop(_ id: OperationID, on placement: Placement, lane: LaneID) { cancelled.append(id) }
+        func carrierName(at placement: Placement, lane: LaneID) -> String? { "test" }
+        func upstreamName(of lane: LaneID) -> String? { "default" }
     }
 
     /// The control plane as a session sees it.
@@ -43,6 +44,9 @@ import Upstream
         func sessionOpened(_ session: ClientSession) { opened += 1 }
         func sessionClosed(_ session: ClientSession) { closed += 1 }
         func statusChanged() {}
+        func lane(upstream: String?, for session: ClientSession) -> Result<LaneID, LaneRefusal> {
+            upstream == nil ? .success(.primary) : .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(upstream!)'"))
+        }
     }
 
     /// An embedded loop, an upstream side and a control plane of the test's own, and a

@@ -59,7 +59,7 @@ import Testing
             #expect(text.contains(#"gqlmux_reconnects_total{cause="closed",close_code="1012"} 1"#))
             #expect(text.contains("gqlmux_reconnect_duration_seconds_count 1"))
             #expect(text.contains(#"gqlmux_errors_total{code="DUPLICATE_ID"} 1"#))
-            #expect(text.contains(#"gqlmux_upstream_connections{state="connected"} 1.0"#))
+            #expect(text.contains(#"gqlmux_upstream_connections{state="connected",upstream="default"} 1.0"#))
         }
     }
 }

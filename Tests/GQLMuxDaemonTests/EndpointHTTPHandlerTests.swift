@@ -16,6 +16,8 @@ import Testing
         var endpointAccess = EndpointAccess()
         var endpointToken: EndpointToken?
         var documentLimits = SubscribeRequest.Limits()
+        var forwardedHeaders: Set<String> = []
+        func servesUpstream(_ name: String) -> Bool { name == "other" }
         var refusals: [EndpointRefusal] = []
         func endpointRefused(_ refusal: EndpointRefusal, listener: ClientOrigin, fields: [String: String], message: String) {
             refusals.append(refusal)
@@ -28,6 +30,7 @@ import Testing
         var framing = NextFraming.line
         var inbound: (any InboundBudget)?
         var wire: (any CarriedConnection)?
+        var presented = PresentedCredential()
         /// Each `subscribe` as its id and what goes upstream.
         var subscribes: [(id: String, payload: String)] = []
         var context: ChannelHandlerContext?

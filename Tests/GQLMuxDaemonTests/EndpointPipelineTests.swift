@@ -17,6 +17,7 @@ import Testing
         var framing = NextFraming.line
         var inbound: (any InboundBudget)?
         var wire: (any CarriedConnection)?
+        var presented = PresentedCredential()
         /// The ids of the `subscribe`s it heard.
         var subscribed: [String] = []
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -38,6 +39,8 @@ import Testing
         var endpointAccess = EndpointAccess()
         var endpointToken: EndpointToken?
         var documentLimits = SubscribeRequest.Limits()
+        var forwardedHeaders: Set<String> = []
+        func servesUpstream(_ name: String) -> Bool { name == "other" }
         var endpointPath = "/graphql"
         var maxMessageBytes = 1 << 20
         var sessions: [Session] = []

@@ -147,7 +147,7 @@ import Testing
         }
         #expect(tooBig.code == .invalidDocument || tooBig.code == .limitExceeded)
         guard
-            case .connectionInit("app")? = Optional(
+            case .connectionInit("app", nil)? = Optional(
                 ClientRequest(line: ByteBuffer(string: #"{"type":"connection_init","payload":{"client":"app"}}"#), limits: limits)
             )
         else {

@@ -11,7 +11,7 @@ typealias Action = Mux.Action
 
 /// The one operation an `open` action names.
 func opened(_ actions: [Action]) -> Mux.OperationID? {
-    guard actions.count == 1, case .open(let id, _, _, _, _) = actions[0] else { return nil }
+    guard actions.count == 1, case .open(let id, _, _, _, _, _) = actions[0] else { return nil }
     return id
 }
 
@@ -237,13 +237,13 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
             }
             for action in actions {
                 switch action {
-                case .open(let id, _, _, let placement, let first):
+                case .open(let id, _, _, let placement, let first, _):
                     #expect(!closed.contains(id))
                     model[name(first.client, first.localID)] = id
                     placed[id] = placement
                 case .joined(let id, let joiner, _, _), .resumed(let id, let joiner, _):
                     model[name(joiner.client, joiner.localID)] = id
-                case .close(let id, let placement):
+                case .close(let id, let placement, _):
                     #expect(!model.values.contains(id), "closed while still read")
                     #expect(placed.removeValue(forKey: id) == placement, "closed where it was opened")
                     closed.insert(id)

@@ -22,7 +22,7 @@ import Testing
     }
 
     private func opens(_ actions: [Action]) -> [(Mux.OperationID, ByteBuffer)] {
-        actions.compactMap { if case .open(let id, .query, let payload, _, _) = $0 { (id, payload) } else { nil } }
+        actions.compactMap { if case .open(let id, .query, let payload, _, _, _) = $0 { (id, payload) } else { nil } }
     }
 
     @Test func theFirstActiveRunsNoSnapshotAResumeRunsEachDistinctQueryOnce() throws {

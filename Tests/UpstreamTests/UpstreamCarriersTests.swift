@@ -84,11 +84,11 @@ import Upstream
         #expect(registry.carriers(named: "default") === registry.primary)
         #expect(registry.carriers(named: "other") == nil)
         let operations: any UpstreamOperations = registry
-        #expect(operations.carrierName(at: .connection(0)) == "websocket")
-        #expect(operations.carrierName(at: .http) == "http")
-        #expect(operations.carrierName(at: .stream) == nil)
-        #expect(!operations.openOnLoop(OperationID(2), kind: .subscription, payload: ByteBuffer(string: "{}"), on: .stream))
-        #expect(registry.primary.snapshotOnLoop.httpURL == "http://127.0.0.1:1/graphql")
+        #expect(operations.carrierName(at: .connection(0), lane: .primary) == "websocket")
+        #expect(operations.carrierName(at: .http, lane: .primary) == "http")
+        #expect(operations.carrierName(at: .stream, lane: .primary) == nil)
+        #expect(!operations.openOnLoop(OperationID(2), kind: .subscription, payload: ByteBuffer(string: "{}"), on: .stream, lane: .primary))
+        #expect(registry.primary!.snapshotOnLoop.httpURL == "http://127.0.0.1:1/graphql")
         let done = registry.shutdownOnLoop()
         loop.run()
         #expect(throws: Never.self) { try done.wait() }

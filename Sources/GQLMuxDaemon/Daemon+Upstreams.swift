@@ -1,0 +1,127 @@
+import GQLMuxConfiguration
+import GQLMuxVocabulary
+import LocalProtocol
+import NIOCore
+import RequestValidation
+import Upstream
+
+/// Why a client may not use an upstream: an error for that operation only.
+struct LaneRefusal: Error {
+    var code: LocalErrorCode
+    var message: String
+}
+
+/// The table of upstreams as the daemon serves it: which lane a client's operation goes to
+/// (its upstream by name, and the identity the upstream asks for), and what operators see of
+/// each upstream.
+extension Daemon {
+    /// The registry's definitions of `configuration`'s upstreams, their file I/O done
+    /// (blocking: the CA files).
+    static func definitions(_ configuration: DaemonConfiguration, checkPayloadFile: Bool) throws -> [UpstreamRegistry.Definition] {
+        try configuration.upstreams.map { entry in
+            let prepared: PreparedUpstream
+            do {
+                prepared = try PreparedUpstream(entry.upstream, checkPayloadFile: checkPayloadFile)
+            } catch {
+                guard entry.name != NamedUpstream.defaultName else { throw error }
+                throw DaemonError("[upstreams.\(entry.name)]: \(error)")
+            }
+            return UpstreamRegistry.Definition(name: entry.name, prepared: prepared, layout: entry.layout, perCredential: entry.identity != .host)
+        }
+    }
+
+    /// The lane of upstream `name` (nil: `default`) for `session`'s operations: the upstream's
+    /// one lane, or the lane of the credential `session` presents (`identity = "client"`) or its
+    /// peer's uid or gid names (`"peer"`). A new lane takes its layout here.
+    func lane(upstream name: String?, for session: ClientSession) -> Result<LaneID, LaneRefusal> {
+        eventLoop.assertInEventLoop()
+        let name = name ?? NamedUpstream.defaultName
+        guard let entry = configuration.upstream(named: name) else {
+            return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name)'"))
+        }
+        var credential: LaneCredential?
+        switch entry.identity {
+        case .host:
+            break
+        case .client(let forward):
+            credential = Self.credential(session.presented, forwarding: forward)
+        case .peer(let table):
+            guard session.origin != .endpointTCP, let peer = session.credentials else {
+                return .failure(
+                    LaneRefusal(code: .forbidden, message: "upstream '\(name)' serves local users by their uid (identity = \"peer\"); a TCP client has none")
+                )
+            }
+            guard let file = table.payloadFile(uid: peer.uid, gid: peer.gid) else {
+                return .failure(LaneRefusal(code: .forbidden, message: "upstream '\(name)' has no credentials for uid \(peer.uid) ([upstreams.\(name).peers])"))
+            }
+            credential = LaneCredential(payload: .file(file))
+        }
+        switch upstreams.choose(upstream: name, credential: credential) {
+        case .unknownUpstream:
+            return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name)'"))
+        case .tooManyIdentities(let limit):
+            events.emit(
+                .limitExceeded,
+                session.fields(["GQLMUX_LIMIT": "max_identities", "GQLMUX_UPSTREAM": name]),
+                message: "max_identities (\(limit)) reached"
+            )
+            return .failure(LaneRefusal(code: .limitExceeded, message: "max_identities (\(limit)) identities have upstream connections"))
+        case .lane(let id, let layout):
+            if let layout { switchboard.setLayout(layout, of: id) }
+            if session.holdLane(id) { upstreams.hold(id) }
+            return .success(id)
+        }
+    }
+
+    /// What a client presented, as its upstream credential: its payload, and its headers named
+    /// in `forward_headers`.
+    static func credential(_ presented: PresentedCredential, forwarding forward: [String]) -> LaneCredential {
+        LaneCredential(
+            payload: presented.payload.map { .inline($0) } ?? .configured,
+            headers: presented.headers.filter { forward.contains($0.name.lowercased()) }.map { LaneCredential.Header(name: $0.name, value: $0.value) }
+        )
+    }
+
+    /// An identity's lane closed, its last client gone: the core forgets its places.
+    func identityClosed(_ lane: LaneID) {
+        switchboard.endLane(lane, .connectionLost(reason: "the identity's last client left"))
+    }
+
+    /// Each upstream of the table as `status`, `STATUS=` and the metrics show it.
+    var upstreamReports: [StatusReport.Upstream] {
+        configuration.upstreams.map { entry in
+            let lanes = upstreams.lanes(of: entry.name)
+            var report = StatusReport.Upstream(
+                name: entry.name,
+                identity: entry.identity.name,
+                snapshot: lanes.first?.carriers.snapshotOnLoop ?? Self.idleSnapshot(entry)
+            )
+            if entry.identity != .host {
+                report.identities = lanes.map { ($0.identity ?? "host", $0.carriers.snapshotOnLoop) }
+                if let connected = report.identities.first(where: { $0.snapshot.state == .connected }) { report.snapshot = connected.snapshot }
+            }
+            for lane in lanes {
+                let counts = switchboard.counts(on: lane.id)
+                report.upstreamSubscriptions += counts.upstream
+                report.localSubscriptions += counts.local
+            }
+            return report
+        }
+    }
+
+    /// An upstream with no connection yet (an identity upstream before its first client).
+    static func idleSnapshot(_ entry: NamedUpstream) -> UpstreamSnapshot {
+        let upstream = entry.upstream
+        let streams = upstream.streamsOverHTTP
+        return UpstreamSnapshot(
+            state: .idle,
+            transport: upstream.carrier.rawValue,
+            url: (streams ? upstream.httpURL?.description : nil) ?? upstream.url.description,
+            wire: streams ? upstream.carrier.rawValue : "",
+            connections: [],
+            httpURL: upstream.httpURL?.description,
+            reconnects: 0,
+            streams: streams ? 0 : nil
+        )
+    }
+}
