@@ -161,6 +161,29 @@ class TwoServersTests(unittest.IsolatedAsyncioTestCase):
         finally:
             ws_task.cancel()
 
+    async def test_pausing_one_upstream_holds_only_its_subscribers(self) -> None:
+        client = LineClient("c")
+        self.clients = [client]
+        await client.connect(self.daemon.socket)
+        subscribe(client, "d", TICK, {"ms": 40})
+        subscribe(client, "s", TICK, {"ms": 40}, "second")
+        await wait_for(lambda: len(nexts(client, "d")) >= 2 and len(nexts(client, "s")) >= 2, 20, "both stream")
+        paused = time.monotonic()
+        out = ctl(self.daemon, "pause", "--upstream", "second")
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        await wait_for(lambda: "paused" in states(client, "s", paused), 10, "second's subscriber is told paused")
+        await asyncio.sleep(1.0)
+        self.assertEqual(states(client, "d", paused), [])
+        self.assertGreaterEqual(len(nexts(client, "d", paused)), 10)
+        self.assertEqual(status(self.daemon)["upstreams"]["second"]["state"], "paused")
+        self.assertEqual(status(self.daemon)["upstreams"]["default"]["state"], "connected")
+        resumed = time.monotonic()
+        self.assertEqual(ctl(self.daemon, "resume", "--upstream", "second").returncode, 0)
+        await wait_for(lambda: len(nexts(client, "s", resumed)) >= 2, 10, "second streams again")
+        out = ctl(self.daemon, "pause", "--upstream", "nope")
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("UNKNOWN_UPSTREAM", out.stdout + out.stderr)
+
     async def test_an_unknown_upstream_is_an_error_for_that_operation_only(self) -> None:
         client = LineClient("c")
         self.clients = [client]
@@ -389,3 +412,113 @@ class IdentityTests(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ClientLibraryIdentityTests(unittest.IsolatedAsyncioTestCase):
+    """The Python client presents its app's own credentials and names the upstream."""
+
+    async def test_the_python_client_presents_its_own_credentials(self) -> None:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clients", "python"))
+        import gqlmux
+        server = Server("interop.identity_app:app", "modern")
+        server.start()
+        daemon = Daemon(server.url, 'connecting_payload = { token = "host" }\n',
+                        f'[upstreams.who]\nurl = "{server.url}"\nhttp_url = "{server.http_url}"\nidentity = "client"\n')
+        daemon.start()
+        try:
+            async with gqlmux.Client(daemon.socket, upstream_payload={"token": "zoe"},
+                                     upstream_headers={"Authorization": "Bearer zoe"}) as client:
+                seen = []
+                async for result in client.subscribe(ME, upstream="who"):
+                    seen.append(result["data"]["me"].split(":")[0])
+                    if len(seen) == 3:
+                        break
+                self.assertEqual(set(seen), {"zoe"})
+                self.assertEqual(await client.query("{ me }", upstream="who"), {"data": {"me": "zoe"}})
+                async for result in client.subscribe(ME):
+                    self.assertEqual(result["data"]["me"].split(":")[0], "host", "the default upstream keeps the host's")
+                    break
+                with self.assertRaises(gqlmux.GQLMuxError) as refused:
+                    await client.query("{ me }", upstream="nope")
+                self.assertEqual(refused.exception.code, "UNKNOWN_UPSTREAM")
+        finally:
+            daemon.stop()
+            server.stop()
+
+
+class RestartTests(unittest.IsolatedAsyncioTestCase):
+    """An online restart carries every upstream's clients, each with its own identity."""
+
+    async def test_every_upstream_and_identity_is_carried_over_a_restart(self) -> None:
+        from interop.fdstore import FDStore
+        import signal
+        import websockets
+        server = Server("interop.identity_app:app", "modern")
+        server.start()
+        daemon = Daemon(server.url, 'connecting_payload = { token = "host" }\n',
+                        f'[upstreams.who]\nurl = "{server.url}"\nidentity = "client"\n')
+        store = FDStore(daemon.directory)
+        daemon.start(store=store)
+        endpoint = os.path.join(daemon.directory, "graphql.sock")
+        line = LineClient("alice")
+        seen: dict = {"ws": [], "sse": []}
+        tasks = []
+        try:
+            await line.connect(daemon.socket)
+            line.send({"type": "connection_init", "payload": {"upstream": {"payload": {"token": "alice"}}}})
+            subscribe(line, "who", ME, upstream="who")
+            subscribe(line, "host", ME)
+
+            async def ws_client() -> None:
+                async with websockets.unix_connect(endpoint, "ws://localhost/graphql/who", subprotocols=["graphql-transport-ws"]) as ws:
+                    await ws.send(json.dumps({"type": "connection_init", "payload": {"token": "carol"}}))
+                    await ws.send(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": ME}}))
+                    async for text in ws:
+                        message = json.loads(text)
+                        if message["type"] == "next":
+                            seen["ws"].append((time.monotonic(), message["payload"]["data"]["me"]))
+
+            async def sse_client() -> None:
+                reader, writer = await asyncio.open_unix_connection(endpoint)
+                body = json.dumps({"query": ME}).encode()
+                writer.write(b"POST /graphql/who HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                             b"Accept: text/event-stream\r\nAuthorization: Bearer dave\r\nContent-Length: "
+                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+                await writer.drain()
+                buffer = b""
+                while True:
+                    chunk = await reader.read(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                    while b'"me":"' in buffer:
+                        _, _, rest = buffer.partition(b'"me":"')
+                        value, _, buffer = rest.partition(b'"')
+                        seen["sse"].append((time.monotonic(), value.decode()))
+
+            tasks = [asyncio.create_task(ws_client()), asyncio.create_task(sse_client())]
+            await wait_for(lambda: len(nexts(line, "who")) >= 3 and len(nexts(line, "host")) >= 3 and len(seen["ws"]) >= 3
+                           and len(seen["sse"]) >= 3, 20, "every client streams")
+            daemon.process.send_signal(signal.SIGTERM)
+            self.assertEqual(daemon.process.wait(20), 0, daemon.log()[-3000:])
+            restarted = time.monotonic()
+            daemon.start(store=store)
+            await wait_for(lambda: len(nexts(line, "who", restarted)) >= 3 and len(nexts(line, "host", restarted)) >= 3
+                           and len([v for t, v in seen["ws"] if t >= restarted]) >= 3
+                           and len([v for t, v in seen["sse"] if t >= restarted]) >= 3, 20, "every client streams again")
+            self.assertEqual({d["me"].split(":")[0] for d in nexts(line, "who")}, {"alice"})
+            self.assertEqual({d["me"].split(":")[0] for d in nexts(line, "host")}, {"host"})
+            self.assertEqual({v.split(":")[0] for _, v in seen["ws"]}, {"carol"})
+            self.assertEqual({v.split(":")[0] for _, v in seen["sse"]}, {"dave"})
+            self.assertEqual(ends(line, "who") + ends(line, "host"), [])
+            self.assertTrue(all(not t.done() for t in tasks), "the endpoint clients stayed connected")
+            self.assertNotIn("alice", daemon.log())
+            print("\n  restart: alice (line, identity client), host (line, default), carol (WebSocket /graphql/who) and "
+                  "dave (SSE /graphql/who) each streamed only their own identity before and after", file=sys.stderr)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await line.close()
+            daemon.stop()
+            store.close()
+            server.stop()

@@ -61,6 +61,7 @@ package enum EndpointPipeline {
                     origin: origin,
                     reservation: host.makeInboundBudget(),
                     acknowledged: record.acknowledged,
+                    upstream: record.upstream,
                     host: host
                 )
             case .sse, .multipart:

@@ -295,7 +295,7 @@ package final class EncodedFrameWriter: ChannelOutboundHandler, RemovableChannel
 extension EndpointWebSocketHandler: CarriedConnection {
     package var carriage: HandoverState.Carriage? {
         guard !closeSent else { return nil }
-        return .init(session.wire == .legacyWS ? .legacyWS : .transportWS, acknowledged: session.acknowledged)
+        return .init(session.wire == .legacyWS ? .legacyWS : .transportWS, acknowledged: session.acknowledged, upstream: upstream)
     }
 
     package func handOver() {

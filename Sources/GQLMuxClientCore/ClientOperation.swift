@@ -42,7 +42,7 @@ final class ClientOperation: @unchecked Sendable {
         case .subscription, .single:
             return LocalEncode.envelope(.subscribe, id: id, payload: ByteBuffer(string: payload), upstream: upstream)
         case .admin(let verb):
-            return LocalEncode.envelope(verb, id: id)
+            return LocalEncode.envelope(verb, id: id, upstream: upstream)
         }
     }
 }

@@ -15,6 +15,10 @@ extension GQLMuxClient {
             operation.onFinish(GQLMuxError.clientClosed)
             return ""
         }
+        if let payload = configuration.upstreamPayloadJSON, JSONValue.parse(payload)?.isObject != true {
+            operation.onFinish(GQLMuxError.badRequest.with(message: "upstreamPayloadJSON is not a JSON object"))
+            return ""
+        }
         nextID += 1
         let id = String(nextID)
         operations[id] = operation
@@ -78,6 +82,16 @@ extension GQLMuxClient {
         var hello = JSONObjectWriter()
         hello.field("protocol", LocalProtocol.version)
         hello.field("client", configuration.clientName)
+        if configuration.upstreamPayloadJSON != nil || !configuration.upstreamHeaders.isEmpty {
+            hello.field("upstream") { upstream in
+                if let payload = configuration.upstreamPayloadJSON { upstream.field("payload", json: ByteBuffer(string: payload)) }
+                if !configuration.upstreamHeaders.isEmpty {
+                    upstream.field("headers") { headers in
+                        for (name, value) in configuration.upstreamHeaders.sorted(by: { $0.key < $1.key }) { headers.field(name, value) }
+                    }
+                }
+            }
+        }
         channel.write(LocalEncode.envelope(.connectionInit, payload: hello.finish()), promise: nil)
         for (id, operation) in Self.inOrder(operations) {
             channel.write(operation.line(id: id), promise: nil)

@@ -41,6 +41,12 @@ public final class GQLMuxClient: @unchecked Sendable {
         /// reading from gqlmuxd until it drains to half (see ``GQLMuxSubscription``); lines
         /// already read (at most two socket reads, 128 KiB) are still delivered.
         public var bufferedResults: Int
+        /// This app's own connecting payload (a JSON object as text), sent upstream in its name
+        /// by the upstreams configured with `identity = "client"`; nil: none.
+        public var upstreamPayloadJSON: String?
+        /// This app's own request headers for those upstreams (those named in their
+        /// `forward_headers` go upstream).
+        public var upstreamHeaders: [String: String]
 
         /// - Parameters:
         ///   - socketPath: the daemon's socket; nil reads `GQLMUX_SOCKET`, else uses
@@ -50,13 +56,17 @@ public final class GQLMuxClient: @unchecked Sendable {
         ///   - reconnectDelay: the first reconnect wait (doubling).
         ///   - maxReconnectDelay: the cap on the reconnect wait.
         ///   - bufferedResults: results one subscription may hold un-iterated (at least 1).
+        ///   - upstreamPayloadJSON: this app's connecting payload for `identity = "client"` upstreams.
+        ///   - upstreamHeaders: this app's request headers for those upstreams.
         public init(
             socketPath: String? = nil,
             clientName: String = ProcessInfo.processInfo.processName,
             reconnect: Bool = true,
             reconnectDelay: Duration = .milliseconds(100),
             maxReconnectDelay: Duration = .seconds(2),
-            bufferedResults: Int = 1_024
+            bufferedResults: Int = 1_024,
+            upstreamPayloadJSON: String? = nil,
+            upstreamHeaders: [String: String] = [:]
         ) {
             self.socketPath = socketPath ?? ProcessInfo.processInfo.environment["GQLMUX_SOCKET"] ?? LocalProtocol.defaultSocketPath
             self.clientName = clientName
@@ -64,6 +74,8 @@ public final class GQLMuxClient: @unchecked Sendable {
             self.reconnectDelay = reconnectDelay
             self.maxReconnectDelay = maxReconnectDelay
             self.bufferedResults = max(1, bufferedResults)
+            self.upstreamPayloadJSON = upstreamPayloadJSON
+            self.upstreamHeaders = upstreamHeaders
         }
     }
 
@@ -184,9 +196,10 @@ public final class GQLMuxClient: @unchecked Sendable {
     }
 
     /// Admin verbs (root, the daemon's user, or `[security] admin_uids/admin_gids`).
-    public func pause() async throws { _ = try await admin(.pause) }
-    /// Reconnects the upstream after `pause` or a failure (admin).
-    public func resume() async throws { _ = try await admin(.resume) }
+    /// `upstream`: only that upstream, by name (nil: every one).
+    public func pause(upstream: String? = nil) async throws { _ = try await admin(.pause, upstream: upstream) }
+    /// Reconnects the upstream after `pause` or a failure (admin); `upstream`: only that one.
+    public func resume(upstream: String? = nil) async throws { _ = try await admin(.resume, upstream: upstream) }
     /// Makes gqlmuxd re-read its configuration and credentials (admin); throws the daemon's
     /// error when the new file is refused (the running configuration is kept).
     public func reload() async throws { _ = try await admin(.reload) }
@@ -206,11 +219,12 @@ public final class GQLMuxClient: @unchecked Sendable {
         }.get()
     }
 
-    private func admin(_ verb: LocalMessageType) async throws -> String {
+    private func admin(_ verb: LocalMessageType, upstream: String? = nil) async throws -> String {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
             let operation = ClientOperation(
                 kind: .admin(verb),
                 payload: "",
+                upstream: upstream,
                 onNext: { continuation.resume(returning: $0.json) },
                 onState: { _, _ in },
                 onFinish: { error in if let error { continuation.resume(throwing: error) } }

@@ -350,6 +350,13 @@ extension DaemonConfiguration {
                 if !names.contains(lower) { names.append(lower) }
             }
             entry.identity = .client(forwardHeaders: names)
+            // Nothing of the host's goes upstream in an app's name.
+            if upstream.connectingPayload != .none {
+                throw ConfigurationError("[\(s)] connecting_payload: not with identity = \"client\" (each app's own goes upstream)")
+            }
+            if let header = upstream.headers.first(where: { names.contains($0.name.lowercased()) }) {
+                throw ConfigurationError("[\(s).headers] \(header.name): not with identity = \"client\", which forwards each app's own")
+            }
         case "peer":
             guard let peers, !peers.keys.isEmpty else {
                 throw ConfigurationError("[\(s).peers]: required with identity = \"peer\" (\"uid:1001\" = \"/etc/gqlmux/alice.json\")")

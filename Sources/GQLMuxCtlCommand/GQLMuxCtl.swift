@@ -261,8 +261,10 @@ struct Pause: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Close the upstream and hold every subscription (admin).")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
+    @Option(name: .long, help: "Only this upstream, by its name in the configuration (default: every one).")
+    var upstream: String?
     func run() async throws {
-        try await withClient(connection.client(), json: output.json) { try await $0.pause() }
+        try await withClient(connection.client(), json: output.json) { try await $0.pause(upstream: upstream) }
         if output.json { printLine(jsonLine(["ok": .bool(true)])) }
     }
 }
@@ -271,8 +273,10 @@ struct Resume: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Reconnect the upstream after pause or failure (admin).")
     @OptionGroup var connection: Connection
     @OptionGroup var output: Output
+    @Option(name: .long, help: "Only this upstream, by its name in the configuration (default: every one).")
+    var upstream: String?
     func run() async throws {
-        try await withClient(connection.client(), json: output.json) { try await $0.resume() }
+        try await withClient(connection.client(), json: output.json) { try await $0.resume(upstream: upstream) }
         if output.json { printLine(jsonLine(["ok": .bool(true)])) }
     }
 }

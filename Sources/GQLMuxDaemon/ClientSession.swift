@@ -185,8 +185,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             send(.status(id: id, payload: host.statusPayload()))
         case .metrics(let id):
             send(.metrics(id: id, text: String(decoding: host.metricsText(), as: UTF8.self)))
-        case .admin(let verb, let id):
-            admin(verb, id: id)
+        case .admin(let verb, let id, let upstream):
+            admin(verb, id: id, upstream: upstream)
         case .invalid(let reason):
             protocolError(reason)
         }
@@ -226,7 +226,11 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func resume(_ subscriptions: [HandoverState.Subscription], since: Instant) {
         eventLoop.assertInEventLoop()
         for subscription in subscriptions {
-            let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits)
+            let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits).map { request in
+                var request = request
+                request.upstream = subscription.upstream
+                return request
+            }
             subscribe(id: subscription.id, parsed, resumed: (subscription.snapshot.map { ByteBuffer(string: $0) }, since))
         }
     }
@@ -237,18 +241,21 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         shutDown()
     }
 
-    private func admin(_ verb: ClientRequest.AdminVerb, id: String?) {
+    private func admin(_ verb: ClientRequest.AdminVerb, id: String?, upstream: String?) {
         guard host.isAdmin(credentials) else {
             sendError(id: id, code: LocalErrorCode.forbidden, message: "'\(verb.rawValue)' is an admin verb; this peer is not an admin")
             return
         }
+        if upstream != nil, verb != .pause, verb != .resume {
+            return sendError(id: id, code: LocalErrorCode.badRequest, message: "'\(verb.rawValue)' applies to the whole daemon, not to one upstream")
+        }
         switch verb {
-        case .pause:
-            host.pause()
-            send(.ok(id: id))
-        case .resume:
-            host.resume()
-            send(.ok(id: id))
+        case .pause, .resume:
+            if let refusal = verb == .pause ? host.pause(upstream: upstream) : host.resume(upstream: upstream) {
+                sendError(id: id, code: refusal.code, message: refusal.message)
+            } else {
+                send(.ok(id: id))
+            }
         case .restart:
             if let refusal = host.restart() {
                 sendError(id: id, code: LocalErrorCode.badRequest, message: refusal)

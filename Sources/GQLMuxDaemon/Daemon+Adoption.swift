@@ -4,6 +4,7 @@ import GQLMuxVocabulary
 import Handover
 import NIOCore
 import NIOPosix
+import RequestValidation
 
 #if canImport(Glibc)
 import Glibc
@@ -150,6 +151,10 @@ extension Daemon {
                         session = built
                     }
                     session.name = record.name
+                    session.presented = PresentedCredential(
+                        payload: record.presentedPayload.map { Array($0.utf8) },
+                        headers: record.presentedHeaders.map { PresentedCredential.Header(name: $0.name, value: $0.value) }
+                    )
                 }
             }
             .withConnectedSocket(fd).get()

@@ -1,8 +1,10 @@
+import GQLMuxConfiguration
 import GQLMuxVocabulary
 import Handover
 import LocalProtocol
 import Multiplexing
 import NIOCore
+import RequestValidation
 import Upstream
 
 #if canImport(Glibc)
@@ -195,10 +197,12 @@ extension Daemon {
             let carriage = session.wire?.carriage, let cookie = Self.cookie(session.channel)
         else { return nil }
         let subscriptions = switchboard.subscriptions(of: session).map {
-            HandoverState.Subscription(
+            let upstream = upstreams.upstreamName(of: $0.lane)
+            return HandoverState.Subscription(
                 id: $0.localID,
                 payload: String(buffer: $0.payload),
-                snapshot: $0.snapshot.map { String(buffer: $0) }
+                snapshot: $0.snapshot.map { String(buffer: $0) },
+                upstream: upstream == NamedUpstream.defaultName ? nil : upstream
             )
         }
         return HandoverState.Client(
@@ -207,7 +211,10 @@ extension Daemon {
             kind: carriage.kind,
             name: session.name,
             acknowledged: carriage.acknowledged,
-            subscriptions: subscriptions
+            subscriptions: subscriptions,
+            upstream: carriage.upstream,
+            presentedPayload: session.presented.payload.map { String(decoding: $0, as: UTF8.self) },
+            presentedHeaders: session.presented.headers.map { HandoverState.Client.Header(name: $0.name, value: $0.value) }
         )
     }
 

@@ -344,14 +344,30 @@ package final class Daemon: @unchecked Sendable {
 
     // MARK: - Admin
 
-    func pause() {
-        upstreams.pause()
-        events.emit(.paused, [:], message: "upstream paused by an admin")
+    func pause() { _ = pause(upstream: nil) }
+
+    func resume() { _ = resume(upstream: nil) }
+
+    /// Pauses one upstream by name, or every one (nil).
+    func pause(upstream name: String?) -> LaneRefusal? {
+        guard upstreams.pause(upstream: name) else { return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name ?? "")'") }
+        events.emit(
+            .paused,
+            name.map { ["GQLMUX_UPSTREAM": $0] } ?? [:],
+            message: name.map { "upstream \($0) paused by an admin" } ?? "upstream paused by an admin"
+        )
+        return nil
     }
 
-    func resume() {
-        upstreams.resume()
-        events.emit(.resumed, [:], message: "upstream resumed by an admin")
+    /// Resumes one upstream by name, or every one (nil).
+    func resume(upstream name: String?) -> LaneRefusal? {
+        guard upstreams.resume(upstream: name) else { return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name ?? "")'") }
+        events.emit(
+            .resumed,
+            name.map { ["GQLMUX_UPSTREAM": $0] } ?? [:],
+            message: name.map { "upstream \($0) resumed by an admin" } ?? "upstream resumed by an admin"
+        )
+        return nil
     }
 
     /// Admin verbs: root, the daemon's own uid, or `admin_uids` / `admin_gids`.

@@ -19,8 +19,9 @@ protocol SessionHost: AnyObject {
     func metricsText() -> [UInt8]
     /// Whether `peer` may use the admin verbs.
     func isAdmin(_ peer: PeerCredentials?) -> Bool
-    func pause()
-    func resume()
+    /// Pauses upstream `upstream` (nil: every one); the refusal when there is none by that name.
+    func pause(upstream: String?) -> LaneRefusal?
+    func resume(upstream: String?) -> LaneRefusal?
     /// Reloads the configuration; fails, keeping the running one, when the new file is refused.
     func reload() -> EventLoopFuture<Void>
     /// Restarts online (systemd's file descriptor store): nil when begun, else why it cannot.

@@ -291,20 +291,26 @@ final class Switchboard: @unchecked Sendable {
                 fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
                 events.emit(
                     .subscribed,
-                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true"],
+                    [
+                        "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true",
+                        "GQLMUX_UPSTREAM": upstreamName(of: id),
+                    ],
                     message: "operation \(subscriber.localID) joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .resumed(let id, let subscriber, let count):
                 events.emit(
                     .subscribed,
-                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true", "GQLMUX_RESUMED": "true"],
+                    [
+                        "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": subscriber.localID, "GQLMUX_SHARED": "true", "GQLMUX_RESUMED": "true",
+                        "GQLMUX_UPSTREAM": upstreamName(of: id),
+                    ],
                     message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .close(let id, let placement, let lane):
                 upstream.cancelOnLoop(id, on: placement, lane: lane)
                 events.emit(
                     .completed,
-                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left"],
+                    ["GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_REASON": "last subscriber left", "GQLMUX_UPSTREAM": upstream.upstreamName(of: lane) ?? "?"],
                     message: "upstream operation \(id) completed: last subscriber left"
                 )
             case .tellState(let subscriber, let state, let gap):
@@ -318,8 +324,8 @@ final class Switchboard: @unchecked Sendable {
                 fanout.deliverHeld(payload, to: subscriber)
             case .finish(let subscriber, let finish):
                 fanout.tell(subscriber.tag.session, Self.message(finish, localID: subscriber.localID))
-            case .finished(let id, let finish, let count):
-                finished("\(id)", finish, subscribers: count)
+            case .finished(let id, let finish, let count, let lane):
+                finished("\(id)", finish, subscribers: count, upstream: upstream.upstreamName(of: lane) ?? "?")
             case .refuse(_, let localID, let refusal):
                 assert(asker != nil, "a refusal answers a subscribe")
                 if let asker { refuse(asker, localID, refusal, lane: askedLane) }
@@ -350,6 +356,11 @@ final class Switchboard: @unchecked Sendable {
         events.emit(.subscribed, fields, message: "operation \(first.localID) sent upstream as \(kind) \(id)")
     }
 
+    /// The name of the upstream of live operation `id`, for the journal.
+    private func upstreamName(of id: Core.OperationID) -> String {
+        multiplexer.lane(of: id).flatMap { upstream.upstreamName(of: $0) } ?? "?"
+    }
+
     /// Answers a refused `subscribe` with the local error that names why.
     func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal, lane: LaneID = .primary) {
         switch refusal {
@@ -367,14 +378,14 @@ final class Switchboard: @unchecked Sendable {
             if case .streams(let limit) = limits.subscriptions {
                 events.emit(
                     .limitExceeded,
-                    session.fields(["GQLMUX_LIMIT": "max_streams"]),
+                    session.fields(["GQLMUX_LIMIT": "max_streams", "GQLMUX_UPSTREAM": upstream.upstreamName(of: lane) ?? "?"]),
                     message: "max_streams (\(limit)) upstream streams are open; subscription refused"
                 )
                 return session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_streams (\(limit)) upstream streams are open")
             }
             events.emit(
                 .limitExceeded,
-                session.fields(["GQLMUX_LIMIT": "max_connections"]),
+                session.fields(["GQLMUX_LIMIT": "max_connections", "GQLMUX_UPSTREAM": upstream.upstreamName(of: lane) ?? "?"]),
                 message:
                     "every upstream connection holds max_operations_per_connection (\(limits.maxOperationsPerConnection)) and max_connections (\(limits.maxConnections)) are open"
             )
@@ -389,9 +400,9 @@ final class Switchboard: @unchecked Sendable {
         }
     }
 
-    private func finished(_ upstreamID: String, _ finish: OperationFinish, subscribers: Int) {
+    private func finished(_ upstreamID: String, _ finish: OperationFinish, subscribers: Int, upstream name: String) {
         if case .error(let error) = finish {
-            var fields = ["GQLMUX_OPERATION_ID": upstreamID]
+            var fields = ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_UPSTREAM": name]
             var code: LocalErrorCode?  // nil: the server's GraphQL errors, passed through
             if case .transport(let failure) = error { code = Self.localError(failure).code }
             if let code { fields["GQLMUX_ERROR_CODE"] = code.rawValue }
@@ -404,7 +415,7 @@ final class Switchboard: @unchecked Sendable {
         } else if finish == .completed {
             events.emit(
                 .completed,
-                ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_REASON": "upstream completed"],
+                ["GQLMUX_OPERATION_ID": upstreamID, "GQLMUX_REASON": "upstream completed", "GQLMUX_UPSTREAM": name],
                 message: "upstream operation \(upstreamID) completed by the server"
             )
         }

@@ -36,6 +36,17 @@ public enum FuzzTargets {
         let read = ClientRequest(line: line, limits: SubscribeRequest.Limits(maxTokens: 2_000, maxDepth: 64))
         if case .invalid = read { return }
         precondition(line.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) } != nil, "accepted a line that is not UTF-8")
+        // What a line client presents for its own identity goes upstream: a JSON object, and
+        // headers that cannot smuggle another header in.
+        if case .connectionInit(_, let presented?) = read {
+            if let payload = presented.payload {
+                precondition(payload.withUnsafeBytes { (try? JSONValue.parse($0))?.isObject } == true, "a presented payload that is not a JSON object")
+            }
+            for header in presented.headers {
+                precondition(PresentedCredential.isValidHeader(name: header.name, value: header.value), "a presented header that is not one")
+                precondition(!header.value.contains("\r") && !header.value.contains("\n"), "a presented header with a line break")
+            }
+        }
         guard case .subscribe(_, .success(let request)) = read else { return }
         // What goes upstream is a JSON object that no longer carries gqlmuxd's own options, and
         // a snapshot query's request is one too.

@@ -18,10 +18,13 @@ extension HandoverState {
         package var kind: Kind
         /// A WebSocket client's `connection_init` was acknowledged.
         package var acknowledged: Bool
+        /// The upstream an endpoint WebSocket's path names (nil: `default`).
+        package var upstream: String?
 
-        package init(_ kind: Kind, acknowledged: Bool = true) {
+        package init(_ kind: Kind, acknowledged: Bool = true, upstream: String? = nil) {
             self.kind = kind
             self.acknowledged = acknowledged
+            self.upstream = upstream
         }
     }
 }

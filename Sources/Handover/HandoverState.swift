@@ -41,14 +41,43 @@ package struct HandoverState: Equatable, Sendable {
         /// A WebSocket client's `connection_init` was acknowledged.
         package var acknowledged: Bool
         package var subscriptions: [Subscription]
+        /// The upstream an endpoint WebSocket's path names (nil: `default`).
+        package var upstream: String?
+        /// What the client presented for `identity = "client"` upstreams: its payload (JSON
+        /// text) and headers. A secret: it travels only inside this record.
+        package var presentedPayload: String?
+        package var presentedHeaders: [Header]
 
-        package init(cookie: UInt64, origin: ClientOrigin, kind: Kind, name: String = "", acknowledged: Bool = true, subscriptions: [Subscription] = []) {
+        package struct Header: Equatable, Sendable {
+            package var name: String
+            package var value: String
+
+            package init(name: String, value: String) {
+                self.name = name
+                self.value = value
+            }
+        }
+
+        package init(
+            cookie: UInt64,
+            origin: ClientOrigin,
+            kind: Kind,
+            name: String = "",
+            acknowledged: Bool = true,
+            subscriptions: [Subscription] = [],
+            upstream: String? = nil,
+            presentedPayload: String? = nil,
+            presentedHeaders: [Header] = []
+        ) {
             self.cookie = cookie
             self.origin = origin
             self.kind = kind
             self.name = name
             self.acknowledged = acknowledged
             self.subscriptions = subscriptions
+            self.upstream = upstream
+            self.presentedPayload = presentedPayload
+            self.presentedHeaders = presentedHeaders
         }
     }
 
@@ -75,11 +104,14 @@ package struct HandoverState: Equatable, Sendable {
         package var payload: String
         /// JSON text of the resnapshot query's payload.
         package var snapshot: String?
+        /// The upstream it reads (nil: `default`).
+        package var upstream: String?
 
-        package init(id: String, payload: String, snapshot: String? = nil) {
+        package init(id: String, payload: String, snapshot: String? = nil, upstream: String? = nil) {
             self.id = id
             self.payload = payload
             self.snapshot = snapshot
+            self.upstream = upstream
         }
     }
 
@@ -104,6 +136,19 @@ package struct HandoverState: Equatable, Sendable {
                     out.field("kind", client.kind.rawValue)
                     out.field("name", client.name)
                     out.field("acknowledged", client.acknowledged ? 1 : 0)
+                    if let upstream = client.upstream { out.field("upstream", upstream) }
+                    if let payload = client.presentedPayload { out.field("presentedPayload", payload) }
+                    if !client.presentedHeaders.isEmpty {
+                        out.field(
+                            "presentedHeaders",
+                            objects: client.presentedHeaders.map { header in
+                                { (out: inout JSONObjectWriter) in
+                                    out.field("name", header.name)
+                                    out.field("value", header.value)
+                                }
+                            }
+                        )
+                    }
                     out.field(
                         "subscriptions",
                         objects: client.subscriptions.map { subscription in
@@ -111,6 +156,7 @@ package struct HandoverState: Equatable, Sendable {
                                 out.field("id", subscription.id)
                                 out.field("payload", subscription.payload)
                                 out.field("snapshot", subscription.snapshot)
+                                if let upstream = subscription.upstream { out.field("upstream", upstream) }
                             }
                         }
                     )
@@ -164,9 +210,30 @@ package struct HandoverState: Equatable, Sendable {
                 guard let id = subscription["id"]?.stringValue, let payload = subscription["payload"]?.stringValue else {
                     throw Unreadable("handover record has a subscription without id or payload")
                 }
-                carried.append(Subscription(id: id, payload: payload, snapshot: subscription["snapshot"]?.stringValue))
+                carried.append(
+                    Subscription(id: id, payload: payload, snapshot: subscription["snapshot"]?.stringValue, upstream: subscription["upstream"]?.stringValue)
+                )
             }
-            clients.append(Client(cookie: cookie, origin: origin, kind: kind, name: name, acknowledged: acknowledged == "1", subscriptions: carried))
+            var headers: [Client.Header] = []
+            for header in entry["presentedHeaders"]?.arrayValue ?? [] {
+                guard let name = header["name"]?.stringValue, let value = header["value"]?.stringValue else {
+                    throw Unreadable("handover record has a presented header without name or value")
+                }
+                headers.append(Client.Header(name: name, value: value))
+            }
+            clients.append(
+                Client(
+                    cookie: cookie,
+                    origin: origin,
+                    kind: kind,
+                    name: name,
+                    acknowledged: acknowledged == "1",
+                    subscriptions: carried,
+                    upstream: entry["upstream"]?.stringValue,
+                    presentedPayload: entry["presentedPayload"]?.stringValue,
+                    presentedHeaders: headers
+                )
+            )
         }
         self.init(handedAt: Instant(nanoseconds: nanoseconds), clients: clients)
     }

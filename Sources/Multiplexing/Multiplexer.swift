@@ -91,7 +91,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
         /// Tell one subscriber its operation ended (its local id is free again).
         case finish(Subscriber, OperationFinish)
         /// The upstream operation ended for `subscribers` local operations (for logs, metrics).
-        case finished(OperationID, OperationFinish, subscribers: Int)
+        case finished(OperationID, OperationFinish, subscribers: Int, lane: LaneID = .primary)
         /// Refuse a `subscribe`.
         case refuse(client: Client, localID: String, Refusal)
         /// Every operation of a client ends with the daemon's shutdown; tell it.
@@ -204,11 +204,13 @@ package struct Multiplexer<Client: Hashable, Tag> {
         package var localID: String
         package var payload: ByteBuffer
         package var snapshot: ByteBuffer?
+        package var lane: LaneID
 
-        package init(localID: String, payload: ByteBuffer, snapshot: ByteBuffer?) {
+        package init(localID: String, payload: ByteBuffer, snapshot: ByteBuffer?, lane: LaneID = .primary) {
             self.localID = localID
             self.payload = payload
             self.snapshot = snapshot
+            self.lane = lane
         }
     }
 
@@ -219,7 +221,7 @@ package struct Multiplexer<Client: Hashable, Tag> {
             guard let operation = operations[id], operation.kind == .subscription else { return nil }
             let reader = SubscriberKey(client: client, localID: localID)
             let snapshot = snapshotRequests[id]?.first { $0.readers.contains(reader) }?.payload
-            return CarriedSubscription(localID: localID, payload: operation.payload, snapshot: snapshot)
+            return CarriedSubscription(localID: localID, payload: operation.payload, snapshot: snapshot, lane: operation.lane)
         }
     }
 
@@ -244,6 +246,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
     package mutating func setLayout(_ layout: UpstreamLayout, of lane: LaneID) {
         if placers[lane] == nil { placers[lane] = LanePlacer(layout: layout) } else { placers[lane]!.layout = layout }
     }
+
+    /// The lane of live operation `id`.
+    package func lane(of id: OperationID) -> LaneID? { operations[id]?.lane }
 
     /// Where `lane`'s new operations go.
     package func layout(of lane: LaneID) -> UpstreamLayout? { placers[lane]?.layout }
@@ -540,13 +545,13 @@ package struct Multiplexer<Client: Hashable, Tag> {
         forget(id)
         if let query = snapshotQueries.removeValue(forKey: id) {
             // A snapshot that never answered: its readers get what was held, without it.
-            return release(query.stream, Set(query.readers)) + [.finished(id, finish, subscribers: 0)]
+            return release(query.stream, Set(query.readers)) + [.finished(id, finish, subscribers: 0, lane: operation.lane)]
         }
         var actions: [Action] = operation.subscribers.map { subscriber in
             release(subscriber, id)
             return .finish(subscriber, finish)
         }
-        actions.append(.finished(id, finish, subscribers: operation.subscribers.count))
+        actions.append(.finished(id, finish, subscribers: operation.subscribers.count, lane: operation.lane))
         return actions
     }
 

@@ -17,8 +17,8 @@ package enum ClientRequest {
     case pong
     case status(id: String?)
     case metrics(id: String?)
-    /// `pause`, `resume`, `reload` or `restart`.
-    case admin(AdminVerb, id: String?)
+    /// `pause`, `resume`, `reload` or `restart`; `pause` and `resume` may name one upstream.
+    case admin(AdminVerb, id: String?, upstream: String? = nil)
     /// Not a request of the protocol: answered with an error, and the connection ends.
     case invalid(reason: String)
 
@@ -96,7 +96,7 @@ package enum ClientRequest {
         case .metrics:
             self = .metrics(id: envelope.id)
         case .pause, .resume, .reload, .restart:
-            self = .admin(AdminVerb(rawValue: type.rawValue)!, id: envelope.id)
+            self = .admin(AdminVerb(rawValue: type.rawValue)!, id: envelope.id, upstream: envelope.upstream)
         case .connectionAck, .next, .error, .state, .ok:
             self = .invalid(reason: "'\(envelope.type)' is sent by the daemon, not to it")
         }

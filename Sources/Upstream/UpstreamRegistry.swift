@@ -85,7 +85,8 @@ package final class UpstreamRegistry {
     private let updates: OperationSink
     private var observer: Observer = { _, _, _ in }
     private var started = false
-    private var paused = false
+    /// Upstreams an admin paused: their lanes, new ones too, stay paused until resumed.
+    private var paused: Set<String> = []
     private let identityKey: [UInt8] = (0..<32).map { _ in UInt8.random(in: 0...255) }
     /// `[limits] max_identities`: identity lanes at once, over every upstream.
     package var maxIdentities = 256
@@ -129,7 +130,7 @@ package final class UpstreamRegistry {
         }
         if started {
             carriers.start()
-            if paused { carriers.pause() }
+            if paused.contains(definition.name) { carriers.pause() }
         }
         return lane
     }
@@ -247,14 +248,27 @@ package final class UpstreamRegistry {
     }
 
     /// Closes every upstream's subscriptions and holds them until ``resume()``.
-    package func pause() {
-        paused = true
-        for lane in allLanes { lane.carriers.pause() }
+    package func pause() { _ = pause(upstream: nil) }
+
+    package func resume() { _ = resume(upstream: nil) }
+
+    /// Closes upstream `name`'s subscriptions (nil: every upstream's) and holds them until it is
+    /// resumed; false when no upstream has that name.
+    package func pause(upstream name: String?) -> Bool {
+        let names = name.map { [$0] } ?? self.names
+        guard names.allSatisfy({ definition(named: $0) != nil }) else { return false }
+        paused.formUnion(names)
+        for lane in allLanes where names.contains(lane.upstream) { lane.carriers.pause() }
+        return true
     }
 
-    package func resume() {
-        paused = false
-        for lane in allLanes { lane.carriers.resume() }
+    /// Resumes upstream `name` (nil: every one); false when no upstream has that name.
+    package func resume(upstream name: String?) -> Bool {
+        let names = name.map { [$0] } ?? self.names
+        guard names.allSatisfy({ definition(named: $0) != nil }) else { return false }
+        paused.subtract(names)
+        for lane in allLanes where names.contains(lane.upstream) { lane.carriers.resume() }
+        return true
     }
 
     /// A reload's table, its file I/O done: upstreams kept take their new settings (each

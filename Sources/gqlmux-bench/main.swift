@@ -497,6 +497,13 @@ if let wide = fanoutRows.first(where: { $0.n == 100 && $0.payload == 256 }), let
     print("")
 }
 
+// 3a. Several upstreams: the table's cost when unused, its memory, a fan-out from 4 at once.
+try await upstreamTableRows(
+    upstream: upstream,
+    single: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate,
+    idleBytes: Double(afterIdle - beforeIdle) * 1024 / 10_000
+)
+
 // 3b. The same fan-out from HTTP streaming upstreams, beside the WebSocket row.
 try await transportRows(websocket: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
 try await endpointClientRows(line: fanoutRows.first { $0.n == 100 && $0.payload == 256 }.map { ($0.rate, $0.perCPU) })

@@ -37,8 +37,8 @@ import Upstream
         func statusPayload() -> ByteBuffer { ByteBuffer(string: "{}") }
         func metricsText() -> [UInt8] { [] }
         func isAdmin(_ peer: PeerCredentials?) -> Bool { false }
-        func pause() {}
-        func resume() {}
+        func pause(upstream: String?) -> LaneRefusal? { nil }
+        func resume(upstream: String?) -> LaneRefusal? { nil }
         func reload() -> EventLoopFuture<Void> { fatalError("not asked in these tests") }
         func restart() -> String? { "not here" }
         func sessionOpened(_ session: ClientSession) { opened += 1 }

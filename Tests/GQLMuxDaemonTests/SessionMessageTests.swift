@@ -154,7 +154,7 @@ import Testing
             Issue.record("no client name")
             return
         }
-        guard case .admin(.reload, "r")? = Optional(ClientRequest(line: ByteBuffer(string: #"{"type":"reload","id":"r"}"#), limits: limits)) else {
+        guard case .admin(.reload, "r", nil)? = Optional(ClientRequest(line: ByteBuffer(string: #"{"type":"reload","id":"r"}"#), limits: limits)) else {
             Issue.record("not an admin verb")
             return
         }

@@ -51,6 +51,30 @@ import Upstream
         #expect(report(pool([.paused]), reloadError: "bad key").line == "paused; last reload failed (configuration kept): bad key")
     }
 
+    @Test func severalUpstreamsAreSummedUpThenNamedEach() {
+        var value = report(pool([.connected]))
+        let down = pool([.reconnecting(attempt: 1, delay: .seconds(1), cause: .network("refused"))])
+        value.upstreams = [
+            .init(name: "default", identity: "host", snapshot: pool([.connected])),
+            .init(name: "telemetry", identity: "host", snapshot: down),
+            .init(name: "accounts", identity: "client", snapshot: pool([.connected]), identities: [("0123456789ab", pool([.connected]))]),
+        ]
+        #expect(
+            value.line
+                == "3 upstreams: 2 connected, 1 reconnecting; default connected, telemetry reconnecting, accounts connected; 3 clients, 7 subscriptions (2 upstream)"
+        )
+        let json = String(buffer: value.json())
+        #expect(json.contains(#""upstreams":{"default":{"state":"connected""#))
+        #expect(
+            json.contains(
+                #""identity":"client","subscriptions":{"local":0,"upstream":0},"identities":[{"id":"0123456789ab","state":"connected","connections":1,"reconnects":4}]"#
+            )
+        )
+        // One upstream: the line it always was.
+        value.upstreams = [value.upstreams[0]]
+        #expect(value.line == "connected to wss://api.example/graphql; 3 clients, 7 subscriptions (2 upstream)")
+    }
+
     @Test func anHTTPStreamingUpstreamIsNamedByItsTransport() {
         let streams = UpstreamSnapshot(
             state: .connected,

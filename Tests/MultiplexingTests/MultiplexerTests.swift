@@ -251,7 +251,7 @@ func subscriber(_ client: String, _ localID: String, _ tag: Int) -> Mux.Subscrib
                     model[name(reader.client, reader.localID)] = nil
                 case .refuse(let client, let local, let refusal):
                     if refusal == .upstreamFull { model[name(client, local)] = nil }
-                case .finished(let id, _, _):
+                case .finished(let id, _, _, _):
                     closed.insert(id)
                     placed[id] = nil
                 case .tellState, .shutDown, .replay, .snapshot, .deliverHeld:

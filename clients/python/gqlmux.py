@@ -126,8 +126,22 @@ class Client:
 
     def __init__(self, path: Optional[str] = None, *, client_name: str = "gqlmux.py",
                  reconnect: bool = True, buffered_results: int = 1024,
-                 reconnect_delay: float = 0.1, max_reconnect_delay: float = 2.0):
+                 reconnect_delay: float = 0.1, max_reconnect_delay: float = 2.0,
+                 upstream_payload: Optional[Dict[str, Any]] = None,
+                 upstream_headers: Optional[Dict[str, str]] = None):
+        """``upstream_payload`` and ``upstream_headers``: this app's own credentials, for the
+        upstreams configured with ``identity = "client"`` (the connecting payload and request
+        headers sent upstream in its name); never used by other upstreams."""
         self.path = path or os.environ.get("GQLMUX_SOCKET") or DEFAULT_SOCKET
+        self.upstream_credentials: Dict[str, Any] = {}
+        if upstream_payload is not None:
+            if not isinstance(upstream_payload, dict):
+                raise GQLMuxError("BAD_REQUEST", "upstream_payload must be a dict")
+            self.upstream_credentials["payload"] = upstream_payload
+        if upstream_headers is not None:
+            if not isinstance(upstream_headers, dict) or not all(isinstance(v, str) for v in upstream_headers.values()):
+                raise GQLMuxError("BAD_REQUEST", "upstream_headers must be a dict of strings")
+            self.upstream_credentials["headers"] = upstream_headers
         self.client_name = client_name
         self.reconnect = reconnect
         self.buffered_results = max(1, buffered_results)
@@ -148,9 +162,10 @@ class Client:
     # -- Public API -------------------------------------------------------------------------
 
     async def query(self, query: str, variables: Optional[Dict[str, Any]] = None,
-                    operation_name: Optional[str] = None) -> Dict[str, Any]:
-        """Runs a query (or a mutation) once and returns its ExecutionResult as a dict."""
-        operation = self._start(self._subscribe_line(query, variables, operation_name), subscription=False)
+                    operation_name: Optional[str] = None, upstream: Optional[str] = None) -> Dict[str, Any]:
+        """Runs a query (or a mutation) once and returns its ExecutionResult as a dict.
+        ``upstream``: the upstream to ask, by its name in gqlmuxd's configuration (None: default)."""
+        operation = self._start(self._subscribe_line(query, variables, operation_name, upstream), subscription=False)
         await self._ensure_connected(operation)
         try:
             kind, value = await operation.queue.get()
@@ -167,7 +182,8 @@ class Client:
                         on_state: Optional[Callable[[str], Any]] = None,
                         replay_last: Optional[bool] = None,
                         on_gap: Optional[Callable[[int], Any]] = None,
-                        resnapshot: Optional[str] = None) -> AsyncIterator[Dict[str, Any]]:
+                        resnapshot: Optional[str] = None,
+                        upstream: Optional[str] = None) -> AsyncIterator[Dict[str, Any]]:
         """Yields each result of a subscription until the server completes it.
 
         Raises ``GQLMuxError`` when it ends with an error. ``on_state`` is called with
@@ -177,8 +193,9 @@ class Client:
         ``on_gap`` is called with how long the stream was down (ms) when it resumes.
         ``resnapshot``: a query run once each time the stream resumes after an outage; its result
         comes first, marked ``extensions.gqlmux.snapshot``.
+        ``upstream``: the upstream it is for, by its name in gqlmuxd's configuration (None: default).
         """
-        line = self._subscribe_line(query, variables, operation_name)
+        line = self._subscribe_line(query, variables, operation_name, upstream)
         own: Dict[str, Any] = {}
         if replay_last is not None:
             own["replayLast"] = bool(replay_last)
@@ -237,7 +254,8 @@ class Client:
     # -- Operations -------------------------------------------------------------------------
 
     @staticmethod
-    def _subscribe_line(query: str, variables: Optional[Dict[str, Any]], operation_name: Optional[str]) -> Dict[str, Any]:
+    def _subscribe_line(query: str, variables: Optional[Dict[str, Any]], operation_name: Optional[str],
+                        upstream: Optional[str] = None) -> Dict[str, Any]:
         payload: Dict[str, Any] = {"query": query}
         if variables is not None:
             if not isinstance(variables, dict):
@@ -245,7 +263,12 @@ class Client:
             payload["variables"] = variables
         if operation_name is not None:
             payload["operationName"] = operation_name
-        return {"type": "subscribe", "payload": payload}
+        line: Dict[str, Any] = {"type": "subscribe", "payload": payload}
+        if upstream is not None:
+            if not isinstance(upstream, str):
+                raise GQLMuxError("BAD_REQUEST", "upstream must be a string")
+            line["upstream"] = upstream
+        return line
 
     def _start(self, line: Dict[str, Any], subscription: bool,
                on_state: Optional[Callable[[str], Any]] = None,
@@ -312,8 +335,10 @@ class Client:
         self._held_back = False
         self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, writer))
         with contextlib.suppress(ConnectionError, OSError):  # the reader sees the close
-            await self._send({"type": "connection_init",
-                              "payload": {"protocol": PROTOCOL_VERSION, "client": self.client_name}})
+            hello: Dict[str, Any] = {"protocol": PROTOCOL_VERSION, "client": self.client_name}
+            if self.upstream_credentials:
+                hello["upstream"] = self.upstream_credentials
+            await self._send({"type": "connection_init", "payload": hello})
             for operation in sorted(self._operations.values(), key=lambda op: int(op.id)):
                 await self._send(self._line_for(operation))
 
