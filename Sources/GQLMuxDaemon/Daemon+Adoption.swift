@@ -153,7 +153,7 @@ extension Daemon {
                     session.name = record.name
                     session.presented = PresentedCredential(
                         payload: record.presentedPayload.map { Array($0.utf8) },
-                        headers: record.presentedHeaders.map { PresentedCredential.Header(name: $0.name, value: $0.value) }
+                        headers: record.presentedHeaders
                     )
                 }
             }

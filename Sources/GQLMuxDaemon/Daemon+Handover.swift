@@ -214,7 +214,7 @@ extension Daemon {
             subscriptions: subscriptions,
             upstream: carriage.upstream,
             presentedPayload: session.presented.payload.map { String(decoding: $0, as: UTF8.self) },
-            presentedHeaders: session.presented.headers.map { HandoverState.Client.Header(name: $0.name, value: $0.value) }
+            presentedHeaders: session.presented.headers
         )
     }
 

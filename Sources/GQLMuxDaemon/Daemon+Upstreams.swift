@@ -78,7 +78,7 @@ extension Daemon {
     static func credential(_ presented: PresentedCredential, forwarding forward: [String]) -> LaneCredential {
         LaneCredential(
             payload: presented.payload.map { .inline($0) } ?? .configured,
-            headers: presented.headers.filter { forward.contains($0.name.lowercased()) }.map { LaneCredential.Header(name: $0.name, value: $0.value) }
+            headers: presented.headers.filter { forward.contains($0.name.lowercased()) }
         )
     }
 

@@ -349,23 +349,20 @@ package final class Daemon: @unchecked Sendable {
     func resume() { _ = resume(upstream: nil) }
 
     /// Pauses one upstream by name, or every one (nil).
-    func pause(upstream name: String?) -> LaneRefusal? {
-        guard upstreams.pause(upstream: name) else { return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name ?? "")'") }
-        events.emit(
-            .paused,
-            name.map { ["GQLMUX_UPSTREAM": $0] } ?? [:],
-            message: name.map { "upstream \($0) paused by an admin" } ?? "upstream paused by an admin"
-        )
-        return nil
-    }
+    func pause(upstream name: String?) -> LaneRefusal? { hold(true, upstream: name) }
 
     /// Resumes one upstream by name, or every one (nil).
-    func resume(upstream name: String?) -> LaneRefusal? {
-        guard upstreams.resume(upstream: name) else { return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name ?? "")'") }
+    func resume(upstream name: String?) -> LaneRefusal? { hold(false, upstream: name) }
+
+    private func hold(_ pause: Bool, upstream name: String?) -> LaneRefusal? {
+        guard pause ? upstreams.pause(upstream: name) : upstreams.resume(upstream: name) else {
+            return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name ?? "")'")
+        }
+        let verb = pause ? "paused" : "resumed"
         events.emit(
-            .resumed,
+            pause ? .paused : .resumed,
             name.map { ["GQLMUX_UPSTREAM": $0] } ?? [:],
-            message: name.map { "upstream \($0) resumed by an admin" } ?? "upstream resumed by an admin"
+            message: "upstream \(name.map { $0 + " " } ?? "")\(verb) by an admin"
         )
         return nil
     }

@@ -48,15 +48,7 @@ package struct HandoverState: Equatable, Sendable {
         package var presentedPayload: String?
         package var presentedHeaders: [Header]
 
-        package struct Header: Equatable, Sendable {
-            package var name: String
-            package var value: String
-
-            package init(name: String, value: String) {
-                self.name = name
-                self.value = value
-            }
-        }
+        package typealias Header = HeaderField
 
         package init(
             cookie: UInt64,

@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import JSONEnvelope
 import NIOCore
 
@@ -10,15 +11,7 @@ package struct PresentedCredential: Sendable, Equatable {
     /// Header names as given (compared lowercased), values as given.
     package var headers: [Header]
 
-    package struct Header: Sendable, Equatable {
-        package var name: String
-        package var value: String
-
-        package init(name: String, value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
+    package typealias Header = HeaderField
 
     package init(payload: [UInt8]? = nil, headers: [Header] = []) {
         self.payload = payload

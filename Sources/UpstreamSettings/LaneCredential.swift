@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import NIOCore
 
 /// What one identity presents upstream, in place of the configured connecting payload and on
@@ -18,15 +19,7 @@ package struct LaneCredential: Hashable, Sendable {
     /// Header names lowercased, sorted by name; values as presented.
     package private(set) var headers: [Header]
 
-    package struct Header: Hashable, Sendable {
-        package var name: String
-        package var value: String
-
-        package init(name: String, value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
+    package typealias Header = HeaderField
 
     package init(payload: Payload = .configured, headers: [Header] = []) {
         self.payload = payload
