@@ -12,7 +12,9 @@ import Glibc
 ///   - single: the single-upstream gqlmuxd's fan-out 100 × 256 B rate of this run.
 ///   - idleBytes: its bytes per idle subscription, of this run.
 func upstreamTableRows(upstream: TestUpstreamServer, single: Double?, idleBytes: Double) async throws {
-    print("several upstreams (a gqlmuxd with 16 upstreams to the same test server, each its own connection, beside the one above)")
+    print(
+        "several upstreams (gqlmuxd with 16 upstreams to the same test server, each its own connection, beside the single-upstream one; fresh daemons for memory)"
+    )
     var extra = "[limits]\nmax_operations_per_client = 20000\nclient_buffer_bytes = 67108864\ntotal_buffer_bytes = 4294967296\n"
     for index in 1..<16 { extra += "[upstreams.u\(index)]\nurl = \"\(upstream.url)\"\nreconnect_interval = 0\n" }
     let table = try await BenchDaemon(path: gqlmuxdPath, upstreamURL: upstream.url, upstreamConfig: "reconnect_interval = 0", extraConfig: extra)
@@ -20,42 +22,30 @@ func upstreamTableRows(upstream: TestUpstreamServer, single: Double?, idleBytes:
     let names = ["default"] + (1..<16).map { "u\($0)" }
     _ = await waitUntil { await upstream.currentStats.openConnections >= 17 }  // the 16, and the gqlmuxd above
 
-    // Memory: 1,000 idle subscriptions on each of the 16 upstreams.
-    let before = rssKiB(table.pid)
-    var idle: [RawConnection] = []
-    for (u, name) in names.enumerated() {
-        var lines = ""
-        for i in 0..<1000 {
-            lines +=
-                #"{"type":"subscribe","id":"\#(i)","upstream":"\#(name)","payload":{"query":"subscription($n: Int) { tick(n: $n) }","variables":{"n":\#(u * 1000 + i)}}}"#
-                + "\n"
-        }
-        idle.append(try RawConnection.line(table.socketPath, sending: lines))
-    }
-    let all = await waitUntil { await upstream.currentStats.activeSubscriptions == 16_000 }
-    try await Task.sleep(for: .milliseconds(500))
-    let after = rssKiB(table.pid)
-    let perSubscription = Double(after - before) * 1024 / 16_000
-    print(
-        String(
-            format: "  16 upstreams × 1,000 idle subscriptions%@: %.0f B each, against %.0f B each with one upstream (10,000, above): %.2f×",
-            all ? "" : " (INCOMPLETE)",
-            perSubscription,
-            idleBytes,
-            perSubscription / idleBytes
-        )
-    )
-    for connection in idle { Glibc.close(connection.fd) }
-    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+    // Memory: 16,000 idle subscriptions, in a fresh gqlmuxd each: all on the one upstream of a
+    // single-upstream configuration (today's), all on `default` of the 16, and 1,000 on each of
+    // the 16 (RSS before and after, per subscription).
+    let today = try await idleCost(upstream: upstream, upstreams: 1, spread: 1)
+    let unused = try await idleCost(upstream: upstream, upstreams: 16, spread: 1)
+    let spread = try await idleCost(upstream: upstream, upstreams: 16, spread: 16)
+    print(String(format: "  16,000 idle subscriptions, one upstream configured (today's):  %.0f B each", today))
+    print(String(format: "  16,000 idle subscriptions on default, 16 configured:          %.0f B each (%.2f× today's)", unused, unused / today))
+    print(String(format: "  16 upstreams × 1,000 idle subscriptions:                      %.0f B each (%.2f× today's)", spread, spread / today))
+    if !idleBytes.isNaN { print(String(format: "  (the report's first section, 10,000 on one upstream:         %.0f B each)", idleBytes)) }
 
     // Fan-out: 100 × 256 B from the default upstream of the 16 (the table unused), then 25
     // subscribers on each of 4 upstreams at once (each upstream subscription gets every tick).
-    func run(_ spread: Int) async throws -> (rate: Double, done: Bool) {
+    /// `spread` upstream subscriptions, 100 ÷ `spread` subscribers each: on `spread` upstreams,
+    /// or (`oneUpstream`) as `spread` distinct subscriptions of `default`, the same upstream work
+    /// on one connection.
+    func run(_ spread: Int, oneUpstream: Bool = false) async throws -> (rate: Double, done: Bool) {
         let reader = PollReader(
             try (0..<100).map { i in
                 try RawConnection.line(
                     table.socketPath,
-                    sending: #"{"type":"subscribe","id":"s\#(i)","upstream":"\#(names[i % spread])","payload":{"query":"subscription { tick }"}}"#
+                    sending: oneUpstream
+                        ? #"{"type":"subscribe","id":"s\#(i)","payload":{"query":"subscription($n: Int) { tick(n: $n) }","variables":{"n":\#(i % spread)}}}"#
+                        : #"{"type":"subscribe","id":"s\#(i)","upstream":"\#(names[i % spread])","payload":{"query":"subscription { tick }"}}"#
                 )
             }
         )
@@ -76,10 +66,13 @@ func upstreamTableRows(upstream: TestUpstreamServer, single: Double?, idleBytes:
         _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
         return (rate, done)
     }
-    for (spread, label) in [(1, "1 upstream of 16 → 100 subscribers"), (4, "4 upstreams at once → 25 subscribers each")] {
+    for (spread, one, label) in [
+        (1, false, "1 upstream of 16 → 100 subscribers"), (4, true, "1 upstream, 4 distinct subscriptions → 25 subscribers each"),
+        (4, false, "4 upstreams at once → 25 subscribers each"),
+    ] {
         var best: (rate: Double, done: Bool) = (0, false)
         for _ in 0..<3 {
-            let result = try await run(spread)
+            let result = try await run(spread, oneUpstream: one)
             if result.done, result.rate > best.rate { best = result }
         }
         print(
@@ -90,4 +83,35 @@ func upstreamTableRows(upstream: TestUpstreamServer, single: Double?, idleBytes:
         )
     }
     print("")
+}
+
+/// A fresh gqlmuxd with `upstreams` upstreams (each its own connection to the test server) and
+/// 16,000 distinct idle subscriptions spread over the first `spread` of them: its RSS growth per
+/// subscription, in bytes.
+func idleCost(upstream: TestUpstreamServer, upstreams count: Int, spread: Int) async throws -> Double {
+    var extra = "[limits]\nmax_operations_per_client = 20000\n"
+    for index in 1..<max(1, count) { extra += "[upstreams.u\(index)]\nurl = \"\(upstream.url)\"\n" }
+    let baseline = await upstream.currentStats.openConnections
+    let daemon = try await BenchDaemon(path: gqlmuxdPath, upstreamURL: upstream.url, upstreamConfig: "reconnect_interval = 0", extraConfig: extra)
+    defer { daemon.stop() }
+    _ = await waitUntil { await upstream.currentStats.openConnections >= baseline + count }
+    try await Task.sleep(for: .milliseconds(300))
+    let names = ["default"] + (1..<max(1, count)).map { "u\($0)" }
+    let before = rssKiB(daemon.pid)
+    var connections: [RawConnection] = []
+    for c in 0..<16 {
+        var lines = ""
+        for i in 0..<1000 {
+            lines +=
+                #"{"type":"subscribe","id":"\#(i)","upstream":"\#(names[c % spread])","payload":{"query":"subscription($n: Int) { tick(n: $n) }","variables":{"n":\#(c * 1000 + i)}}}"#
+                + "\n"
+        }
+        connections.append(try RawConnection.line(daemon.socketPath, sending: lines))
+    }
+    let all = await waitUntil { await upstream.currentStats.activeSubscriptions == 16_000 }
+    try await Task.sleep(for: .milliseconds(500))
+    let after = rssKiB(daemon.pid)
+    for connection in connections { Glibc.close(connection.fd) }
+    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
+    return all ? Double(after - before) * 1024 / 16_000 : .nan
 }

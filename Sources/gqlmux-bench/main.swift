@@ -364,6 +364,16 @@ if arguments.count > 2, arguments[2] == "latency" {
     exit(0)
 }
 
+// `gqlmux-bench GQLMUXD upstreams`: the several-upstreams rows only, beside this run's
+// single-upstream fan-out 100 × 256 B.
+if arguments.count > 2, arguments[2] == "upstreams" {
+    let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
+    let best = runs.filter(\.4).min { $0.2 < $1.2 } ?? runs[0]
+    try await upstreamTableRows(upstream: upstream, single: Double(best.0) / best.2, idleBytes: .nan)
+    bench.stop()
+    exit(0)
+}
+
 // `gqlmux-bench GQLMUXD transports`: the fan-out rows by upstream transport only.
 if arguments.count > 2, arguments[2] == "transports" {
     let runs = try await (0..<3).asyncMap { _ in try await fanout(subscribers: 100, payload: 256, messages: 60_000) }
