@@ -209,7 +209,13 @@ class TwoServersTests(unittest.IsolatedAsyncioTestCase):
             async with websockets.unix_connect(endpoint, "ws://localhost/graphql/nope", subprotocols=["graphql-transport-ws"]):
                 pass
         self.assertIn("404", str(refused.exception))
-        # gqlmuxctl --upstream
+        # gqlmuxctl --upstream, and its status naming each upstream
+        human = subprocess.run([os.path.join(BIN, "gqlmuxctl"), "status", "--socket", self.daemon.socket],
+                               capture_output=True, text=True, timeout=20).stdout
+        self.assertIn(f"upstream second: {self.ariadne.url} — connected", human)
+        out = ctl(self.daemon, "subscribe", TICK, "--variables", '{"ms": 30}', "--count", "2", "--upstream", "second")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(len([line for line in out.stdout.splitlines() if '"tick"' in line]), 2)
         out = ctl(self.daemon, "query", "{ hello }", "--upstream", "second")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("hello", out.stdout)

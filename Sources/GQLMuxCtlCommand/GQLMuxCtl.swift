@@ -179,8 +179,18 @@ struct Status: AsyncParsableCommand {
                 }.joined(separator: "\n")
             : ""
         let http = upstream?["httpURL"]?.stringValue.map { "\nqueries over:  \($0)" } ?? ""
+        // Several upstreams: one line each, after the default's.
+        var table = ""
+        if case .object(let members)? = s["upstreams"], members.count > 1 {
+            table = members.dropFirst().map { member in
+                let (name, entry) = (member.key, member.value)
+                let identity = entry["identity"]?.stringValue.flatMap { $0 == "host" ? nil : ", identity \($0)" } ?? ""
+                return "\nupstream \(name): \(show(entry["url"])) — \(show(entry["detail"] ?? entry["state"]))\(identity), "
+                    + "\(show(entry["subscriptions"]?["local"], "0")) local, \(show(entry["subscriptions"]?["upstream"], "0")) upstream subscriptions"
+            }.joined()
+        }
         return """
-            upstream:      \(show(upstream?["url"])) — \(show(upstream?["detail"] ?? upstream?["state"])) (\(show(upstream?["protocol"])))\(pool)\(http)
+            upstream:      \(show(upstream?["url"])) — \(show(upstream?["detail"] ?? upstream?["state"])) (\(show(upstream?["protocol"])))\(pool)\(http)\(table)
             reconnects:    \(show(upstream?["reconnects"], "0"))
             clients:       \(show(s["clients"], "0"))
             subscriptions: \(show(subs?["local"], "0")) local, \(show(subs?["upstream"], "0")) upstream

@@ -205,8 +205,10 @@ package final class UpstreamRegistry {
         lane.holders -= 1
         guard lane.holders == 0 else { return }
         let wait = lane.carriers.lazyCloseTimeout
+        // The registry lives on its loop; the timer fires there.
+        let registry = NIOLoopBound(self, eventLoop: eventLoop)
         lane.closing = eventLoop.scheduleTask(in: .nanoseconds(Int64(wait.components.seconds) * 1_000_000_000 + wait.components.attoseconds / 1_000_000_000)) {
-            [weak self] in self?.closeIdentity(id)
+            registry.value.closeIdentity(id)
         }
     }
 
