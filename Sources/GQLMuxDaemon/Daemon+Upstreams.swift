@@ -89,7 +89,9 @@ extension Daemon {
 
     /// Each upstream of the table as `status`, `STATUS=` and the metrics show it.
     var upstreamReports: [StatusReport.Upstream] {
-        configuration.upstreams.map { entry in
+        let all = upstreams.allLanes
+        let counts = switchboard.countsByLane(single: all.count == 1 ? all[0].id : nil)
+        return configuration.upstreams.map { entry in
             let lanes = upstreams.lanes(of: entry.name)
             var report = StatusReport.Upstream(
                 name: entry.name,
@@ -101,9 +103,8 @@ extension Daemon {
                 if let connected = report.identities.first(where: { $0.snapshot.state == .connected }) { report.snapshot = connected.snapshot }
             }
             for lane in lanes {
-                let counts = switchboard.counts(on: lane.id)
-                report.upstreamSubscriptions += counts.upstream
-                report.localSubscriptions += counts.local
+                report.upstreamSubscriptions += counts[lane.id]?.upstream ?? 0
+                report.localSubscriptions += counts[lane.id]?.local ?? 0
             }
             return report
         }

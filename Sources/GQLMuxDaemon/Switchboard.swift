@@ -114,9 +114,11 @@ final class Switchboard: @unchecked Sendable {
         serially { perform(settled { $0.endLane(lane, failure) }) }
     }
 
-    /// Upstream operations open on `lane`, and local operations reading them.
-    func counts(on lane: LaneID) -> (upstream: Int, local: Int) {
-        settled { ($0.operationCount(on: lane), $0.subscriberCount(on: lane)) }
+    /// Each lane's upstream operations and local operations reading them; with one lane, the
+    /// totals (no pass over the operations: `STATUS=` asks at every change).
+    func countsByLane(single lane: LaneID?) -> [LaneID: (upstream: Int, local: Int)] {
+        if let lane { return [lane: (upstreamCount, localCount)] }
+        return settled { $0.countsByLane }
     }
 
     /// Upstream operations open (as of the last event handled: reading it writes nothing).

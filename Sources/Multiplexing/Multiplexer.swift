@@ -256,9 +256,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// Upstream operations open on `lane`.
     package func operationCount(on lane: LaneID) -> Int { placers[lane]?.total ?? 0 }
 
-    /// Local operations reading `lane`'s upstream operations.
-    package func subscriberCount(on lane: LaneID) -> Int {
-        operations.values.reduce(0) { $0 + ($1.lane == lane ? $1.subscribers.count : 0) }
+    /// Every lane's upstream operations and the local operations reading them, in one pass.
+    package var countsByLane: [LaneID: (upstream: Int, local: Int)] {
+        var counts: [LaneID: (upstream: Int, local: Int)] = [:]
+        for operation in operations.values {
+            counts[operation.lane, default: (0, 0)].upstream += 1
+            counts[operation.lane, default: (0, 0)].local += operation.subscribers.count
+        }
+        return counts
     }
 
     /// Lane `lane` is gone (its upstream was removed): every operation on it ends with

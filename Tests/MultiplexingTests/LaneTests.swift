@@ -32,7 +32,9 @@ import Testing
         let joined = mux.subscribe(client: "c", localID: "1", kind: .subscription, key: "k", tag: 3, lane: other)
         #expect(joined == [.joined(b, subscriber: subscriber("c", "1", 3), state: .pending, subscribers: 2)])
         #expect(mux.operationCount(on: other) == 1)
-        #expect(mux.subscriberCount(on: other) == 2)
+        #expect(mux.countsByLane[other]?.local == 2)
+        #expect(mux.countsByLane[other]?.upstream == 1)
+        #expect(mux.countsByLane[.primary]?.upstream == 1)
         #expect(mux.lane(of: b) == other)
     }
 
