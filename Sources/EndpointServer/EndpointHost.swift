@@ -74,12 +74,14 @@ extension EndpointHost {
         }
     }
 
-    /// The headers of `headers` that some upstream forwards from its clients.
+    /// The headers of `headers` that some upstream forwards from its clients (only those a
+    /// header may carry upstream: ``PresentedCredential/isValidHeader(name:value:)``).
     func presentedHeaders(_ headers: HTTPHeaders) -> [PresentedCredential.Header] {
         let forwarded = forwardedHeaders
         guard !forwarded.isEmpty else { return [] }
         return headers.compactMap { header in
-            forwarded.contains(header.name.lowercased()) ? PresentedCredential.Header(name: header.name, value: header.value) : nil
+            forwarded.contains(header.name.lowercased()) && PresentedCredential.isValidHeader(name: header.name, value: header.value)
+                ? PresentedCredential.Header(name: header.name, value: header.value) : nil
         }
     }
 }

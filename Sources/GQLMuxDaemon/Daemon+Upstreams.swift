@@ -37,7 +37,7 @@ extension Daemon {
         eventLoop.assertInEventLoop()
         let name = name ?? NamedUpstream.defaultName
         guard let entry = configuration.upstream(named: name) else {
-            return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name)'"))
+            return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name.prefix(64))'"))
         }
         var credential: LaneCredential?
         switch entry.identity {
@@ -58,7 +58,7 @@ extension Daemon {
         }
         switch upstreams.choose(upstream: name, credential: credential) {
         case .unknownUpstream:
-            return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name)'"))
+            return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name.prefix(64))'"))
         case .tooManyIdentities(let limit):
             events.emit(
                 .limitExceeded,

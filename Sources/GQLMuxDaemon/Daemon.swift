@@ -356,7 +356,7 @@ package final class Daemon: @unchecked Sendable {
 
     private func hold(_ pause: Bool, upstream name: String?) -> LaneRefusal? {
         guard pause ? upstreams.pause(upstream: name) : upstreams.resume(upstream: name) else {
-            return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name ?? "")'")
+            return LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name?.prefix(64) ?? "")'")
         }
         let verb = pause ? "paused" : "resumed"
         events.emit(

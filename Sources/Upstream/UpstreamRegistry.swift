@@ -171,9 +171,6 @@ package final class UpstreamRegistry {
     /// Every lane, in the order they were made.
     package var allLanes: [Lane] { lanes.values.sorted { $0.id.value < $1.id.value } }
 
-    /// Identity lanes open now.
-    package var identityCount: Int { identityLanes.count }
-
     /// Where operations for upstream `name` go for a client presenting `credential` (ignored
     /// by an upstream that serves every client alike). An identity's lane is made when first
     /// asked for; the caller holds it (``hold(_:)``) while its client may use it.
@@ -256,20 +253,18 @@ package final class UpstreamRegistry {
 
     /// Closes upstream `name`'s subscriptions (nil: every upstream's) and holds them until it is
     /// resumed; false when no upstream has that name.
-    package func pause(upstream name: String?) -> Bool {
-        let names = name.map { [$0] } ?? self.names
-        guard names.allSatisfy({ definition(named: $0) != nil }) else { return false }
-        paused.formUnion(names)
-        for lane in allLanes where names.contains(lane.upstream) { lane.carriers.pause() }
-        return true
-    }
+    package func pause(upstream name: String?) -> Bool { hold(true, upstream: name) }
 
     /// Resumes upstream `name` (nil: every one); false when no upstream has that name.
-    package func resume(upstream name: String?) -> Bool {
+    package func resume(upstream name: String?) -> Bool { hold(false, upstream: name) }
+
+    private func hold(_ pause: Bool, upstream name: String?) -> Bool {
         let names = name.map { [$0] } ?? self.names
         guard names.allSatisfy({ definition(named: $0) != nil }) else { return false }
-        paused.subtract(names)
-        for lane in allLanes where names.contains(lane.upstream) { lane.carriers.resume() }
+        if pause { paused.formUnion(names) } else { paused.subtract(names) }
+        for lane in allLanes where names.contains(lane.upstream) {
+            if pause { lane.carriers.pause() } else { lane.carriers.resume() }
+        }
         return true
     }
 

@@ -32,9 +32,6 @@ package struct LaneCredential: Hashable, Sendable {
         return false
     }
 
-    /// Whether nothing at all was presented.
-    package var isEmpty: Bool { payload == .configured && headers.isEmpty }
-
     /// `configuration` carrying this credential: its payload instead of the configured one, its
     /// headers instead of configured ones of the same name.
     package func applied(to configuration: UpstreamConfiguration) -> UpstreamConfiguration {
