@@ -226,11 +226,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func resume(_ subscriptions: [HandoverState.Subscription], since: Instant) {
         eventLoop.assertInEventLoop()
         for subscription in subscriptions {
-            let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits).map { request in
-                var request = request
-                request.upstream = subscription.upstream
-                return request
-            }
+            let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits).forUpstream(subscription.upstream)
             subscribe(id: subscription.id, parsed, resumed: (subscription.snapshot.map { ByteBuffer(string: $0) }, since))
         }
     }

@@ -28,14 +28,7 @@ package enum ClientRequest {
 
     /// A `subscribe` of `payload`, parsed under `limits`.
     package static func subscribe(id: String, payload: ByteBuffer, limits: SubscribeRequest.Limits, upstream: String? = nil) -> ClientRequest {
-        .subscribe(
-            id: id,
-            SubscribeRequest.parsed(payload, limits: limits).map { request in
-                var request = request
-                request.upstream = upstream
-                return request
-            }
-        )
+        .subscribe(id: id, SubscribeRequest.parsed(payload, limits: limits).forUpstream(upstream))
     }
 
     /// One line of the local protocol (docs/protocol.md), without its `\n`.
@@ -75,12 +68,7 @@ package enum ClientRequest {
                 self = .subscribe(id: id, .failure(SubscribeRequest.Invalid(code: .badRequest, message: "'upstream' must be a string naming an upstream")))
                 return
             }
-            var parsed = SubscribeRequest.parsed(payload, limits: limits)
-            if let upstream = envelope.upstream, case .success(var request) = parsed {
-                request.upstream = upstream
-                parsed = .success(request)
-            }
-            self = .subscribe(id: id, parsed)
+            self = .subscribe(id: id, payload: payload, limits: limits, upstream: envelope.upstream)
         case .complete:
             guard let id = envelope.id, !id.isEmpty else {
                 self = .invalid(reason: "'complete' needs a non-empty string 'id'")
@@ -115,5 +103,16 @@ extension SubscribeRequest {
     /// ``parse(_:limits:)`` as a value: the request, or why it was refused.
     package static func parsed(_ payload: ByteBuffer, limits: Limits) -> Result<SubscribeRequest, Invalid> {
         Result { () throws(Invalid) in try parse(payload, limits: limits) }
+    }
+}
+
+extension Result where Success == SubscribeRequest {
+    /// The request, for upstream `name` (nil: `default`); a refusal stays as it is.
+    package func forUpstream(_ name: String?) -> Self {
+        map { request in
+            var request = request
+            request.upstream = name
+            return request
+        }
     }
 }
