@@ -24,7 +24,7 @@ for harness in Fuzz/Fuzz*.swift; do
     name=$(basename "$harness" .swift)
     swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$bin/Modules" "${maps[@]}" "$harness" "${objects[@]}" \
         -o "$bin/$name" 2>&1 | grep -v "warning" || true
-    case $name in FuzzLocalLines) seeds=Fuzz/corpus/local ;; FuzzHTTPStreams) seeds=Fuzz/corpus/streams ;; FuzzEndpoint) seeds=Fuzz/corpus/endpoint ;; FuzzEndpointHeaders) seeds=Fuzz/corpus/headers ;; FuzzHandover) seeds=Fuzz/corpus/handover ;; *) seeds=Fuzz/corpus/upstream ;; esac
+    case $name in FuzzLocalLines) seeds=Fuzz/corpus/local ;; FuzzUpstreamFrames) seeds=Fuzz/corpus/frames ;; FuzzHTTPStreams) seeds=Fuzz/corpus/streams ;; FuzzEndpoint) seeds=Fuzz/corpus/endpoint ;; FuzzEndpointHeaders) seeds=Fuzz/corpus/headers ;; FuzzHandover) seeds=Fuzz/corpus/handover ;; *) seeds=Fuzz/corpus/upstream ;; esac
     corpus="$scratch/corpus/$name"
     mkdir -p "$corpus" "Fuzz/crashes/$name"
     echo "== $name: ${seconds}s from $seeds"

@@ -255,3 +255,34 @@ extension FuzzTargets {
         ]
     }
 }
+
+extension FuzzTargets {
+    /// Bytes of an upstream connection after its upgrade, read as WebSocket frames: in one read,
+    /// and in reads of a size taken from the first byte. Invariants: the cuts change nothing
+    /// (the same messages, and the same failure or none), and no message is over the limit.
+    public static func upstreamFrames(_ data: UnsafeRawBufferPointer) {
+        guard let first = data.first else { return }
+        let limit = 4_096
+        var bytes = ByteBuffer()
+        bytes.writeBytes(data)
+        func read(cut: Int) -> (messages: [WebSocketMessageReader.Message], failure: WebSocketMessageReader.Failure?) {
+            var reader = WebSocketMessageReader(maxMessageBytes: limit)
+            var messages: [WebSocketMessageReader.Message] = []
+            var from = 0
+            do {
+                while from < bytes.readableBytes {
+                    let count = Swift.min(cut, bytes.readableBytes - from)
+                    try reader.read(bytes.getSlice(at: from, length: count)!) { messages.append($0) }
+                    from += count
+                }
+            } catch {
+                return (messages, error)
+            }
+            return (messages, nil)
+        }
+        let whole = read(cut: bytes.readableBytes)
+        let cut = read(cut: Int(first % 61) + 1)
+        precondition(whole.messages == cut.messages && whole.failure == cut.failure, "cutting the bytes changed what was read")
+        for case .text(let text) in whole.messages { precondition(text.readableBytes <= limit, "a message over the limit") }
+    }
+}

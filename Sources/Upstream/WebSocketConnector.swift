@@ -49,7 +49,6 @@ package enum WebSocketConnector {
         let url = configuration.url
         let offered = configuration.protocols
         let upgraded = eventLoop.makePromise(of: Opened.self)
-        let maxBytes = configuration.maxMessageBytes
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(configuration.transport.connectTimeout.nanoseconds))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
@@ -61,33 +60,21 @@ package enum WebSocketConnector {
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sniHost))
                 }
                 let requestHandler = UpgradeRequestHandler(configuration: configuration, promise: upgraded)
-                let upgrader = NIOWebSocketClientUpgrader(
-                    maxFrameSize: maxBytes,
-                    automaticErrorHandling: false,
-                    upgradePipelineHandler: { channel, response in
-                        let header = response.headers["Sec-WebSocket-Protocol"].first
-                        guard let wire = selected(header, offered: offered) else {
-                            let failure = UpgradeFailure(
-                                description: "server did not select a subprotocol we offered (\(offer(offered)))"
-                                    + (header.map { "; it chose '\($0)'" } ?? "")
-                            )
-                            upgraded.fail(failure)
-                            return channel.close()
-                        }
-                        return channel.eventLoop.makeCompletedFuture {
-                            let sync = channel.pipeline.syncOperations
-                            try sync.addHandler(
-                                NIOWebSocketFrameAggregator(
-                                    minNonFinalFragmentSize: 0,
-                                    maxAccumulatedFrameCount: 1 << 16,
-                                    maxAccumulatedFrameSize: maxBytes
-                                )
-                            )
-                            try sync.addHandler(frameHandler())
-                            upgraded.succeed(Opened(channel: channel, wire: wire))
-                        }
+                let upgrader = UpstreamWebSocketUpgrader { channel, response in
+                    let header = response.headers["Sec-WebSocket-Protocol"].first
+                    guard let wire = selected(header, offered: offered) else {
+                        let failure = UpgradeFailure(
+                            description: "server did not select a subprotocol we offered (\(offer(offered)))"
+                                + (header.map { "; it chose '\($0)'" } ?? "")
+                        )
+                        upgraded.fail(failure)
+                        return channel.close()
                     }
-                )
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(frameHandler())
+                        upgraded.succeed(Opened(channel: channel, wire: wire))
+                    }
+                }
                 try sync.addHTTPClientHandlers(
                     leftOverBytesStrategy: .forwardBytes,
                     withClientUpgrade: (

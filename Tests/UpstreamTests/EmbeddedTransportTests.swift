@@ -81,12 +81,16 @@ import Testing
         }
 
         func serverSends(_ text: String) throws {
-            try channel.writeInbound(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: text)))
-            loop.run()
+            try serverSends(.text, ByteBuffer(string: text))
         }
 
+        /// One frame, as the server's bytes on the wire (NIO's own encoder writes them).
         func serverSends(_ opcode: WebSocketOpcode, _ data: ByteBuffer) throws {
-            try channel.writeInbound(WebSocketFrame(fin: true, opcode: opcode, data: data))
+            let encoder = EmbeddedChannel(handler: WebSocketFrameEncoder())
+            try encoder.writeOutbound(WebSocketFrame(fin: true, opcode: opcode, data: data))
+            var bytes = ByteBuffer()
+            while var part = try encoder.readOutbound(as: ByteBuffer.self) { bytes.writeBuffer(&part) }
+            try channel.writeInbound(bytes)
             loop.run()
         }
 
