@@ -14,10 +14,13 @@ import Upstream
 
 let arguments = CommandLine.arguments
 guard arguments.count > 1 else {
-    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | envelope | transports | endpoint [KIND] | latency]")
+    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | envelope | transports | endpoint [KIND] | latency | upstreams]")
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
+if arguments.count > 4, arguments[2] == "relay" {
+    LatencyFloor.relay(from: arguments[3], to: arguments[4])
+}
 if arguments.count > 2, arguments[2] == "restart-probe" {
     exit(try await runRestartProbe(Array(arguments.dropFirst(3))) ? 0 : 1)
 }
@@ -348,6 +351,16 @@ func latencyReport() async throws {
             percentile(added, 0.5),
             percentile(added, 0.99),
             added.count
+        )
+    )
+    // The floor beside it: a bare relay process in gqlmuxd's place.
+    let floor = try LatencyFloor.run(samples: samples)
+    print(
+        String(
+            format: "  a bare relay:       p50 %7.0f   p99 %7.0f   (the floor: a process in gqlmuxd's place that only polls, reads and writes; %d pairs)",
+            percentile(floor, 0.5),
+            percentile(floor, 0.99),
+            floor.count
         )
     )
     try? await direct.shutdown().get()

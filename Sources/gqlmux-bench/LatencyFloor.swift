@@ -1,0 +1,152 @@
+import Foundation
+import Spawn
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The floor under "added by gqlmuxd": what any process in gqlmuxd's place adds on this machine.
+/// A bare relay (this benchmark run as `relay`: `poll`, `read`, `write`, no parsing) sits
+/// between a sender and a receiver thread, and each message also goes to that receiver
+/// directly, as the latency rows send each result to gqlmuxd and to a direct client read on
+/// one loop. The relay's added time is one more process woken, and the bytes handed on: what
+/// no relay can do without on this machine. (The two set-ups differ in who sends, a loop
+/// thread to TCP sockets or a plain thread to Unix sockets, so the figures are compared, not
+/// subtracted.)
+enum LatencyFloor {
+    /// The relay process's body: hands every byte from the socket at `from` to the socket at
+    /// `to` until the first closes.
+    static func relay(from: String, to: String) -> Never {
+        let input = connectUnix(from)
+        let output = connectUnix(to)
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var watched = pollfd(fd: input, events: Int16(POLLIN), revents: 0)
+        while true {
+            _ = poll(&watched, 1, -1)
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            guard count > 0 else { exit(0) }
+            _ = buffer.withUnsafeBytes { write(output, $0.baseAddress, count) }
+        }
+    }
+
+    /// Sends `samples` 8-byte tick numbers at `interval`, each to the relay and to the receiver
+    /// directly; returns the relay's added time per message (via the relay − direct), in µs.
+    static func run(samples: Int = 2_000, interval: Duration = .microseconds(500)) throws -> [Double] {
+        let benchPath = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gqlmux-floor-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let inPath = directory + "/in.sock"
+        let outPath = directory + "/out.sock"
+        let inListener = listenUnix(inPath)
+        let outListener = listenUnix(outPath)
+        defer {
+            close(inListener)
+            close(outListener)
+        }
+        let child = try ChildProcess(benchPath, ["-", "relay", inPath, outPath], stdout: .discard, stderr: .inherit)
+        let toRelay = accept(inListener, nil, nil)
+        let fromRelay = accept(outListener, nil, nil)
+        var direct: [Int32] = [0, 0]
+        guard toRelay >= 0, fromRelay >= 0, socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &direct) == 0 else {
+            fatalError("latency floor: sockets: \(errno)")
+        }
+        defer {
+            close(toRelay)
+            close(fromRelay)
+            close(direct[0])
+            close(direct[1])
+            _ = child.waitBlocking()
+        }
+        // The receiver: one thread, both paths, a time per tick on each.
+        let receiver = FloorReceiver(samples: samples, relay: fromRelay, direct: direct[1])
+        let thread = Thread { receiver.receive() }
+        thread.start()
+        for tick in 0..<samples {
+            var number = UInt64(tick)
+            _ = withUnsafeBytes(of: &number) { write(direct[0], $0.baseAddress, 8) }
+            _ = withUnsafeBytes(of: &number) { write(toRelay, $0.baseAddress, 8) }
+            Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18 + Double(interval.components.seconds))
+        }
+        receiver.finished.lock(whenCondition: 1)
+        receiver.finished.unlock()
+        shutdown(toRelay, Int32(SHUT_WR))
+        return zip(receiver.viaRelay, receiver.direct).compactMap { relay, direct in
+            guard let relay, let direct else { return nil }
+            return Double(relay - direct) / 1e3
+        }
+    }
+
+    private static func listenUnix(_ path: String) -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = unixAddress(path)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard fd >= 0, bound == 0, listen(fd, 1) == 0 else { fatalError("latency floor: listen \(path): \(errno)") }
+        return fd
+    }
+
+    private static func connectUnix(_ path: String) -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = unixAddress(path)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard fd >= 0, connected == 0 else { exit(70) }
+        return fd
+    }
+
+    private static func unixAddress(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes + [0])
+        }
+        return address
+    }
+}
+
+/// The floor's receiver thread: waits in `poll` on both sockets and notes when each tick came.
+private final class FloorReceiver: @unchecked Sendable {
+    // Written by the receiver thread only, read after `finished` says it is done.
+    var viaRelay: [UInt64?]
+    var direct: [UInt64?]
+    let finished = NSConditionLock(condition: 0)
+    private let relayFD: Int32
+    private let directFD: Int32
+
+    init(samples: Int, relay: Int32, direct: Int32) {
+        viaRelay = Array(repeating: nil, count: samples)
+        self.direct = Array(repeating: nil, count: samples)
+        relayFD = relay
+        directFD = direct
+    }
+
+    func receive() {
+        var fds = [pollfd(fd: directFD, events: Int16(POLLIN), revents: 0), pollfd(fd: relayFD, events: Int16(POLLIN), revents: 0)]
+        var pending: [[UInt8]] = [[], []]
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        var last = 0
+        while last < viaRelay.count * 2 {
+            guard poll(&fds, 2, 10_000) > 0 else { break }
+            for index in 0..<2 where fds[index].revents & Int16(POLLIN) != 0 {
+                let count = buffer.withUnsafeMutableBytes { read(fds[index].fd, $0.baseAddress, $0.count) }
+                guard count > 0 else { continue }
+                let now = DispatchTime.now().uptimeNanoseconds
+                pending[index] += buffer[0..<count]
+                while pending[index].count >= 8 {
+                    let tick = Int(pending[index][0..<8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) })
+                    pending[index].removeFirst(8)
+                    if tick < viaRelay.count {
+                        if index == 0 { direct[tick] = now } else { viaRelay[tick] = now }
+                        last += 1
+                    }
+                }
+            }
+        }
+        finished.lock()
+        finished.unlock(withCondition: 1)
+    }
+}
