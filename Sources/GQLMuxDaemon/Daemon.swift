@@ -30,6 +30,8 @@ package final class Daemon: @unchecked Sendable {
     let switchboard: Switchboard
     /// Every upstream, each lane with its carriers (WebSocket pool, HTTP streams, `http_url`).
     let upstreams: UpstreamRegistry
+    /// How the carriers reach the switchboard; cleared in `deinit`.
+    private let carrierSink: CarrierSink
     var sessions: [ObjectIdentifier: ClientSession] = [:]
     var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
@@ -100,6 +102,7 @@ package final class Daemon: @unchecked Sendable {
         let definitions = try Self.definitions(configuration, checkPayloadFile: false)
         // The carriers tell the switchboard, which is made after them (it sends through them).
         let sink = CarrierSink(eventLoop: eventLoop)
+        self.carrierSink = sink
         self.upstreams = UpstreamRegistry(definitions, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
         upstreams.maxIdentities = configuration.limits.maxIdentities
         let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: eventLoop, events: events)
@@ -124,6 +127,10 @@ package final class Daemon: @unchecked Sendable {
         budget.sessions = { [unowned self] in Array(self.sessions.values) }
         budget.retained = { [unowned switchboard] in switchboard.retainedBytes }
         budget.forgetRetained = { [unowned switchboard] in switchboard.forgetLastResults() }
+    }
+
+    deinit {
+        carrierSink.switchboard = nil
     }
 
     // MARK: - Start and stop
@@ -489,14 +496,20 @@ extension ServerBootstrap {
 }
 
 /// Where the carriers' updates go: the switchboard, set once the daemon has made it (it is made
-/// after the registry it sends through). Weak: the daemon owns both.
+/// after the registry it sends through). Not owned: the daemon owns both, and clears it as it
+/// goes (`deinit`), so a carrier that outlives the daemon tells no one.
 ///
-/// `@unchecked Sendable` — safe because `switchboard` is written once, in `Daemon.init`, before any
-/// carrier can run (the upstream starts in `start()`, on the loop, after init returns), and read
-/// only in ``deliver(_:_:)``, which asserts it runs on the daemon's loop.
-private final class CarrierSink: @unchecked Sendable {
+/// Unowned rather than weak: a weak reference gives the switchboard a side table, and then every
+/// retain and release of it, several per upstream message, takes the runtime's slow path (7 %
+/// of gqlmuxd's time with one subscriber; `Switchboard` has no weak reference now).
+///
+/// `@unchecked Sendable` — safe because `switchboard` is written in `Daemon.init`, before any
+/// carrier can run (the upstream starts in `start()`, on the loop, after init returns), and when
+/// the daemon goes; it is read only in ``deliver(_:_:)``, which asserts it runs on the daemon's
+/// loop.
+final class CarrierSink: @unchecked Sendable {
     private let eventLoop: any EventLoop
-    weak var switchboard: Switchboard?
+    unowned var switchboard: Switchboard?
 
     init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
