@@ -57,6 +57,12 @@ final class Switchboard: @unchecked Sendable {
         return try body(&multiplexer)
     }
 
+    /// Asks the core in place, for the hot path. Read as `multiplexer.question`, a method of
+    /// the core (another module's struct in a class) was asked of a copy: every one of its
+    /// collections retained and released, for each upstream message.
+    @inline(__always)
+    private func inPlace<T>(_ body: (inout Core) -> T) -> T { body(&multiplexer) }
+
     /// - Parameter upstream: where operations are sent and cancelled. Their updates come back
     ///   through ``upstreamUpdate(_:_:)``.
     init(
@@ -262,8 +268,9 @@ final class Switchboard: @unchecked Sendable {
             // The hot path: the result joins the fan-out's run, written to every subscriber at
             // the end of the turn or before anything else reaches the core. Asked of the core
             // itself: asking through `settled` would write the run first.
-            guard !multiplexer.deliversPlainly, multiplexer.isSnapshot(id) || multiplexer.isHolding(id) else {
-                return fanout.append(payload, of: id, subscribers: self.multiplexer.subscribers(of: id))
+            let plainly = inPlace { $0.deliversPlainly || !($0.isSnapshot(id) || $0.isHolding(id)) }
+            guard !plainly else {
+                return fanout.append(payload, of: id, subscribers: self.inPlace { $0.subscribers(of: id) })
             }
             if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
