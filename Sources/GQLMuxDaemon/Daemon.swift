@@ -507,7 +507,7 @@ extension ServerBootstrap {
 /// carrier can run (the upstream starts in `start()`, on the loop, after init returns), and when
 /// the daemon goes; it is read only in ``deliver(_:_:)``, which asserts it runs on the daemon's
 /// loop.
-final class CarrierSink: @unchecked Sendable {
+private final class CarrierSink: @unchecked Sendable {
     private let eventLoop: any EventLoop
     unowned var switchboard: Switchboard?
 

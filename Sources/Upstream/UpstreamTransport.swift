@@ -355,41 +355,38 @@ package final class UpstreamTransport: @unchecked Sendable {
         }
         let authorization = authorizer
         let maxMessageBytes = configuration.maxMessageBytes
-        connector(configuration, sslContext, eventLoop, { UpstreamFrameHandler(transport: self, generation: generation, maxMessageBytes: maxMessageBytes) })
-            .whenComplete { result in
-                let wanted = self.pendingConnects.remove(generation) != nil
-                switch result {
-                case .success(let opened):
-                    guard wanted else {
-                        opened.channel.close(promise: nil)
-                        return
-                    }
-                    self.channels[generation] = opened.channel
-                    self.perform(
-                        self.machine.connectionOpened(
-                            generation: generation,
-                            initPayload: payload,
-                            protocol: opened.wire,
-                            authorizer: authorization,
-                            now: self.now
-                        )
-                    )
-                case .failure(let error):
-                    guard wanted else { return }
-                    if self.configuration.appSync != nil, let refused = error as? WebSocketConnector.UpgradeFailure,
-                        refused.status == 401 || refused.status == 403
-                    {
-                        return self.perform(self.machine.connectionRefused(generation: generation, reason: refused.description))
-                    }
-                    self.perform(
-                        self.machine.connectionFailed(
-                            generation: generation,
-                            cause: describe(connectTo: self.configuration.url.hostHeader, error),
-                            now: self.now
-                        )
-                    )
+        let frameHandler: @Sendable () -> any ChannelHandler = {
+            UpstreamFrameHandler(transport: self, generation: generation, maxMessageBytes: maxMessageBytes)
+        }
+        connector(configuration, sslContext, eventLoop, frameHandler).whenComplete { result in
+            let wanted = self.pendingConnects.remove(generation) != nil
+            switch result {
+            case .success(let opened):
+                guard wanted else {
+                    opened.channel.close(promise: nil)
+                    return
                 }
+                self.channels[generation] = opened.channel
+                self.perform(
+                    self.machine.connectionOpened(
+                        generation: generation,
+                        initPayload: payload,
+                        protocol: opened.wire,
+                        authorizer: authorization,
+                        now: self.now
+                    )
+                )
+            case .failure(let error):
+                guard wanted else { return }
+                if self.configuration.appSync != nil, let refused = error as? WebSocketConnector.UpgradeFailure, refused.status == 401 || refused.status == 403
+                {
+                    return self.perform(self.machine.connectionRefused(generation: generation, reason: refused.description))
+                }
+                self.perform(
+                    self.machine.connectionFailed(generation: generation, cause: describe(connectTo: self.configuration.url.hostHeader, error), now: self.now)
+                )
             }
+        }
     }
 
     private func rescheduleTimer() {
