@@ -119,7 +119,7 @@ extension Daemon {
             }
             for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
             self.switchboard.shutDown()
-            return self.upstreams.shutdownOnLoop()
+            return self.shutDownUpstreams()
         }.get()
         HandoverFault.reached(.exiting, loop: eventLoop)
         return true

@@ -30,7 +30,7 @@ package final class Daemon: @unchecked Sendable {
     let switchboard: Switchboard
     /// Every upstream, each lane with its carriers (WebSocket pool, HTTP streams, `http_url`).
     let upstreams: UpstreamRegistry
-    /// How the carriers reach the switchboard; cleared in `deinit`.
+    /// How the carriers reach the switchboard; disconnected once the upstreams are shut down.
     private let carrierSink: CarrierSink
     var sessions: [ObjectIdentifier: ClientSession] = [:]
     var serverChannel: (any Channel)?
@@ -129,8 +129,12 @@ package final class Daemon: @unchecked Sendable {
         budget.forgetRetained = { [unowned switchboard] in switchboard.forgetLastResults() }
     }
 
-    deinit {
-        carrierSink.switchboard = nil
+    /// Shuts every upstream down, then disconnects the carriers from the switchboard (which
+    /// they held, and which holds the registry). On the loop.
+    func shutDownUpstreams() -> EventLoopFuture<Void> {
+        eventLoop.assertInEventLoop()
+        let sink = carrierSink
+        return upstreams.shutdownOnLoop().always { _ in sink.disconnect() }
     }
 
     // MARK: - Start and stop
@@ -342,7 +346,7 @@ package final class Daemon: @unchecked Sendable {
                 return sessions.map { $0.channel.closeFuture }
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
-        try? await eventLoop.flatSubmit { self.upstreams.shutdownOnLoop() }.get()
+        try? await eventLoop.flatSubmit { self.shutDownUpstreams() }.get()
         let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
         let endpointFile = try? await onLoop { self.endpointSocketFile }
@@ -496,25 +500,31 @@ extension ServerBootstrap {
 }
 
 /// Where the carriers' updates go: the switchboard, set once the daemon has made it (it is made
-/// after the registry it sends through). Not owned: the daemon owns both, and clears it as it
-/// goes (`deinit`), so a carrier that outlives the daemon tells no one.
+/// after the registry it sends through). Held strongly until the upstreams are shut down
+/// (`Daemon.shutDownUpstreams`), then let go, which ends the cycle switchboard → registry →
+/// carriers → sink.
 ///
-/// Unowned rather than weak: a weak reference gives the switchboard a side table, and then every
-/// retain and release of it, several per upstream message, takes the runtime's slow path (7 %
-/// of gqlmuxd's time with one subscriber; `Switchboard` has no weak reference now).
+/// Not weak: a weak reference gives the switchboard a side table, and then every retain and
+/// release of it, several per upstream message, takes the runtime's slow path (6.5 % of
+/// gqlmuxd's time with one subscriber; `Switchboard` has no weak reference now).
 ///
-/// `@unchecked Sendable` — safe because `switchboard` is written in `Daemon.init`, before any
-/// carrier can run (the upstream starts in `start()`, on the loop, after init returns), and when
-/// the daemon goes; it is read only in ``deliver(_:_:)``, which asserts it runs on the daemon's
-/// loop.
+/// `@unchecked Sendable` — safe because `switchboard` is set in `Daemon.init`, before any carrier
+/// can run (the upstream starts in `start()`, on the loop, after init returns), and afterwards
+/// read and cleared only in ``deliver(_:_:)`` and ``disconnect()``, which assert the daemon's loop.
 private final class CarrierSink: @unchecked Sendable {
     private let eventLoop: any EventLoop
-    unowned var switchboard: Switchboard?
+    var switchboard: Switchboard?
 
     init(eventLoop: any EventLoop) { self.eventLoop = eventLoop }
 
     func deliver(_ id: OperationID, _ update: OperationUpdate) {
         eventLoop.assertInEventLoop()
         switchboard?.upstreamUpdate(id, update)
+    }
+
+    /// Updates after this reach no one.
+    func disconnect() {
+        eventLoop.assertInEventLoop()
+        switchboard = nil
     }
 }

@@ -144,11 +144,9 @@ package struct WebSocketMessageReader {
         if masked, let key = buffer.getBytes(at: maskAt, length: 4) {
             // A server must not mask (RFC 6455 §5.1); one that does is read anyway, as before.
             var unmasked = ByteBuffer()
-            unmasked.reserveCapacity(count)
-            var index = 0
-            for byte in payload.readableBytesView {
-                unmasked.writeInteger(byte ^ key[index & 3])
-                index += 1
+            unmasked.writeImmutableBuffer(payload)
+            unmasked.withUnsafeMutableReadableBytes { bytes in
+                for index in bytes.indices { bytes[index] ^= key[index & 3] }
             }
             payload = unmasked
         }

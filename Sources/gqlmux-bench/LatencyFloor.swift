@@ -109,8 +109,11 @@ enum LatencyFloor {
 }
 
 /// The floor's receiver thread: waits in `poll` on both sockets and notes when each tick came.
+///
+/// `@unchecked Sendable` — safe because `viaRelay` and `direct` are written only by the receiver
+/// thread, inside ``receive()``, and read by the sender only after `finished` reaches condition 1,
+/// which ``receive()`` sets as its last act (the lock orders the writes before the reads).
 private final class FloorReceiver: @unchecked Sendable {
-    // Written by the receiver thread only, read after `finished` says it is done.
     var viaRelay: [UInt64?]
     var direct: [UInt64?]
     let finished = NSConditionLock(condition: 0)
