@@ -381,106 +381,34 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         tail: UnsafeBufferPointer<UInt8>
     ) -> Int {
         let fixed = (header ? NextFraming.maxHeaderBytes : 0) + prefix.count + tail.count
-        let room = batchChunkBytes - buffer.readableBytes
-        var end = next + 1
-        var bytes = fixed + bodies[next].count
-        while end < bodies.endIndex, bytes + fixed + bodies[end].count <= room {
-            bytes += fixed + bodies[end].count
-            end += 1
-        }
+        let (end, bytes) = ResultBytes.fitting(bodies, from: next, fixed: fixed, room: batchChunkBytes - buffer.readableBytes)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: bytes) { out in
-            var at = out.baseAddress!
-            for index in next..<end {
-                let body = bodies[index]
-                if header { at += NextFraming.writeWebSocketHeader(length: prefix.count + body.count + tail.count, to: at) }
-                copyShort(prefix, to: at)
-                at += prefix.count
-                if let source = body.baseAddress { at.copyMemory(from: source, byteCount: body.count) }
-                at += body.count
-                copyTail(tail, to: at)
-                at += tail.count
-            }
-            return at - out.baseAddress!
+            ResultBytes.frame(bodies, next..<end, header: header, prefix: prefix, tail: tail, to: out.baseAddress!)
         }
         return end
     }
 
-    /// Whether this client's results are HTTP chunks that carry nothing of its own (SSE and
-    /// multipart: no operation id in them), so every such client of a run can be handed the
-    /// same chunks (``sharedChunks(framing:prefix:bodies:)``, ``writeShared(_:)``).
-    var sharesChunks: Bool { chunked }
+    /// Whether the fan-out may hand this client a run's shared frames (``SharedFrames``): every
+    /// client but a single HTTP answer, whose results reach its wire as values.
+    var takesSharedFrames: Bool { answerID == nil }
 
-    /// A run's results framed once as sealed HTTP chunks of about ``batchChunkBytes``, for
-    /// every subscriber in `framing` whose prefix is `prefix`.
-    static func sharedChunks(framing: NextFraming, prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> [ByteBuffer] {
-        precondition(framing.isChunked, "only HTTP stream results are the same for every client")
-        var chunks: [ByteBuffer] = []
-        framing.suffix.withUTF8Buffer { tail in
-            var left = bodies.reduce(0) { $0 + prefix.count + $1.count + tail.count }
-            var next = bodies.startIndex
-            while next < bodies.endIndex {
-                var chunk = ByteBuffer()
-                // What is left, up to a chunk (a run of one result takes a few hundred bytes).
-                chunk.reserveCapacity(NextFraming.chunkHeaderRoom + Swift.min(left, batchChunkBytes + 2_048) + 2)
-                chunk.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom)
-                while next < bodies.endIndex, chunk.readableBytes < batchChunkBytes {
-                    next = append(bodies, from: next, to: &chunk, header: false, prefix: prefix, tail: tail)
-                }
-                left -= chunk.readableBytes - NextFraming.chunkHeaderRoom
-                NextFraming.sealChunk(&chunk)
-                chunks.append(chunk)
-            }
-        }
-        return chunks
-    }
-
-    /// Hands `chunks` (``sharedChunks(framing:prefix:bodies:)``) to NIO after what this client
-    /// has batched: the same buffers, not copies, as every other such client of the run. They
-    /// count in full for each client, as a shared large payload does. Flushed by ``flush()``.
-    /// False when this session is closing.
-    func writeShared(_ chunks: [ByteBuffer]) -> Bool {
+    /// Hands `frames` to NIO after what this client has batched: a run's results framed once
+    /// for every subscriber of this client's framing, with this client's prefix written in
+    /// (``SharedFrames``). The same buffers, not copies, as every other such client of the run;
+    /// they count in full for each client, as a shared large payload does. The caller flushes
+    /// at once: NIO then writes them if the socket has room and lets go of them before the next
+    /// subscriber's prefix is written into the same memory. False when this session is closing.
+    func writeFrames(_ frames: [ByteBuffer]) -> Bool {
         guard !closing else { return false }
         var written = handOff()
-        for chunk in chunks {
-            write(chunk, sealed: true)
-            written += chunk.readableBytes
+        for frame in frames {
+            write(frame, sealed: chunked)
+            written += frame.readableBytes
         }
         buffered += written
         unreported += written
         unflushed = true
         return true
-    }
-
-    /// A framing's suffix after a payload: byte by byte when short (`}\n`), else as two
-    /// overlapping words (multipart's 12 bytes: byte stores were 3 % of its fan-out time).
-    @inline(__always)
-    private static func copyTail(_ tail: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableRawPointer) {
-        let count = tail.count
-        guard count >= 8, count <= 16, let source = tail.baseAddress else {
-            for index in 0..<count { out.storeBytes(of: tail[index], toByteOffset: index, as: UInt8.self) }
-            return
-        }
-        let raw = UnsafeRawPointer(source)
-        out.storeBytes(of: raw.loadUnaligned(as: UInt64.self), as: UInt64.self)
-        out.storeBytes(of: raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self), toByteOffset: count - 8, as: UInt64.self)
-    }
-
-    /// A subscriber's prefix (tens of bytes): copied a word at a time, the last word overlapping,
-    /// inline. Through `memmove`, a call per result for so few bytes cost more than the copy.
-    @inline(__always)
-    private static func copyShort(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) {
-        let count = bytes.count
-        guard count >= 8, let source = bytes.baseAddress else {
-            for index in 0..<count { out.storeBytes(of: bytes[index], toByteOffset: index, as: UInt8.self) }
-            return
-        }
-        guard count <= 64 else { return out.copyMemory(from: source, byteCount: count) }
-        var offset = 0
-        while offset < count - 8 {
-            out.storeBytes(of: source.loadUnaligned(fromByteOffset: offset, as: UInt64.self), toByteOffset: offset, as: UInt64.self)
-            offset += 8
-        }
-        out.storeBytes(of: source.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self), toByteOffset: count - 8, as: UInt64.self)
     }
 
     @inline(__always)

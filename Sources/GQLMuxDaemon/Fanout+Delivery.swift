@@ -2,10 +2,6 @@ import LocalEndpoint
 import Multiplexing
 import NIOCore
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// The fan-out's unsafe code, all of it: the hot path reads each subscriber's session and line
 /// prefix without reference counting (retain/release pairs were 13 % of fan-out time with 100
 /// subscribers, 18 % with 500).
@@ -115,9 +111,11 @@ extension Fanout {
     }
 
     /// A run whose payloads are all under ``ClientSession/sharedPayloadBytes``: copied once
-    /// into ``runScratch``, side by side, then each subscriber's share copied from there into its
-    /// batch in one pass; HTTP stream subscribers of the same framing and prefix share chunks
-    /// framed once. Returns the results delivered and the bytes the flushes handed to NIO.
+    /// into ``runScratch``, side by side, then framed once for each framing and prefix length
+    /// among its subscribers (``SharedFrames``, at most ``frameGroups`` of them), each
+    /// subscriber's prefix written into the frames before they are handed to it and flushed. A
+    /// subscriber of another framing past that many is copied its share into its own batch.
+    /// Returns the results delivered and the bytes the flushes handed to NIO.
     private func writeSmallRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool) -> (delivered: Int, flushed: Int) {
         runScratch.clear()
         var ends: [Int] = []
@@ -128,6 +126,7 @@ extension Fanout {
         }
         var delivered = 0
         var flushed = 0
+        var groups: [SharedFrames] = []
         runScratch.withUnsafeReadableBytes { all in
             // Each payload's bytes, as slices of `all`: valid inside this closure only.
             var start = 0
@@ -137,31 +136,46 @@ extension Fanout {
             }
             bodies.withUnsafeBufferPointer { bodies in
                 subscribers.withUnsafeBufferPointer { subscribers in
-                    // An HTTP stream's chunks, framed once for all its kind of subscribers.
-                    var shared: (framing: NextFraming, prefix: UnsafeRawBufferPointer, chunks: [ByteBuffer])?
                     for index in subscribers.indices {
                         // The two plain fields read in place: copying the `Delivery` out would
                         // retain and release its sink for every delivery (16 % of fan-out time).
                         let handle = subscribers[index].tag.handle
                         let head = subscribers[index].tag.prefixBytes
+                        var framed = false
                         let written = handle._withUnsafeGuaranteedRef { session in
-                            guard session.sharesChunks else { return session.writeNexts(prefix: head, bodies: bodies) }
-                            if let made = shared, made.framing == session.framing, Self.same(made.prefix, head) {
-                                return session.writeShared(made.chunks)
+                            guard session.takesSharedFrames else { return session.writeNexts(prefix: head, bodies: bodies) }
+                            let framing = session.framing
+                            let group: Int
+                            if let found = groups.firstIndex(where: { $0.fits(framing, prefixLength: head.count) }) {
+                                group = found
+                            } else if groups.count < Self.frameGroups {
+                                groups.append(SharedFrames(framing: framing, prefix: head, bodies: bodies, stock: &frameStock))
+                                group = groups.count - 1
+                            } else {
+                                return session.writeNexts(prefix: head, bodies: bodies)
                             }
-                            let chunks = ClientSession.sharedChunks(framing: session.framing, prefix: head, bodies: bodies)
-                            shared = (session.framing, head, chunks)
-                            return session.writeShared(chunks)
+                            groups[group].hold(head)
+                            framed = true
+                            return session.writeFrames(groups[group].frames)
                         }
                         guard written else { continue }
                         delivered += bodies.count
-                        flushed += finishDelivery(to: handle, flushing: flushing)
+                        // Shared frames are flushed at once, so that NIO lets go of them before
+                        // the next subscriber's prefix is written in.
+                        flushed += finishDelivery(to: handle, flushing: flushing || framed)
                     }
                 }
             }
         }
+        for index in groups.indices { groups[index].recycle(into: &frameStock, limit: Self.frameStockLimit) }
         return (delivered, flushed)
     }
+
+    /// A small run is framed once for at most this many framings and prefix lengths.
+    static let frameGroups = 4
+
+    /// At most this many frames' buffers are kept for the next run's (``frameStock``).
+    static let frameStockLimit = 16
 
     /// A run with a payload of ``ClientSession/sharedPayloadBytes`` or more: each subscriber
     /// is handed the large payloads' buffers themselves (no copy) and the small ones copied,
@@ -201,12 +215,6 @@ extension Fanout {
             markDirty(session)
             return flushing ? session.flush() : 0
         }
-    }
-
-    /// Whether two prefixes hold the same bytes.
-    @inline(__always)
-    static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
     }
 
     /// Writes one result at once to the subscribers of an operation that `including` accepts

@@ -28,6 +28,9 @@ final class Fanout: @unchecked Sendable {
     /// A small run's payloads side by side, reused run after run (its capacity kept): the one
     /// buffer whose bytes the run's writers read (``writeSmallRun``).
     var runScratch = ByteBuffer()
+    /// The buffers of a small run's shared frames (``SharedFrames``), kept for the next run's:
+    /// one NIO has written is reused without an allocation.
+    var frameStock: [ByteBuffer] = []
     /// Told each run's operation and last result once the run is written (kept for replays).
     var runWritten: (Core.OperationID, ByteBuffer) -> Void = { _, _ in }
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).

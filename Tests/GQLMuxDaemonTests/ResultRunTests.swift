@@ -81,6 +81,43 @@ import Testing
         }
     }
 
+    /// A run is framed once for each prefix length among its line clients (at most four such
+    /// framings; the others are copied their share), each client's id written in before its
+    /// write. Every client reads only its own id, every result in order, including one that did
+    /// not read while half a megabyte of results came (what NIO held for it stayed its own
+    /// while the others' ids were written into the frames after it).
+    @Test func clientsWithIdsOfManyLengthsAndOneThatDoesNotReadEachReadOnlyTheirOwnResults() async throws {
+        try await DaemonRig.with { rig in
+            let slow = try await rig.connect(autoRead: false)
+            slow.subscribe(id: "zz")
+            let ids = ["a", "bb", "cc", "ddd", "eeee", "fffff", "gggggg", "hh"]
+            var clients: [LineClient] = []
+            for id in ids {
+                let client = try await rig.connect()
+                client.subscribe(id: id)
+                clients.append(client)
+            }
+            await rig.upstreamActive(1)
+            for (index, client) in clients.enumerated() {
+                await until("\(ids[index]) active", on: client) { !client.lines(containing: #""state":"active""#).isEmpty }
+            }
+            // 600 results of about 850 bytes: each under the size passed by reference, and
+            // together past what the kernel buffers for a client that does not read.
+            await rig.server.tickThenEnd(count: 600) { _ in 800 }
+            for (index, client) in clients.enumerated() {
+                await until("\(ids[index]) completed", on: client) { !client.lines(containing: #""type":"complete""#).isEmpty }
+                #expect(Self.ticks(client, ids[index]) == Array(1...600), "client \(ids[index])")
+                let foreign = client.lines.filter { !$0.contains(#""id":"\#(ids[index])""#) }
+                #expect(foreign.isEmpty, "client \(ids[index]) read another's lines: \(foreign.prefix(1))")
+            }
+            try await slow.channel.setOption(.autoRead, value: true).get()
+            slow.channel.read()
+            await until("the slow client completed", on: slow) { !slow.lines(containing: #""type":"complete""#).isEmpty }
+            #expect(Self.ticks(slow, "zz") == Array(1...600))
+            #expect(slow.lines.allSatisfy { $0.contains(#""id":"zz""#) })
+        }
+    }
+
     @Test func resultsReadTogetherWithAnUpstreamCloseComeBeforeReconnecting() async throws {
         try await DaemonRig.with { rig in
             let client = try await rig.connect()

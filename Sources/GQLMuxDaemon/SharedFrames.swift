@@ -1,0 +1,118 @@
+import LocalEndpoint
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A run's results framed once for every subscriber of one framing whose prefixes have one
+/// length, instead of copied into each subscriber's batch: frames of about
+/// ``ClientSession/batchChunkBytes`` and the place of each result's prefix in them. Before a
+/// subscriber's write, ``hold(_:)`` writes its own prefix (the one part that names its
+/// operation id) into those places: tens of bytes per result instead of the whole result. The
+/// payloads' bytes are framed once and written from the same memory to every subscriber,
+/// warm in the cache.
+///
+/// What a subscriber was handed never changes: a frame NIO still holds (its client's socket
+/// had no room) is copied before a prefix is written into it (`ByteBuffer`'s copy on write),
+/// and the subscribers after it get the copy. So a slow reader costs a copy of the frames, as a
+/// batch of its own did, and a fast one none. Subscribers whose prefixes are the same bytes (an
+/// HTTP stream's, which name no operation) share the frames without any write.
+///
+/// | framing | a frame is |
+/// |---|---|
+/// | line protocol | lines |
+/// | WebSocket (both protocols) | whole WebSocket messages, each with its header |
+/// | SSE, multipart | one sealed HTTP/1.1 chunk |
+struct SharedFrames {
+    let framing: NextFraming
+    let prefixLength: Int
+    /// The framed results, in order.
+    private(set) var frames: [ByteBuffer] = []
+    /// Where each result's prefix lies: its index in its frame's storage (from the frame's
+    /// start, not its reader index, which sealing an HTTP chunk moves).
+    private var places: [Int] = []
+    /// `ends[k]`: the end of frame k's places in `places`.
+    private var ends: [Int] = []
+
+    /// Frames `bodies` (the payloads of a run, in order) in `framing`, each after `prefix`, in
+    /// buffers taken from `stock` when it has any (their memory reused when nothing else
+    /// holds them).
+    init(framing: NextFraming, prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>, stock: inout [ByteBuffer]) {
+        self.framing = framing
+        prefixLength = prefix.count
+        let header = framing.hasHeader
+        let chunked = framing.isChunked
+        let limit = ClientSession.batchChunkBytes
+        var frames: [ByteBuffer] = []
+        var places: [Int] = []
+        var ends: [Int] = []
+        places.reserveCapacity(bodies.count)
+        framing.suffix.withUTF8Buffer { tail in
+            let fixed = (header ? NextFraming.maxHeaderBytes : 0) + prefix.count + tail.count
+            var next = bodies.startIndex
+            while next < bodies.endIndex {
+                let (end, bytes) = ResultBytes.fitting(bodies, from: next, fixed: fixed, room: limit)
+                var frame = stock.popLast() ?? ByteBuffer()
+                frame.clear(minimumCapacity: bytes + (chunked ? NextFraming.chunkHeaderRoom + 2 : 0))
+                if chunked { frame.writeRepeatingByte(0, count: NextFraming.chunkHeaderRoom) }
+                let base = frame.writerIndex
+                frame.writeWithUnsafeMutableBytes(minimumWritableBytes: bytes) { out in
+                    ResultBytes.frame(bodies, next..<end, header: header, prefix: prefix, tail: tail, to: out.baseAddress!) { places.append(base + $0) }
+                }
+                if chunked { NextFraming.sealChunk(&frame) }
+                frames.append(frame)
+                ends.append(places.count)
+                next = end
+            }
+        }
+        self.frames = frames
+        self.places = places
+        self.ends = ends
+    }
+
+    /// Whether a subscriber in `framing` with a prefix of `prefixLength` bytes can be handed
+    /// these frames.
+    @inline(__always)
+    func fits(_ framing: NextFraming, prefixLength: Int) -> Bool {
+        self.prefixLength == prefixLength && self.framing == framing
+    }
+
+    /// Makes `prefix` (``prefixLength`` bytes) every result's prefix: nothing to do when the
+    /// frames hold these bytes already. A frame something else still holds is copied first.
+    mutating func hold(_ prefix: UnsafeRawBufferPointer) {
+        precondition(prefix.count == prefixLength, "a prefix of another length needs frames of its own")
+        guard prefixLength > 0, !holds(prefix) else { return }
+        var start = 0
+        for index in frames.indices {
+            let end = ends[index]
+            let origin = frames[index].readerIndex
+            places.withUnsafeBufferPointer { places in
+                frames[index].withUnsafeMutableReadableBytes { bytes in
+                    let base = bytes.baseAddress! - origin
+                    for place in places[start..<end] { ResultBytes.short(prefix, to: base + place) }
+                }
+            }
+            start = end
+        }
+    }
+
+    /// Whether the frames hold `prefix` now: all places are written together, so the first
+    /// tells.
+    private func holds(_ prefix: UnsafeRawBufferPointer) -> Bool {
+        guard let first = places.first, let frame = frames.first else { return true }
+        return frame.withUnsafeReadableBytes { bytes in
+            memcmp(bytes.baseAddress! + (first - frame.readerIndex), prefix.baseAddress!, prefixLength) == 0
+        }
+    }
+
+    /// Gives the frames' buffers back to `stock` for the next run's frames (at most `limit`
+    /// kept there), and holds none of them any more: a buffer nothing else holds is then reused
+    /// as it is, its memory already faulted in.
+    mutating func recycle(into stock: inout [ByteBuffer], limit: Int) {
+        while stock.count < limit, let frame = frames.popLast() { stock.append(frame) }
+        frames.removeAll()
+        places.removeAll()
+        ends.removeAll()
+    }
+}
