@@ -137,7 +137,7 @@ extension Daemon {
     /// subscriptions again.
     private func adoptClient(_ fd: CInt, _ record: HandoverState.Client, since: Instant, limits: DaemonConfiguration.Limits) async throws {
         let channel = try await ClientBootstrap(group: eventLoop)
-            .channelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
+            .clientSocketOptions(limits, origin: record.origin)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard self.admitConnection(channel, origin: record.origin) else { throw DaemonError("its listener is full") }

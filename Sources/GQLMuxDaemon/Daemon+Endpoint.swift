@@ -57,7 +57,7 @@ extension Daemon {
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(self.acceptBackoff(origin)) }
             }
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
+            .clientSocketOptions(limits, origin: origin)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard self.admitConnection(channel, origin: origin) else {

@@ -227,7 +227,7 @@ package final class Daemon: @unchecked Sendable {
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(self.acceptBackoff(.lineSocket)) }
             }
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: limits.clientBufferBytes / 2, high: limits.clientBufferBytes))
+            .clientSocketOptions(limits, origin: .lineSocket)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations

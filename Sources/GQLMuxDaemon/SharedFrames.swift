@@ -1,10 +1,6 @@
 import LocalEndpoint
 import NIOCore
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A run's results framed once for every subscriber of one framing whose prefixes have one
 /// length, instead of copied into each subscriber's batch: frames of about
 /// ``ClientSession/batchChunkBytes`` and the place of each result's prefix in them. Before a
@@ -78,33 +74,44 @@ struct SharedFrames {
         self.prefixLength == prefixLength && self.framing == framing
     }
 
-    /// Makes `prefix` (``prefixLength`` bytes) every result's prefix: nothing to do when the
-    /// frames hold these bytes already. A frame something else still holds is copied first.
+    /// Makes `prefix` (``prefixLength`` bytes) every result's prefix: only the bytes where it
+    /// differs from the prefix the frames hold now are written (a line prefix differs from the
+    /// last subscriber's in its id alone, often in one byte), and nothing when it is the same.
+    /// A frame something else still holds is copied first.
     mutating func hold(_ prefix: UnsafeRawBufferPointer) {
         precondition(prefix.count == prefixLength, "a prefix of another length needs frames of its own")
-        guard prefixLength > 0, !holds(prefix) else { return }
+        guard let changed = difference(from: prefix) else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: prefix[changed])
+        let offset = changed.lowerBound
         var start = 0
         for index in frames.indices {
             let end = ends[index]
             let origin = frames[index].readerIndex
             places.withUnsafeBufferPointer { places in
-                frames[index].withUnsafeMutableReadableBytes { bytes in
-                    let base = bytes.baseAddress! - origin
-                    for place in places[start..<end] { ResultBytes.short(prefix, to: base + place) }
+                frames[index].withUnsafeMutableReadableBytes { frame in
+                    let base = frame.baseAddress! - origin + offset
+                    for place in places[start..<end] { ResultBytes.short(bytes, to: base + place) }
                 }
             }
             start = end
         }
     }
 
-    /// Whether the frames hold `prefix` now: all places are written together, so the first
-    /// tells.
-    private func holds(_ prefix: UnsafeRawBufferPointer) -> Bool {
-        guard let first = places.first, let frame = frames.first else { return true }
-        return frame.withUnsafeReadableBytes { bytes in
-            memcmp(bytes.baseAddress! + (first - frame.readerIndex), prefix.baseAddress!, prefixLength) == 0
+    /// The bytes of `prefix` that differ from the prefix the frames hold now (all places are
+    /// written together, so the first tells), from the first such byte to the last; nil when
+    /// none does.
+    private func difference(from prefix: UnsafeRawBufferPointer) -> Range<Int>? {
+        guard let first = places.first, let frame = frames.first else { return nil }
+        return frame.withUnsafeReadableBytes { frame in
+            let held = UnsafeRawBufferPointer(rebasing: frame[(first - origin(of: 0))...].prefix(prefixLength))
+            guard let low = prefix.indices.first(where: { prefix[$0] != held[$0] }) else { return nil }
+            let high = prefix.indices.last { prefix[$0] != held[$0] }!
+            return low..<(high + 1)
         }
     }
+
+    /// Frame `index`'s reader index: where its bytes begin in its storage.
+    private func origin(of index: Int) -> Int { frames[index].readerIndex }
 
     /// Gives the frames' buffers back to `stock` for the next run's frames (at most `limit`
     /// kept there), and holds none of them any more: a buffer nothing else holds is then reused
