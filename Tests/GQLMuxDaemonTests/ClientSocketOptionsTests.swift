@@ -14,11 +14,7 @@ import Testing
             let line = try await rig.connect()
             line.subscribe(id: "l")
             let stream = try await RawStreamClient.connect(rig.directory + "/graphql.sock", group: rig.clientGroup)
-            let body = #"{"query":"subscription { tick }"}"#
-            stream.send(
-                "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
-                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
-            )
+            stream.subscribeToTicks(accept: "text/event-stream")
             await rig.upstreamActive(1)
             await eventually("the stream answered") { (try? stream.response()) != nil }
             let daemon = rig.daemon

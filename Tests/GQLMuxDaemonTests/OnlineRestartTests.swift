@@ -54,11 +54,7 @@ import Testing
     func anEndpointStreamGoesOnInTheNextDaemon(accept: String) async throws {
         try await DaemonRig.with { rig in
             let stream = try await RawStreamClient.connect(rig.directory + "/graphql.sock", group: rig.clientGroup)
-            let body = #"{"query":"subscription { tick }"}"#
-            stream.send(
-                "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: \(accept)\r\n"
-                    + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
-            )
+            stream.subscribeToTicks(accept: accept)
             await rig.upstreamActive(1)
             _ = await rig.server.tick()
             await eventually("a first result") { (try? stream.response().body.components(separatedBy: #""tick""#).count) == 2 }
@@ -155,6 +151,15 @@ final class RawStreamClient: ChannelInboundHandler, Changing, @unchecked Sendabl
     }
 
     func send(_ text: String) { channel?.writeAndFlush(ByteBuffer(string: text), promise: nil) }
+
+    /// Asks for `subscription { tick }` as a stream of the kind `accept` names.
+    func subscribeToTicks(accept: String) {
+        let body = #"{"query":"subscription { tick }"}"#
+        send(
+            "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: \(accept)\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        )
+    }
     var isClosed: Bool { box.withLockedValue { $0.closed } }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -47,11 +47,7 @@ import Testing
             var streams: [RawStreamClient] = []
             for accept in kinds {
                 let stream = try await RawStreamClient.connect(rig.directory + "/graphql.sock", group: rig.clientGroup)
-                let body = #"{"query":"subscription { tick }"}"#
-                stream.send(
-                    "POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: \(accept)\r\n"
-                        + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
-                )
+                stream.subscribeToTicks(accept: accept)
                 streams.append(stream)
             }
             let line = try await rig.connect()
