@@ -51,9 +51,10 @@ extension Fanout {
     }
 
     /// Results of one operation, in the order they arrived this loop turn, not yet written.
-    /// Written subscriber by subscriber: each client's lines are copied and sent while they are
-    /// in the cache, as one write per 32 KiB. Written result by result instead, 100 clients'
-    /// batches were megabytes between two writes of one, and the kernel read them back from memory.
+    /// Written subscriber by subscriber: each client is handed all of the run and flushed before
+    /// the next, from frames shared while they are in the cache (``SharedFrames``). Written
+    /// result by result instead, 100 clients' batches were megabytes between two writes of one,
+    /// and the kernel read them back from memory.
     struct ResultRun {
         var id: Core.OperationID?
         /// The operation's subscribers, as the core named them when the run began (the core
@@ -96,9 +97,15 @@ extension Fanout {
             var payloads: [ByteBuffer] = []
             swap(&payloads, &run.payloads)
             let subscribers = run.subscribers
+            // Shared frames are flushed to each subscriber at once: worth it at the end of the
+            // turn, which flushes anyway, or for a run of a chunk or more. A short run cut off
+            // mid-turn by another operation's result (subscriptions whose results interleave)
+            // is copied into each client's batch instead, and flushed with the turn: a write
+            // per client per result cost 7 times the deliveries.
+            let sharing = flushing || run.bytes >= ClientSession.batchChunkBytes
             let (delivered, flushed) =
                 run.largest < ClientSession.sharedPayloadBytes
-                ? writeSmallRun(payloads, to: subscribers, flushing: flushing)
+                ? writeSmallRun(payloads, to: subscribers, flushing: flushing, sharing: sharing)
                 : writeLargeRun(payloads, to: subscribers, flushing: flushing)
             change = flushed
             messagesOut += delivered
@@ -111,12 +118,15 @@ extension Fanout {
     }
 
     /// A run whose payloads are all under ``ClientSession/sharedPayloadBytes``: copied once
-    /// into ``runScratch``, side by side, then framed once for each framing and prefix length
-    /// among its subscribers (``SharedFrames``, at most ``frameGroups`` of them), each
-    /// subscriber's prefix written into the frames before they are handed to it and flushed. A
-    /// subscriber of another framing past that many is copied its share into its own batch.
-    /// Returns the results delivered and the bytes the flushes handed to NIO.
-    private func writeSmallRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool) -> (delivered: Int, flushed: Int) {
+    /// into ``runScratch``, side by side; then, when `sharing`, framed once for each framing and
+    /// prefix length among its subscribers (``SharedFrames``, at most ``frameGroups`` of them),
+    /// each subscriber's prefix written into the frames before they are handed to it and
+    /// flushed. A subscriber of another framing past that many, and every one when not
+    /// `sharing`, is copied its share into its own batch. Returns the results delivered and the
+    /// bytes the flushes handed to NIO.
+    private func writeSmallRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool, sharing: Bool)
+        -> (delivered: Int, flushed: Int)
+    {
         runScratch.clear()
         var ends: [Int] = []
         ends.reserveCapacity(payloads.count)
@@ -143,7 +153,7 @@ extension Fanout {
                         let head = subscribers[index].tag.prefixBytes
                         var framed = false
                         let written = handle._withUnsafeGuaranteedRef { session in
-                            guard session.takesSharedFrames else { return session.writeNexts(prefix: head, bodies: bodies) }
+                            guard sharing, session.takesSharedFrames else { return session.writeNexts(prefix: head, bodies: bodies) }
                             let framing = session.framing
                             let group: Int
                             if let found = groups.firstIndex(where: { $0.fits(framing, prefixLength: head.count) }) {

@@ -124,6 +124,36 @@ import Upstream
         #expect(switchboard.localCount == 0 && switchboard.upstreamCount == 0)
     }
 
+    /// Results of two subscriptions that interleave make runs of one result each, cut off
+    /// mid-turn: they are batched into the client's one write of the turn (a shared frame
+    /// flushed per run would be a write per result), in the upstream's order.
+    @Test func interleavedResultsReachTheClientInOneWritePerTurn() throws {
+        let (loop, upstream, host, switchboard) = try rig()
+        let a = try client(loop, switchboard, host)
+        try send(a, #"{"type":"subscribe","id":"x","payload":{"query":"subscription { tick(n: 1) }"}}"#)
+        try send(a, #"{"type":"subscribe","id":"y","payload":{"query":"subscription { tick(n: 2) }"}}"#)
+        loop.run()
+        #expect(upstream.opened.count == 2)
+        let (x, y) = (upstream.opened[0].id, upstream.opened[1].id)
+        switchboard.upstreamUpdate(x, .state(.active))
+        switchboard.upstreamUpdate(y, .state(.active))
+        loop.run()
+        _ = try lines(a)
+        for tick in 1...10 {
+            switchboard.upstreamUpdate(x, .next(ByteBuffer(string: #"{"data":{"tick":\#(tick)}}"#)))
+            switchboard.upstreamUpdate(y, .next(ByteBuffer(string: #"{"data":{"tick":\#(tick)}}"#)))
+        }
+        loop.run()  // the end of the turn
+        var writes: [String] = []
+        while let bytes = try a.readOutbound(as: ByteBuffer.self) { writes.append(String(buffer: bytes)) }
+        #expect(writes.count <= 2, "\(writes.count) writes for one turn")
+        let heard = writes.joined().split(separator: "\n").map(String.init)
+        let expected = (1...10).flatMap { tick in
+            ["x", "y"].map { #"{"type":"next","id":"\#($0)","payload":{"data":{"tick":\#(tick)}}}"# }
+        }
+        #expect(heard == expected)
+    }
+
     /// A request that does not parse is answered with an error for that operation and the
     /// client goes on; a line that breaks the protocol is answered and its connection closed.
     /// Neither reaches the upstream side or the other client.
