@@ -121,9 +121,10 @@ extension Fanout {
     /// into ``runScratch``, side by side; then, when `sharing`, framed once for each framing and
     /// prefix length among its subscribers (``SharedFrames``, at most ``frameGroups`` of them),
     /// each subscriber's prefix written into the frames before they are handed to it and
-    /// flushed. A subscriber of another framing past that many, and every one when not
-    /// `sharing`, is copied its share into its own batch. Returns the results delivered and the
-    /// bytes the flushes handed to NIO.
+    /// flushed. A subscriber of another framing past that many, and every one that names its
+    /// operation in its results when not `sharing`, is copied its share into its own batch;
+    /// SSE and multipart subscribers share their frames either way (nothing is written into
+    /// them). Returns the results delivered and the bytes the flushes handed to NIO.
     private func writeSmallRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool, sharing: Bool)
         -> (delivered: Int, flushed: Int)
     {
@@ -153,8 +154,12 @@ extension Fanout {
                         let head = subscribers[index].tag.prefixBytes
                         var framed = false
                         let written = handle._withUnsafeGuaranteedRef { session in
-                            guard sharing, session.takesSharedFrames else { return session.writeNexts(prefix: head, bodies: bodies) }
                             let framing = session.framing
+                            // An HTTP stream's prefix names no operation: its frames are shared
+                            // with nothing written, so they need no flush of their own.
+                            guard session.takesSharedFrames, sharing || framing.isChunked else {
+                                return session.writeNexts(prefix: head, bodies: bodies)
+                            }
                             let group: Int
                             if let found = groups.firstIndex(where: { $0.fits(framing, prefixLength: head.count) }) {
                                 group = found
@@ -165,7 +170,7 @@ extension Fanout {
                                 return session.writeNexts(prefix: head, bodies: bodies)
                             }
                             groups[group].hold(head)
-                            framed = true
+                            framed = sharing
                             return session.writeFrames(groups[group].frames)
                         }
                         guard written else { continue }

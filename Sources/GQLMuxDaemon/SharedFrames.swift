@@ -102,24 +102,28 @@ struct SharedFrames {
     /// none does.
     private func difference(from prefix: UnsafeRawBufferPointer) -> Range<Int>? {
         guard let first = places.first, let frame = frames.first else { return nil }
+        let origin = frame.readerIndex
         return frame.withUnsafeReadableBytes { frame in
-            let held = UnsafeRawBufferPointer(rebasing: frame[(first - origin(of: 0))...].prefix(prefixLength))
+            let held = UnsafeRawBufferPointer(rebasing: frame[(first - origin)...].prefix(prefixLength))
             guard let low = prefix.indices.first(where: { prefix[$0] != held[$0] }) else { return nil }
             let high = prefix.indices.last { prefix[$0] != held[$0] }!
             return low..<(high + 1)
         }
     }
 
-    /// Frame `index`'s reader index: where its bytes begin in its storage.
-    private func origin(of index: Int) -> Int { frames[index].readerIndex }
-
     /// Gives the frames' buffers back to `stock` for the next run's frames (at most `limit`
     /// kept there), and holds none of them any more: a buffer nothing else holds is then reused
-    /// as it is, its memory already faulted in.
+    /// as it is, its memory already faulted in. Only buffers of a frame's usual size are kept: a
+    /// client's id can be as long as a line, and a run framed after a megabyte of prefix must not
+    /// leave megabytes kept outside the memory budget.
     mutating func recycle(into stock: inout [ByteBuffer], limit: Int) {
-        while stock.count < limit, let frame = frames.popLast() { stock.append(frame) }
+        for frame in frames where stock.count < limit && frame.capacity <= Self.keptCapacity { stock.append(frame) }
         frames.removeAll()
         places.removeAll()
         ends.removeAll()
     }
+
+    /// The largest buffer ``recycle(into:limit:)`` keeps: a frame of results under
+    /// ``ClientSession/sharedPayloadBytes`` with prefixes of usual length.
+    static let keptCapacity = 2 * ClientSession.batchChunkBytes
 }

@@ -113,6 +113,17 @@ import Testing
         #expect(limited.count == 2)
     }
 
+    /// A client's id may be as long as a line: frames made for a huge prefix are not kept for
+    /// the next run (they would stay allocated outside the memory budget).
+    @Test func framesOfAHugePrefixAreNotKept() {
+        var stock: [ByteBuffer] = []
+        var frames = Self.frames(.line, id: String(repeating: "i", count: 100_000), stock: &stock)
+        #expect(frames.frames.allSatisfy { $0.capacity > SharedFrames.keptCapacity })
+        frames.recycle(into: &stock, limit: 16)
+        #expect(stock.isEmpty)
+        #expect(frames.frames.isEmpty)
+    }
+
     @Test func aSubscriberFitsTheFramesOfItsFramingAndPrefixLengthOnly() {
         var stock: [ByteBuffer] = []
         let frames = Self.frames(.webSocket(.transportWS), id: "ab", stock: &stock)
