@@ -89,10 +89,22 @@ let package = Package(
             swiftSettings: strict
         ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
+        // An upstream WebSocket's frame handler: bytes read → messages → its transport, with
+        // reading and acting apart (a write that reads again never re-enters a read). Its own
+        // module, on NIOCore and NIOWebSocket only, so the fuzzer drives it through a channel.
+        .target(
+            name: "UpstreamFrames",
+            dependencies: [
+                "GQLMuxVocabulary", "GraphQLTransportWS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "Upstream",
             dependencies: [
-                "AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "UpstreamSettings",
+                "AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "UpstreamFrames", "UpstreamSettings",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -306,8 +318,10 @@ let package = Package(
             dependencies: [
                 "Handover",
                 "GQLMuxVocabulary", "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope", "LocalEndpoint",
+                "UpstreamFrames",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

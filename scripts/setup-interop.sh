@@ -2,7 +2,8 @@
 # Creates .venv-interop with the third-party GraphQL servers the interop tests run
 # (strawberry-graphql on uvicorn), from PyPI, and .venv-aws with gql and botocore (AWS's own
 # signing, for AppSync's IAM mode; botocore pins python-dateutil below what .venv-interop
-# holds, so it gets a virtualenv of its own). Does nothing when both are current.
+# holds, so it gets a virtualenv of its own), and .venv-websockets (a `websockets` server as an
+# upstream). Does nothing when all are current.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make_venv() {
@@ -18,3 +19,5 @@ make_venv() {
 }
 make_venv .venv-interop interop/requirements.txt
 make_venv .venv-aws interop/requirements-aws.txt
+# Python's `websockets` server as an upstream, at the release that refuses an upgrade with a body header.
+make_venv .venv-websockets interop/requirements-websockets.txt

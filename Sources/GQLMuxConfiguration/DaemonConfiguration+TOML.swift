@@ -224,7 +224,7 @@ extension DaemonConfiguration {
         let appSync = try t.table("appsync")
         if carrier == .appsync, let httpURL {
             guard let appSync else { throw ConfigurationError("[\(s).appsync] auth: required with transport = \"appsync\"") }
-            c.appSync = try readAppSync(appSync, host: httpURL.hostHeader, environment: environment)
+            c.appSync = try readAppSync(appSync, host: httpURL.hostHeader, identity: try t.string("identity") ?? "host", environment: environment)
             c.protocols = [.legacyWS]
             c.transport.dialect = .appSync
         } else if appSync != nil {
@@ -334,7 +334,9 @@ extension DaemonConfiguration {
             entry.identity = .host
         case "client":
             var names: [String] = []
-            for header in forward ?? ["authorization"] {
+            // AppSync takes each app's own key or token from the header its mode names.
+            let appSyncHeader = upstream.appSync?.auth.presentedHeader
+            for header in forward ?? [appSyncHeader ?? "authorization"] {
                 guard !header.isEmpty, header.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }) else {
                     throw ConfigurationError("[\(s)] forward_headers: '\(header)' is not an HTTP header name")
                 }
@@ -348,6 +350,11 @@ extension DaemonConfiguration {
                     throw ConfigurationError("[\(s)] forward_headers: '\(header)' belongs to the connection and cannot be forwarded")
                 }
                 if !names.contains(lower) { names.append(lower) }
+            }
+            if let appSyncHeader, !names.contains(appSyncHeader) {
+                throw ConfigurationError(
+                    "[\(s)] forward_headers: must name '\(appSyncHeader)' with [\(s).appsync] auth = \"\(appSyncHeader == "x-api-key" ? "api_key" : "token")\" and identity = \"client\" (AppSync reads each app's own there)"
+                )
             }
             entry.identity = .client(forwardHeaders: names)
             // Nothing of the host's goes upstream in an app's name.
@@ -397,19 +404,41 @@ extension DaemonConfiguration {
     /// `AWS_SECRET_ACCESS_KEY` (with `AWS_SESSION_TOKEN`), else the shared credentials file
     /// (`AWS_SHARED_CREDENTIALS_FILE`, or `~/.aws/credentials`), its profile `profile`, else
     /// `AWS_PROFILE`, else `default`: where AWS's own tools look.
-    private static func readAppSync(_ t: TableReader, host: String, environment: [String: String]) throws(ConfigurationError) -> AppSyncSettings {
+    ///
+    /// With `identity` other than `"host"`, each lane sends its own key or token (an app's
+    /// forwarded header, a peer's file), so the host's files are refused, and IAM (which can
+    /// only sign with the host's AWS credentials) is refused naming both keys.
+    private static func readAppSync(
+        _ t: TableReader,
+        host: String,
+        identity: String,
+        environment: [String: String]
+    ) throws(ConfigurationError) -> AppSyncSettings {
         let s = t.section
+        let parent = String(s.dropLast(".appsync".count))
         try t.allowOnly(["auth", "api_key_file", "auth_token_file", "credentials_file", "profile", "region"])
-        func file(_ key: String, for mode: String) throws(ConfigurationError) -> String {
+        func source(_ key: String, for mode: String) throws(ConfigurationError) -> AppSyncSettings.SecretSource {
+            guard identity == "host" else {
+                if try t.string(key) != nil {
+                    throw ConfigurationError(
+                        "[\(s)] \(key): not with [\(parent)] identity = \"\(identity)\" (each identity's own \(mode == "api_key" ? "key" : "token") goes upstream, never the host's)"
+                    )
+                }
+                return .identity
+            }
             guard let path = try t.string(key), !path.isEmpty else {
                 throw ConfigurationError("[\(s)] \(key): required with auth = \"\(mode)\"")
             }
-            return path
+            return .file(path)
         }
         let auth: AppSyncSettings.Auth
         switch try t.string("auth") {
-        case "api_key": auth = .apiKey(file: try file("api_key_file", for: "api_key"))
-        case "token": auth = .token(file: try file("auth_token_file", for: "token"))
+        case "api_key": auth = .apiKey(try source("api_key_file", for: "api_key"))
+        case "token": auth = .token(try source("auth_token_file", for: "token"))
+        case "iam" where identity != "host":
+            throw ConfigurationError(
+                "[\(s)] auth = \"iam\" cannot be used with [\(parent)] identity = \"\(identity)\": IAM signs with the host's AWS credentials only; use auth = \"token\" or \"api_key\""
+            )
         case "iam":
             let profile = try t.string("profile") ?? environment["AWS_PROFILE"] ?? "default"
             if let file = try t.string("credentials_file") {

@@ -1,5 +1,6 @@
 import GQLMuxConfiguration
 import GQLMuxVocabulary
+import LocalEndpoint
 import LocalProtocol
 import NIOCore
 import RequestValidation
@@ -44,7 +45,17 @@ extension Daemon {
         case .host:
             break
         case .client(let forward):
-            credential = Self.credential(session.presented, forwarding: forward)
+            switch Self.credential(session.presented, forwarding: forward, keepingOut: configuration.graphqlEndpoint.token) {
+            case .success(let own): credential = own
+            case .failure(let refusal): return .failure(refusal)
+            }
+            // AppSync reads an app's own key or token from one header: without it there is
+            // nothing to send (never the host's), so the app is told at once.
+            if let header = entry.upstream.appSync?.auth.presentedHeader, credential?.headers.contains(where: { $0.name == header }) != true {
+                return .failure(
+                    LaneRefusal(code: .forbidden, message: "upstream '\(name)' (AppSync, identity = \"client\") needs the app's own \(header) header")
+                )
+            }
         case .peer(let table):
             guard session.origin != .endpointTCP, let peer = session.credentials else {
                 return .failure(
@@ -74,12 +85,32 @@ extension Daemon {
     }
 
     /// What a client presented, as its upstream credential: its payload, and its headers named
-    /// in `forward_headers`.
-    static func credential(_ presented: PresentedCredential, forwarding forward: [String]) -> LaneCredential {
-        LaneCredential(
-            payload: presented.payload.map { .inline($0) } ?? .configured,
-            headers: presented.headers.filter { forward.contains($0.name.lowercased()) }
-        )
+    /// in `forward_headers`. The endpoint's token never goes upstream, whatever carried it: a
+    /// header holding it is not forwarded, a payload's members holding it are left out, and a
+    /// payload holding it anywhere else is refused.
+    static func credential(
+        _ presented: PresentedCredential,
+        forwarding forward: [String],
+        keepingOut token: EndpointToken?
+    ) -> Result<LaneCredential, LaneRefusal> {
+        var payload = presented.payload
+        if let token, let bytes = payload {
+            switch token.redacting(payload: bytes) {
+            case .unchanged: break
+            case .without(let rest): payload = rest
+            case .refused(let member):
+                return .failure(
+                    LaneRefusal(
+                        code: .forbidden,
+                        message: "the connection_init payload carries the endpoint's token inside '\(member.prefix(64))'; it is never sent upstream"
+                    )
+                )
+            }
+        }
+        let headers = presented.headers.filter { header in
+            forward.contains(header.name.lowercased()) && token?.occurs(in: Array(header.value.utf8)) != true
+        }
+        return .success(LaneCredential(payload: payload.map { .inline($0) } ?? .configured, headers: headers))
     }
 
     /// An identity's lane closed, its last client gone: the core forgets its places.

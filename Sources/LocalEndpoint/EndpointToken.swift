@@ -11,6 +11,8 @@ import NIOCore
 /// matches.
 package struct EndpointToken: Sendable, Equatable {
     private let secret: [UInt8]
+    /// The token's bytes (for its redaction from what goes upstream).
+    var bytes: [UInt8] { secret }
 
     /// The fewest bytes a token may have.
     package static let minimumLength = 16

@@ -37,8 +37,17 @@ package enum ConnectingPayloadReader {
     /// the profile of a shared credentials file, read now).
     package static func readAppSync(_ auth: AppSyncSettings.Auth) throws -> AppSyncSettings.Secret {
         switch auth {
-        case .apiKey(let path), .token(let path):
+        case .apiKey(.file(let path)), .token(.file(let path)):
             return .text(try readSecret(path))
+        case .apiKey(.presented(let value)), .token(.presented(let value)):
+            guard let secret = AppSyncSettings.secret(fromFile: value) else {
+                throw Failure(description: "the app's \(auth.presentedHeader ?? "") is empty or holds characters no HTTP header may carry")
+            }
+            return .text(secret)
+        case .apiKey(.identity), .token(.identity):
+            throw Failure(
+                description: "no \(auth.presentedHeader ?? "credential") was presented for this identity (identity = \"client\" sends each app's own)"
+            )
         case .iam(.environment(let credentials)):
             return .aws(credentials)
         case .iam(.file(let path, let profile)):

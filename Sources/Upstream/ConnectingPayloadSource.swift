@@ -32,8 +32,10 @@ package final class ConnectingPayloadSource: Sendable {
     package func readAppSync(_ auth: AppSyncSettings.Auth) -> EventLoopFuture<AppSyncSettings.Secret> {
         let path: String
         switch auth {
-        case .apiKey(let file), .token(let file), .iam(.file(let file, _)): path = file
+        case .apiKey(.file(let file)), .token(.file(let file)), .iam(.file(let file, _)): path = file
         case .iam(.environment(let credentials)): return eventLoop.makeSucceededFuture(.aws(credentials))
+        case .apiKey, .token:
+            return eventLoop.makeCompletedFuture { try ConnectingPayloadReader.readAppSync(auth) }
         }
         return shared(path, in: secretsInFlight) { try ConnectingPayloadReader.readAppSync(auth) }
     }

@@ -150,6 +150,10 @@ package final class HTTPOperations: @unchecked Sendable {
             case .success(let secret):
                 let path = String(url.target.prefix { $0 != "?" })
                 let signed = appSync.httpHeaders(secret, path: path, body: Array(payload.readableBytesView), time: wallClockSeconds())
+                // The authorization replaces a header of the same name (an identity lane's own
+                // `authorization` is also among the forwarded headers): sent once.
+                let names = Set(signed.map { $0.name.lowercased() })
+                self.pending[id]?.configuration.headers.removeAll { names.contains($0.name.lowercased()) }
                 self.pending[id]?.configuration.headers += signed
                 self.waiting.append(id)
                 self.startWaiting()

@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 import NIOWebSocket
+import UpstreamFrames
 
 import struct FoundationEssentials.UUID
 
@@ -17,7 +18,7 @@ import Glibc
 /// All state is confined to ``eventLoop``. Methods whose name ends in `OnLoop` must be
 /// called there (the daemon's hot path lives on the same loop); the others hop.
 /// `@unchecked Sendable` — safe because of that: the `OnLoop` methods precondition the loop.
-package final class UpstreamTransport: @unchecked Sendable {
+package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
     package let eventLoop: any EventLoop
     private var configuration: UpstreamConfiguration
     private var sslContext: NIOSSLContext?
@@ -218,32 +219,32 @@ package final class UpstreamTransport: @unchecked Sendable {
 
     // MARK: - Events from connections (on the loop)
 
-    func frameReceived(generation: Int, _ frame: ByteBuffer) {
+    package func frameReceived(generation: Int, _ frame: ByteBuffer) {
         perform(machine.received(generation: generation, frame, now: self.now))
     }
 
-    func binaryReceived(generation: Int) {
+    package func binaryReceived(generation: Int) {
         perform(machine.protocolViolation(generation: generation, "binary frame on a text protocol", now: self.now))
     }
 
-    func protocolViolation(generation: Int, _ reason: String, code: CloseCode) {
+    package func protocolViolation(generation: Int, _ reason: String, code: CloseCode) {
         perform(machine.protocolViolation(generation: generation, reason, closeCode: code, now: self.now))
     }
 
-    func activity(generation: Int) {
+    package func activity(generation: Int) {
         machine.activity(generation: generation, now: self.now)
     }
 
     /// The peer's close frame arrived on `generation`: whether it answers ours (then only the
     /// socket is left to close) or starts the peer's own close.
-    func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose {
+    package func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose {
         let ending = closeHandshake.peerClosed(generation: generation)
         if ending == .completesOurs { closingChannels[generation] = nil }
         rescheduleTimer()
         return ending
     }
 
-    func connectionClosed(generation: Int, code: CloseCode?, reason: String) {
+    package func connectionClosed(generation: Int, code: CloseCode?, reason: String) {
         channels[generation] = nil
         closingChannels[generation] = nil
         closeHandshake.socketClosed(generation: generation)

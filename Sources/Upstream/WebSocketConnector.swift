@@ -125,12 +125,19 @@ private final class UpgradeRequestHandler: ChannelInboundHandler, RemovableChann
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: configuration.url.hostHeader)
         headers.add(name: "Sec-WebSocket-Protocol", value: WebSocketConnector.offer(configuration.protocols))
-        for (name, value) in configuration.upgradeHeaders { headers.add(name: name, value: value) }
-        headers.add(name: "Content-Length", value: "0")
+        // A GET carries no body, so no body header: some servers (Python's `websockets`) refuse
+        // an upgrade that has one, even `Content-Length: 0`. NIO's encoder adds none to a GET.
+        for (name, value) in configuration.upgradeHeaders where !Self.isBodyHeader(name) {
+            headers.add(name: name, value: value)
+        }
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: configuration.url.target, headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         context.fireChannelActive()
+    }
+
+    static func isBodyHeader(_ name: String) -> Bool {
+        name.lowercased() == "content-length" || name.lowercased() == "transfer-encoding"
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -8,13 +8,51 @@ import NIOCore
 /// restart (systemd credentials work: `LoadCredential=` and `%d/NAME`).
 package struct AppSyncSettings: Sendable, Equatable {
     package enum Auth: Sendable, Equatable {
-        /// `auth = "api_key"`: the `x-api-key` header, the key read from `api_key_file`.
-        case apiKey(file: String)
+        /// `auth = "api_key"`: the `x-api-key` header, the key read from `api_key_file`, or the
+        /// identity's own.
+        case apiKey(SecretSource)
         /// `auth = "token"`: the `Authorization` header (a Cognito or OIDC token, a Lambda
-        /// authorizer's token), read from `auth_token_file`.
-        case token(file: String)
-        /// `auth = "iam"`: Signature Version 4 with AWS credentials.
+        /// authorizer's token), read from `auth_token_file`, or the identity's own.
+        case token(SecretSource)
+        /// `auth = "iam"`: Signature Version 4 with AWS credentials (the host's only: never
+        /// with `identity = "client"` or `"peer"`).
         case iam(IAMCredentials)
+
+        /// `auth = "api_key"` with the key in `file`.
+        package static func apiKey(file: String) -> Auth { .apiKey(.file(file)) }
+        /// `auth = "token"` with the token in `file`.
+        package static func token(file: String) -> Auth { .token(.file(file)) }
+
+        /// The header an identity's key or token arrives in from its app (`x-api-key` or
+        /// `authorization`, lowercased); nil for IAM.
+        package var presentedHeader: String? {
+            switch self {
+            case .apiKey: "x-api-key"
+            case .token: "authorization"
+            case .iam: nil
+            }
+        }
+
+        /// The same mode with its key or token from `source` (IAM is left as it is).
+        package func with(_ source: SecretSource) -> Auth {
+            switch self {
+            case .apiKey: .apiKey(source)
+            case .token: .token(source)
+            case .iam: self
+            }
+        }
+    }
+
+    /// Where an API key or a token comes from.
+    package enum SecretSource: Sendable, Equatable {
+        /// A file read anew at every connect and request: the host's `api_key_file` or
+        /// `auth_token_file`, or the file a peer's entry names (`identity = "peer"`).
+        case file(String)
+        /// What an app presented as its own (`identity = "client"`: its forwarded header).
+        case presented(String)
+        /// An upstream of per-identity lanes before a lane gives its own, or a lane whose app
+        /// presented none: nothing goes out, and every connect and request fails saying so.
+        case identity
     }
 
     /// Where `auth = "iam"` finds its credentials, as AWS's own tools look for them.

@@ -43,6 +43,17 @@ package struct LaneCredential: Hashable, Sendable {
         }
         let names = Set(headers.map(\.name))
         c.headers = c.headers.filter { !names.contains($0.name.lowercased()) } + headers.map { ($0.name, $0.value) }
+        if let appSync = c.appSync {
+            c.appSync?.auth = appSync.auth.with(appSyncSource(appSync.auth))
+        }
         return c
+    }
+
+    /// Where an AppSync lane's key or token comes from: the peer's file, else the app's own
+    /// header (`x-api-key` or `authorization`), else nowhere. Never the host's.
+    private func appSyncSource(_ auth: AppSyncSettings.Auth) -> AppSyncSettings.SecretSource {
+        if case .file(let path) = payload { return .file(path) }
+        guard let name = auth.presentedHeader, let header = headers.first(where: { $0.name == name }) else { return .identity }
+        return .presented(header.value)
     }
 }

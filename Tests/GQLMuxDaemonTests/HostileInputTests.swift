@@ -179,6 +179,7 @@ import Testing
         for (folder, target) in [
             ("local", FuzzTargets.localLines), ("upstream", FuzzTargets.upstreamMessage), ("streams", FuzzTargets.httpStreams),
             ("endpoint", FuzzTargets.endpoint), ("headers", FuzzTargets.endpointHeaders), ("handover", FuzzTargets.handover),
+            ("frames", FuzzTargets.upstreamFrames), ("frames", FuzzTargets.upstreamFramesThroughAChannel),
         ]
             as [(String, (UnsafeRawBufferPointer) -> Void)]
         {

@@ -28,6 +28,8 @@ import Testing
             #expect(headers["apollographql-client-version"] == "1.2")
             // protocol = "auto" (the default) offers both, modern first; the server picked the modern one.
             #expect(headers["sec-websocket-protocol"] == "graphql-transport-ws, graphql-ws")
+            // A GET has no body: no body header (Python's `websockets` refuses an upgrade with one).
+            #expect(headers["content-length"] == nil && headers["transfer-encoding"] == nil)
             #expect(await rig.server.currentStats.lastInitPayload == "")
         }
     }

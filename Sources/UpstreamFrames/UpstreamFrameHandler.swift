@@ -5,31 +5,60 @@ import NIOWebSocket
 
 /// Reads a connection's WebSocket messages from its bytes (``WebSocketMessageReader``), turns
 /// them into transport events, and answers pings and the server's close.
-final class UpstreamFrameHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundOut = WebSocketFrame
+///
+/// Reading and acting are two steps. A read's messages are queued first, with the reader's state
+/// released, and acted on afterwards: acting writes (a pong, a close, a subscribe the transport
+/// sends on an ack), and a write's flush may make NIO read the socket again, which calls
+/// `channelRead` again before the outer call has returned. That inner call only queues what it
+/// read; the outer call, still draining, acts on it in order.
+package final class UpstreamFrameHandler: ChannelInboundHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundOut = WebSocketFrame
 
-    private let transport: UpstreamTransport
+    private let transport: any UpstreamFrameSink
     private let generation: Int
     private var reader: WebSocketMessageReader
-    /// The frames broke the rules: nothing more is read.
+    /// What the reads gave and nothing has acted on yet, oldest first; kept for its capacity.
+    private var queued: [Event] = []
+    /// A `channelRead` is acting on `queued`: a call made from inside it only adds to the queue.
+    private var draining = false
+    /// The frames broke the rules, or the server's close came: nothing more is read.
     private var failed = false
     private var reported = false
     private var lastError: String?
 
-    init(transport: UpstreamTransport, generation: Int, maxMessageBytes: Int) {
+    package init(transport: any UpstreamFrameSink, generation: Int, maxMessageBytes: Int) {
         self.transport = transport
         self.generation = generation
         self.reader = WebSocketMessageReader(maxMessageBytes: maxMessageBytes)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    /// One read's outcome: a whole message, or the failure that ends the connection.
+    private enum Event {
+        case message(WebSocketMessageReader.Message)
+        case failure(WebSocketMessageReader.Failure)
+    }
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !failed else { return }
         do {
-            try reader.read(unwrapInboundIn(data)) { received($0, context: context) }
+            try reader.read(unwrapInboundIn(data)) { queued.append(.message($0)) }
         } catch {
-            fail(error, context: context)
+            queued.append(.failure(error))
         }
+        guard !draining else { return }  // re-entered by our own write: the outer call acts on it
+        draining = true
+        defer { draining = false }
+        var next = 0
+        while next < queued.count, !failed {
+            let event = queued[next]
+            next += 1
+            switch event {
+            case .message(let message): received(message, context: context)
+            case .failure(let failure): fail(failure, context: context)
+            }
+        }
+        queued.removeAll(keepingCapacity: queued.capacity <= 64)
     }
 
     private func received(_ message: WebSocketMessageReader.Message, context: ChannelHandlerContext) {
@@ -45,6 +74,7 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         case .pong:
             transport.activity(generation: generation)
         case .close(var data):
+            failed = true  // nothing after a close frame is read (RFC 6455 §5.5.1)
             if transport.closeFrameReceived(generation: generation) == .completesOurs {
                 context.close(promise: nil)  // it answers our close: the handshake is complete
                 return
@@ -71,12 +101,12 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         report(code: nil, reason: lastError.map { "connection lost: \($0)" } ?? "connection lost (1006)")
         context.fireChannelInactive()
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         lastError = "\(error)"
         context.close(promise: nil)
     }
@@ -87,3 +117,6 @@ final class UpstreamFrameHandler: ChannelInboundHandler {
         transport.connectionClosed(generation: generation, code: code, reason: reason)
     }
 }
+
+@available(*, unavailable)
+extension UpstreamFrameHandler: Sendable {}
