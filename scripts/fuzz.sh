@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (Fuzz/Fuzz*.swift over Sources/GQLMuxFuzz) with coverage and
 # AddressSanitizer, and runs each for FUZZ_SECONDS (default 60) from the committed seed corpus
-# (Fuzz/corpus/...). Exits 1 on a crash, leaving the input in Fuzz/crashes/<target>/.
+# (Fuzz/corpus/...). Exits 1 on a crash (the input left in Fuzz/crashes/<target>/), and on a
+# build, link or run that fails or does not finish.
 # Inputs libFuzzer finds interesting go to a scratch corpus under .build-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +10,14 @@ seconds=${FUZZ_SECONDS:-60}
 scratch=.build-fuzz
 bin="$scratch/debug"
 # SwiftPM's own --sanitize fuzzer does not add coverage to library objects: pass it to swiftc.
-swift build --scratch-path "$scratch" --sanitize address -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
-    --target GQLMuxFuzz 2>&1 | grep -E "error|warning: |complete" || true
+mkdir -p "$scratch"
+if ! swift build --scratch-path "$scratch" --sanitize address -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
+    --target GQLMuxFuzz >"$scratch/build.log" 2>&1; then
+    tail -40 "$scratch/build.log"
+    echo "== fuzz.sh: the fuzz build failed (log: $scratch/build.log)"
+    exit 1
+fi
+grep -E "error|warning: |complete" "$scratch/build.log" || true
 mapfile -t objects < <(find "$bin/" -path '*.build/*.o' | sort)
 # C modules of the closure need their module maps to import the Swift modules that use them.
 maps=()
@@ -22,17 +29,28 @@ done
 status=0
 for harness in Fuzz/Fuzz*.swift; do
     name=$(basename "$harness" .swift)
-    swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$bin/Modules" "${maps[@]}" "$harness" "${objects[@]}" \
-        -o "$bin/$name" 2>&1 | grep -v "warning" || true
+    rm -f "$bin/$name"
+    if ! swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$bin/Modules" "${maps[@]}" "$harness" "${objects[@]}" \
+        -o "$bin/$name" >"$scratch/$name.link.log" 2>&1; then
+        grep -v "warning" "$scratch/$name.link.log" | tail -20
+        echo "== $name: LINK FAILED"
+        status=1
+        continue
+    fi
     case $name in FuzzLocalLines) seeds=Fuzz/corpus/local ;; FuzzUpstreamFrames) seeds=Fuzz/corpus/frames ;; FuzzHTTPStreams) seeds=Fuzz/corpus/streams ;; FuzzEndpoint) seeds=Fuzz/corpus/endpoint ;; FuzzEndpointHeaders) seeds=Fuzz/corpus/headers ;; FuzzHandover) seeds=Fuzz/corpus/handover ;; *) seeds=Fuzz/corpus/upstream ;; esac
     corpus="$scratch/corpus/$name"
     mkdir -p "$corpus" "Fuzz/crashes/$name"
     echo "== $name: ${seconds}s from $seeds"
+    rc=0
     "$bin/$name" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
-        -artifact_prefix="Fuzz/crashes/$name/" -print_final_stats=1 "$corpus" "$seeds" >"$scratch/$name.log" 2>&1 || true
+        -artifact_prefix="Fuzz/crashes/$name/" -print_final_stats=1 "$corpus" "$seeds" >"$scratch/$name.log" 2>&1 || rc=$?
     grep -E "INITED|DONE|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Fatal error|Precondition failed" "$scratch/$name.log" || true
     if compgen -G "Fuzz/crashes/$name/*-*" >/dev/null; then
         echo "== $name: CRASH, input kept in Fuzz/crashes/$name/"
+        status=1
+    elif (( rc != 0 )) || ! grep -q "^Done [0-9]* runs\|DONE" "$scratch/$name.log"; then
+        tail -20 "$scratch/$name.log"
+        echo "== $name: the run failed (exit $rc) without finishing"
         status=1
     fi
 done

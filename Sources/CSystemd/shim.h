@@ -6,8 +6,20 @@
 #include <systemd/sd-journal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-// memfd_create(2) with MFD_CLOEXEC: glibc declares it only under _GNU_SOURCE.
-static inline int gqlmux_memfd_create(const char *name) { return (int)syscall(SYS_memfd_create, name, 1u); }
+#include <fcntl.h>
+// memfd_create(2) with MFD_CLOEXEC | MFD_ALLOW_SEALING: glibc declares it only under _GNU_SOURCE.
+static inline int gqlmux_memfd_create(const char *name) { return (int)syscall(SYS_memfd_create, name, 1u | 2u); }
+// F_ADD_SEALS / F_GET_SEALS and the seals (linux/fcntl.h), which glibc declares only under _GNU_SOURCE.
+#define GQLMUX_F_ADD_SEALS 1033
+#define GQLMUX_F_GET_SEALS 1034
+#define GQLMUX_SEALS_FIXED (0x0002 | 0x0004 | 0x0008) /* F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE */
+// Seals a memory file: its size and contents can no longer change, by any process holding it.
+static inline int gqlmux_memfd_seal(int fd) { return fcntl(fd, GQLMUX_F_ADD_SEALS, GQLMUX_SEALS_FIXED); }
+// Whether a memory file carries all three seals.
+static inline int gqlmux_memfd_is_sealed(int fd) {
+    int seals = fcntl(fd, GQLMUX_F_GET_SEALS);
+    return seals >= 0 && (seals & GQLMUX_SEALS_FIXED) == GQLMUX_SEALS_FIXED;
+}
 
 #include <systemd/sd-bus.h>
 #include <stdint.h>

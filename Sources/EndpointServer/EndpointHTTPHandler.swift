@@ -297,7 +297,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
                 }
             }
             session?.framing = exchange.framing  // before the subscribe: its results come framed
-            session?.presented = PresentedCredential(headers: host.presentedHeaders(head.headers))
+            session?.present(PresentedCredential(headers: host.presentedHeaders(head.headers)))
             // `start` read the kind of every request it subscribes, so the document was parsed.
             let subscribe = ClientRequest.subscribe(id: exchange.id, (parsed ?? SubscribeRequest.parsed(request, limits: limits)).forUpstream(upstream))
             context.fireChannelRead(wrapInboundOut(subscribe))

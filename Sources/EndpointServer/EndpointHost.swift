@@ -42,7 +42,9 @@ package protocol EndpointSession: AnyObject, ChannelHandler {
     /// (``CarriedConnection``): set by whoever builds the session's pipeline.
     var wire: (any CarriedConnection)? { get set }
     /// What the client presents for upstreams with `identity = "client"`.
-    var presented: PresentedCredential { get set }
+    var presented: PresentedCredential { get }
+    /// Replaces what the client presents (bounded and kept only where an upstream uses it).
+    func present(_ credential: PresentedCredential)
 }
 
 /// Where a request target falls on the endpoint: `path` is the default upstream, `path/NAME`

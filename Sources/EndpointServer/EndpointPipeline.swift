@@ -147,7 +147,7 @@ package enum EndpointPipeline {
                         upstream: upstream,
                         host: host
                     )
-                    session.presented.headers = headers
+                    session.present(PresentedCredential(headers: headers))
                 }
             }
         )
@@ -210,7 +210,9 @@ package enum EndpointPipeline {
         }
         try sync.addHandler(handler)
         let session = host.endpointSession(channel, origin: origin)
-        handler.onInit = { [unowned session] payload in session.presented.payload = payload.map { Array($0.readableBytesView) } }
+        handler.onInit = { [unowned session] payload in
+            session.present(PresentedCredential(payload: payload.map { Array($0.readableBytesView) }, headers: session.presented.headers))
+        }
         session.framing = .webSocket(wire)  // results framed once, by the fan-out
         session.inbound = reservation
         session.wire = handler

@@ -99,7 +99,7 @@ extension DaemonConfiguration {
         if let limits = try reader.table("limits") {
             try limits.allowOnly([
                 "max_clients", "max_operations_per_client", "max_line_bytes", "client_buffer_bytes", "total_buffer_bytes",
-                "max_document_tokens", "max_document_depth", "max_identities",
+                "max_document_tokens", "max_document_depth", "max_identities", "max_credential_bytes", "max_identities_per_uid",
             ])
             typealias R = ConfigurationRanges
             if let v = try limits.int("max_clients", in: R.maxClients) { configuration.limits.maxClients = v }
@@ -110,6 +110,17 @@ extension DaemonConfiguration {
             if let v = try limits.int("max_document_tokens", in: R.maxDocumentTokens) { configuration.limits.document.maxTokens = v }
             if let v = try limits.int("max_document_depth", in: R.maxDocumentDepth) { configuration.limits.document.maxDepth = v }
             if let v = try limits.int("max_identities", in: R.maxIdentities) { configuration.limits.maxIdentities = v }
+            if let v = try limits.int("max_credential_bytes", in: R.maxCredentialBytes) { configuration.limits.maxCredentialBytes = v }
+            if let v = try limits.int("max_identities_per_uid", in: R.maxIdentities) { configuration.limits.maxIdentitiesPerUID = v }
+            // The online restart carries each client's credential in its record (escaped, at
+            // most twice its size), which the next process reads up to 256 MiB: the credentials
+            // of every client at once take at most half of that.
+            let credentials = configuration.limits.maxClients * configuration.limits.maxCredentialBytes * 2
+            guard credentials <= DaemonConfiguration.Limits.credentialRecordBytes else {
+                throw ConfigurationError(
+                    "[limits] max_credential_bytes (\(configuration.limits.maxCredentialBytes)) × max_clients (\(configuration.limits.maxClients)) could make an online restart's record too large: their product may be at most \(DaemonConfiguration.Limits.credentialRecordBytes / 2)"
+                )
+            }
             guard configuration.limits.totalBufferBytes >= configuration.limits.clientBufferBytes else {
                 throw ConfigurationError("[limits] total_buffer_bytes: must be at least client_buffer_bytes (\(configuration.limits.clientBufferBytes))")
             }
@@ -644,4 +655,5 @@ enum ConfigurationRanges {
     static let maxDocumentTokens = 1...1_000_000
     static let maxDocumentDepth = 1...SubscribeRequest.Limits.maxAllowedDepth
     static let maxIdentities = 1...100_000
+    static let maxCredentialBytes = 64...(1 << 20)
 }

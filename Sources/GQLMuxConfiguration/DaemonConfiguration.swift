@@ -17,6 +17,13 @@ package struct DaemonConfiguration: Sendable {
         package var document = SubscribeRequest.Limits()
         /// Identities (`identity = "client"` or `"peer"`) with connections at once, over every upstream.
         package var maxIdentities = 256
+        /// The largest credential one client may present (payload and headers together).
+        package var maxCredentialBytes = 16_384
+        /// Identity lanes the clients of one local uid may hold at once (TCP clients: one peer).
+        package var maxIdentitiesPerUID = 16
+        /// The most the credentials of every client together may take in an online restart's
+        /// record (escaped: twice their size): half of what the next process reads.
+        package static let credentialRecordBytes = 128 << 20
         package init() {}
     }
 

@@ -65,13 +65,55 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// What this client presents for upstreams with `identity = "client"`: a line client's
     /// `connection_init` `payload.upstream`; an endpoint client's WebSocket `connection_init`
-    /// payload and its request headers (set by the endpoint's handlers).
-    var presented = PresentedCredential()
+    /// payload and its request headers. Set through ``present(_:)`` only.
+    private(set) var presented = PresentedCredential()
+    /// Why the credential this client last presented is not kept (over `max_credential_bytes`,
+    /// or the memory budget): each subscribe that would need it is refused with this.
+    private(set) var presentedRefusal: String?
     /// The identity lanes this client may use (held in the registry until it leaves).
     private(set) var heldLanes: Set<LaneID> = []
 
     /// Records that this client uses identity lane `lane`; true the first time.
     func holdLane(_ lane: LaneID) -> Bool { heldLanes.insert(lane).inserted }
+
+    /// Replaces what this client presents. Kept only while some upstream has
+    /// `identity = "client"`, only up to `[limits] max_credential_bytes`, and counted in the
+    /// memory budget. The lanes of the credential it replaces are let go of where none of this
+    /// client's operations use them: a client holds one credential at a time.
+    func present(_ credential: PresentedCredential) {
+        budget.credentialsChanged(by: -presented.byteCount)
+        presented = PresentedCredential()
+        presentedRefusal = nil
+        if let limit = host.credentialLimit, !credential.isEmpty {
+            let size = credential.byteCount
+            if size > limit {
+                presentedRefusal = "the credential presented (\(size) bytes) is over [limits] max_credential_bytes (\(limit))"
+            } else if !budget.credentialsChanged(by: size) {
+                presentedRefusal = "the daemon's memory budget (total_buffer_bytes) cannot hold the credential presented now; try again later"
+            } else {
+                presented = credential
+            }
+        }
+        releaseUnusedLanes()
+    }
+
+    /// Lets go of every held lane none of this client's open operations uses.
+    func releaseUnusedLanes() {
+        guard !heldLanes.isEmpty else { return }
+        let used = switchboard.lanes(of: self)
+        for lane in heldLanes where !used.contains(lane) {
+            heldLanes.remove(lane)
+            host.releaseLane(lane)
+        }
+    }
+
+    /// Lets go of everything it holds upstream (it leaves, or is refused at adoption).
+    func releaseAll() {
+        budget.credentialsChanged(by: -presented.byteCount)
+        presented = PresentedCredential()
+        for lane in heldLanes { host.releaseLane(lane) }
+        heldLanes = []
+    }
 
     /// How results reach this client: set by the endpoint's handlers before a subscribe (the
     /// WebSocket's for the session's life, the HTTP one per request: a stream's events, or
@@ -140,6 +182,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         dropOperations()
         budget.outboundChanged(by: -buffered)
         buffered = 0
+        releaseAll()  // also when it was refused as it opened: what it took since goes too
         host.sessionClosed(self)
         context.fireChannelInactive()
     }
@@ -170,7 +213,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         switch unwrapInboundIn(data) {
         case .connectionInit(let clientName, let upstream):
             name = clientName ?? ""
-            if let upstream { presented = upstream }
+            if let upstream { present(upstream) }
             send(host.connectionAck())
         case .subscribe(let id, let request):
             subscribe(id: id, request)

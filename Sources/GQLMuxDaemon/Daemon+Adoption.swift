@@ -151,15 +151,14 @@ extension Daemon {
                         session = built
                     }
                     session.name = record.name
-                    session.presented = PresentedCredential(
-                        payload: record.presentedPayload.map { Array($0.utf8) },
-                        headers: record.presentedHeaders
-                    )
+                    session.present(PresentedCredential(payload: record.presentedPayload.map { Array($0.utf8) }, headers: record.presentedHeaders))
                 }
             }
             .withConnectedSocket(fd).get()
         try await eventLoop.submit {
             let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
+            // Refused as it opened (its uid is no longer allowed): it is closing, and resumes nothing.
+            guard self.sessions[ObjectIdentifier(session)] != nil else { return }
             session.resume(record.subscriptions, since: since)
         }.get()
     }

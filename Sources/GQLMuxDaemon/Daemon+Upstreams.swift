@@ -45,6 +45,7 @@ extension Daemon {
         case .host:
             break
         case .client(let forward):
+            if let refusal = session.presentedRefusal { return .failure(LaneRefusal(code: .limitExceeded, message: refusal)) }
             switch Self.credential(session.presented, forwarding: forward, keepingOut: configuration.graphqlEndpoint.token) {
             case .success(let own): credential = own
             case .failure(let refusal): return .failure(refusal)
@@ -67,6 +68,7 @@ extension Daemon {
             }
             credential = LaneCredential(payload: .file(file))
         }
+        if let credential, let refusal = identityCapRefusal(upstream: name, credential: credential, for: session) { return .failure(refusal) }
         switch upstreams.choose(upstream: name, credential: credential) {
         case .unknownUpstream:
             return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name.prefix(64))'"))
@@ -82,6 +84,25 @@ extension Daemon {
             if session.holdLane(id) { upstreams.hold(id) }
             return .success(id)
         }
+    }
+
+    /// `[limits] max_identities_per_uid`: a lane `session`'s uid does not hold yet is refused
+    /// when that uid's clients hold that many identity lanes already (TCP clients are one peer),
+    /// so one user's apps cannot take every identity.
+    private func identityCapRefusal(upstream name: String, credential: LaneCredential, for session: ClientSession) -> LaneRefusal? {
+        let peer = session.origin == .endpointTCP ? nil : session.credentials?.uid
+        let sameUser = sessions.values.filter { ($0.origin == .endpointTCP ? nil : $0.credentials?.uid) == peer }
+        let held = sameUser.reduce(into: Set<LaneID>()) { $0.formUnion($1.heldLanes) }
+        if let existing = upstreams.identityLane(upstream: name, credential: credential), held.contains(existing) { return nil }
+        let cap = configuration.limits.maxIdentitiesPerUID
+        guard held.count >= cap else { return nil }
+        let who = peer.map { "uid \($0)" } ?? "the endpoint's TCP clients"
+        events.emit(
+            .limitExceeded,
+            session.fields(["GQLMUX_LIMIT": "max_identities_per_uid", "GQLMUX_UPSTREAM": name]),
+            message: "max_identities_per_uid (\(cap)) reached by \(who)"
+        )
+        return LaneRefusal(code: .limitExceeded, message: "max_identities_per_uid (\(cap)): \(who) holds that many identities already")
     }
 
     /// What a client presented, as its upstream credential: its payload, and its headers named
@@ -112,6 +133,9 @@ extension Daemon {
         }
         return .success(LaneCredential(payload: payload.map { .inline($0) } ?? .configured, headers: headers))
     }
+
+    /// A client no longer uses identity lane `lane`: its last one's leaving closes it.
+    func releaseLane(_ lane: LaneID) { upstreams.release(lane) }
 
     /// An identity's lane closed, its last client gone: the core forgets its places.
     func identityClosed(_ lane: LaneID) {

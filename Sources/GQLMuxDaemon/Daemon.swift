@@ -418,7 +418,6 @@ package final class Daemon: @unchecked Sendable {
     func sessionClosed(_ session: ClientSession) {
         eventLoop.assertInEventLoop()
         guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
-        for lane in session.heldLanes { upstreams.release(lane) }
         events.emit(.clientDisconnected, session.fields(), message: "client disconnected (\(session.peerDescription))")
         statusChanged()
     }

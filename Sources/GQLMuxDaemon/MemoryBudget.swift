@@ -26,6 +26,8 @@ final class MemoryBudget {
     private(set) var outbound = 0
     /// Bytes of unfinished requests of all clients together (see ``inboundChanged(by:holding:for:)``).
     private(set) var inbound = 0
+    /// Bytes of the credentials clients present for `identity = "client"` upstreams.
+    private(set) var credentials = 0
     /// The connections holding unfinished requests now.
     private var inboundHolders: [ObjectIdentifier: InboundReservation] = [:]
     private var inboundLog = LogLimiter<Int>()
@@ -44,7 +46,24 @@ final class MemoryBudget {
     }
 
     /// What is left for results kept for replays.
-    var room: Int { max(0, limit - outbound - inbound) }
+    var room: Int { max(0, limit - outbound - inbound - credentials) }
+
+    /// The credentials kept for clients grow by `delta` (or shrink): a growth that does not fit
+    /// beside what is buffered is refused (kept results give way first), and the caller keeps
+    /// nothing of that credential. Credentials are never cut: they are bounded each by
+    /// `max_credential_bytes`, and only refused.
+    /// - Returns: whether it fits (a shrink always does).
+    @discardableResult
+    func credentialsChanged(by delta: Int) -> Bool {
+        guard delta > 0 else {
+            credentials = max(0, credentials + delta)
+            return true
+        }
+        if outbound + inbound + credentials + retained() + delta > limit { forgetRetained() }
+        guard outbound + inbound + credentials + delta <= limit else { return false }
+        credentials += delta
+        return true
+    }
 
     /// A session's unwritten byte count changed by `delta` (flush, drain, close).
     func outboundChanged(by delta: Int) {
@@ -92,8 +111,8 @@ final class MemoryBudget {
             if holding == 0 { inboundHolders[key] = nil }
             return true
         }
-        if outbound + inbound + retained() + delta > limit { forgetRetained() }
-        while outbound + inbound + delta > limit {
+        if outbound + inbound + credentials + retained() + delta > limit { forgetRetained() }
+        while outbound + inbound + credentials + delta > limit {
             guard let largest = inboundHolders.values.filter({ $0 !== reservation }).max(by: { $0.held < $1.held }), largest.held > holding else {
                 logInboundBudget(["GQLMUX_PENDING_BYTES": "\(inbound)"], "would be exceeded by an unfinished request; refused")
                 return false

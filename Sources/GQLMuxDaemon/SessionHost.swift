@@ -33,10 +33,19 @@ protocol SessionHost: AnyObject {
     func lane(upstream: String?, for session: ClientSession) -> Result<LaneID, LaneRefusal>
     /// Something a status line shows has changed (an operation was added or removed).
     func statusChanged()
+    /// `[limits] max_credential_bytes` while some upstream has `identity = "client"`; nil when
+    /// none has (a presented credential is then not kept at all).
+    var credentialLimit: Int? { get }
+    /// A client no longer uses identity lane `lane`.
+    func releaseLane(_ lane: LaneID)
 }
 
 extension Daemon: SessionHost {
     package var documentLimits: SubscribeRequest.Limits { configuration.limits.document }
+
+    var credentialLimit: Int? {
+        configuration.upstreams.contains { if case .client = $0.identity { true } else { false } } ? configuration.limits.maxCredentialBytes : nil
+    }
 
     /// A session for `channel`, wired to this daemon's data plane and to it as the host.
     func makeSession(_ channel: any Channel, origin: ClientSession.Origin) -> ClientSession {

@@ -193,6 +193,12 @@ final class Switchboard: @unchecked Sendable {
         return settled { $0.subscriptions(of: ObjectIdentifier(session)) }
     }
 
+    /// The lanes of every operation `session` has open.
+    func lanes(of session: ClientSession) -> Set<LaneID> {
+        eventLoop.assertInEventLoop()
+        return settled { $0.lanes(of: ObjectIdentifier(session)) }
+    }
+
     /// The local ids of every operation `session` has open.
     func openOperations(of session: ClientSession) -> [String] {
         eventLoop.assertInEventLoop()

@@ -229,6 +229,11 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// mutations), in id order.
     package func localIDs(of client: Client) -> [String] { (clients[client] ?? [:]).keys.sorted() }
 
+    /// The lanes of every operation `client` has open.
+    package func lanes(of client: Client) -> Set<LaneID> {
+        Set((clients[client] ?? [:]).values.compactMap { operations[$0]?.lane })
+    }
+
     /// Whether any client has a query or mutation in flight.
     package var hasAnySingleOperation: Bool { operations.values.contains { $0.kind != .subscription } }
 

@@ -18,6 +18,15 @@ package struct PresentedCredential: Sendable, Equatable {
         self.headers = headers
     }
 
+    /// Its size as `[limits] max_credential_bytes` counts it: the payload's bytes and each
+    /// header's name and value.
+    package var byteCount: Int {
+        headers.reduce(payload?.count ?? 0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+    }
+
+    /// Whether it presents nothing.
+    package var isEmpty: Bool { payload == nil && headers.isEmpty }
+
     /// Whether `name` and `value` may travel as an HTTP header: a token name, a value without
     /// control characters (no CR or LF to inject another header).
     package static func isValidHeader(name: String, value: String) -> Bool {

@@ -52,7 +52,8 @@ package enum FileDescriptorStore {
 
     // MARK: - The state beside the descriptors
 
-    /// A sealed-size memory file holding `bytes`, positioned at its start.
+    /// A memory file holding `bytes`, sealed (`F_SEAL_SHRINK`, `F_SEAL_GROW`, `F_SEAL_WRITE`)
+    /// before it is stored: no process that holds it, this one included, can change it after.
     package static func memoryFile(_ bytes: [UInt8], name: String) throws(Failure) -> CInt {
         let fd = gqlmux_memfd_create(name)
         guard fd >= 0 else { throw Failure(description: "memfd_create: \(String(cString: strerror(errno)))") }
@@ -67,11 +68,18 @@ package enum FileDescriptorStore {
             }
             written += n
         }
+        guard gqlmux_memfd_seal(fd) == 0 else {
+            let failure = Failure(description: "sealing the handover record: \(String(cString: strerror(errno)))")
+            close(fd)
+            throw failure
+        }
         return fd
     }
 
-    /// Everything in a stored memory file, read from its start; at most `limit` bytes.
+    /// Everything in a stored memory file, read from its start; at most `limit` bytes. A file
+    /// without the seals ``memoryFile(_:name:)`` puts on is refused: it could change as it is read.
     package static func contents(of fd: CInt, limit: Int = 256 << 20) throws(Failure) -> [UInt8] {
+        guard gqlmux_memfd_is_sealed(fd) != 0 else { throw Failure(description: "the handover record is not a sealed memory file") }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var offset: off_t = 0

@@ -187,6 +187,11 @@ package final class UpstreamRegistry {
         return .lane(makeLane(definition, credential: credential).id, new: definition.layout)
     }
 
+    /// The identity lane of `credential` on upstream `name`, if one is live.
+    package func identityLane(upstream name: String, credential: LaneCredential) -> LaneID? {
+        identityLanes[IdentityKey(upstream: name, credential: credential)]
+    }
+
     /// A client may use identity lane `id` (nothing for a host lane).
     package func hold(_ id: LaneID) {
         guard let lane = lanes[id], lane.credential != nil else { return }

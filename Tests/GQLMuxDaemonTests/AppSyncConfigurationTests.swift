@@ -61,6 +61,52 @@ import Upstream
         }
     }
 
+    @Test func perIdentityLanesTakeEachIdentitysOwnSecretAndNeverTheHosts() throws {
+        let upstream = "[upstream]\nurl = \"ws://127.0.0.1:1/graphql\"\n"
+        let base = "[upstreams.t]\ntransport = \"appsync\"\nhttp_url = \"https://\(apiHost)/graphql\"\n"
+        let client = try DaemonConfiguration.parse(upstream + base + "identity = \"client\"\n[upstreams.t.appsync]\nauth = \"token\"\n")
+        let entry = try #require(client.upstream(named: "t"))
+        #expect(entry.upstream.appSync?.auth == .token(.identity))
+        #expect(entry.identity == .client(forwardHeaders: ["authorization"]), "the token's header is forwarded by default")
+        let keyed = try DaemonConfiguration.parse(upstream + base + "identity = \"client\"\n[upstreams.t.appsync]\nauth = \"api_key\"\n")
+        #expect(keyed.upstream(named: "t")?.identity == .client(forwardHeaders: ["x-api-key"]))
+        // A lane gets the app's own header's value, or a peer's file; never anything of the host's.
+        let settings = try #require(keyed.upstream(named: "t")?.upstream)
+        let app = LaneCredential(headers: [HeaderField(name: "X-Api-Key", value: "da2-app")]).applied(to: settings)
+        #expect(app.appSync?.auth == .apiKey(.presented("da2-app")))
+        #expect(LaneCredential().applied(to: settings).appSync?.auth == .apiKey(.identity))
+        #expect(LaneCredential(payload: .file("/etc/gqlmux/alice.key")).applied(to: settings).appSync?.auth == .apiKey(.file("/etc/gqlmux/alice.key")))
+        #expect(throws: (any Error).self) { try ConnectingPayloadReader.readAppSync(.apiKey(.identity)) }
+        #expect(try ConnectingPayloadReader.readAppSync(.token(.presented(" eyJ.a.b "))) == .text("eyJ.a.b"))
+
+        let cases: [(String, String)] = [
+            (
+                base + "identity = \"client\"\n[upstreams.t.appsync]\nauth = \"iam\"\ncredentials_file = \"/c\"\n",
+                "[upstreams.t.appsync] auth = \"iam\" cannot be used with [upstreams.t] identity = \"client\""
+            ),
+            (
+                base + "identity = \"peer\"\n[upstreams.t.peers]\n\"uid:1\" = \"/p\"\n[upstreams.t.appsync]\nauth = \"iam\"\n",
+                "[upstreams.t.appsync] auth = \"iam\" cannot be used with [upstreams.t] identity = \"peer\""
+            ),
+            (
+                base + "identity = \"client\"\n[upstreams.t.appsync]\nauth = \"token\"\nauth_token_file = \"/host\"\n",
+                "[upstreams.t.appsync] auth_token_file: not with [upstreams.t] identity = \"client\""
+            ),
+            (
+                base + "identity = \"client\"\nforward_headers = [\"authorization\"]\n[upstreams.t.appsync]\nauth = \"api_key\"\n",
+                "forward_headers: must name 'x-api-key'"
+            ),
+        ]
+        for (text, expected) in cases {
+            do {
+                _ = try DaemonConfiguration.parse(upstream + text)
+                Issue.record("\(text) should fail")
+            } catch {
+                #expect(error.description.contains(expected), "\(error.description) should name \(expected)")
+            }
+        }
+    }
+
     @Test func iamCredentialsComeFromWhereAWSToolsLook() throws {
         let base = "[upstream]\ntransport = \"appsync\"\nhttp_url = \"https://\(apiHost)/graphql\"\n[upstream.appsync]\nauth = \"iam\"\n"
         let keys = ["AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "SECRET", "AWS_SESSION_TOKEN": "TOKEN", "HOME": "/home/u"]

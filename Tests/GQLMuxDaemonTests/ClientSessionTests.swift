@@ -44,6 +44,9 @@ import Upstream
         func sessionOpened(_ session: ClientSession) { opened += 1 }
         func sessionClosed(_ session: ClientSession) { closed += 1 }
         func statusChanged() {}
+        var credentialLimit: Int? = 64
+        var released: [LaneID] = []
+        func releaseLane(_ lane: LaneID) { released.append(lane) }
         func lane(upstream: String?, for session: ClientSession) -> Result<LaneID, LaneRefusal> {
             upstream == nil ? .success(.primary) : .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(upstream!)'"))
         }
@@ -84,6 +87,44 @@ import Upstream
 
     private func send(_ channel: EmbeddedChannel, _ line: String) throws {
         try channel.writeInbound(ByteBuffer(string: line))
+    }
+
+    @Test func aCredentialIsKeptOnlyWithinItsLimitAndCountsInTheBudget() throws {
+        let (loop, _, host, switchboard) = try rig()
+        let channel = try client(loop, switchboard, host)
+        let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
+        let small = PresentedCredential(payload: Array(#"{"token":"alice"}"#.utf8), headers: [HeaderField(name: "authorization", value: "Bearer a")])
+        session.present(small)
+        #expect(session.presented == small)
+        #expect(session.presentedRefusal == nil)
+        #expect(switchboard.budget.credentials == small.byteCount)
+        // 65 bytes against a limit of 64: nothing kept, nothing counted, and the reason kept.
+        let large = PresentedCredential(payload: Array(("{\"t\":\"" + String(repeating: "x", count: 57) + "\"}").utf8))
+        #expect(large.byteCount == 65)
+        session.present(large)
+        #expect(session.presented.isEmpty)
+        #expect(switchboard.budget.credentials == 0)
+        #expect(session.presentedRefusal?.contains("max_credential_bytes (64)") == true)
+        // No upstream uses identities: nothing is kept at all.
+        host.credentialLimit = nil
+        session.present(small)
+        #expect(session.presented.isEmpty && session.presentedRefusal == nil && switchboard.budget.credentials == 0)
+        // Leaving gives back what it held.
+        host.credentialLimit = 64
+        session.present(small)
+        try channel.close().wait()
+        #expect(switchboard.budget.credentials == 0)
+    }
+
+    @Test func aNewCredentialLetsGoOfTheLanesNoOperationOfTheClientUses() throws {
+        let (loop, _, host, switchboard) = try rig()
+        let channel = try client(loop, switchboard, host)
+        let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
+        session.present(PresentedCredential(payload: Array(#"{"token":"one"}"#.utf8)))
+        #expect(session.holdLane(LaneID(7)))
+        session.present(PresentedCredential(payload: Array(#"{"token":"two"}"#.utf8)))
+        #expect(host.released == [LaneID(7)])
+        #expect(session.heldLanes.isEmpty)
     }
 
     @Test func identicalSubscriptionsShareOneUpstreamOperationAndEachClientHearsItsOwnID() throws {

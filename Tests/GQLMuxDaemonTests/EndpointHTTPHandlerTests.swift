@@ -31,6 +31,7 @@ import Testing
         var inbound: (any InboundBudget)?
         var wire: (any CarriedConnection)?
         var presented = PresentedCredential()
+        func present(_ credential: PresentedCredential) { presented = credential }
         /// Each `subscribe` as its id and what goes upstream.
         var subscribes: [(id: String, payload: String)] = []
         var context: ChannelHandlerContext?

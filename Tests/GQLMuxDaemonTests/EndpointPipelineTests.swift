@@ -18,6 +18,7 @@ import Testing
         var inbound: (any InboundBudget)?
         var wire: (any CarriedConnection)?
         var presented = PresentedCredential()
+        func present(_ credential: PresentedCredential) { presented = credential }
         /// The ids of the `subscribe`s it heard.
         var subscribed: [String] = []
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {

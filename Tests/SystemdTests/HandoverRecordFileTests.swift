@@ -1,0 +1,33 @@
+import SystemdSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The memory file the online restart stores its record in: sealed before it is stored, so no
+/// process that holds it can change the record as the next one reads it; an unsealed one is
+/// refused.
+@Suite struct HandoverRecordFileTests {
+    @Test func theRecordIsSealedAgainstWritesAndResizesAndAnUnsealedOneIsRefused() throws {
+        let record = Array("{\"version\":1}".utf8)
+        let fd = try FileDescriptorStore.memoryFile(record, name: "gqlmux-test-record")
+        defer { close(fd) }
+        #expect(try FileDescriptorStore.contents(of: fd) == record)
+        // Every way to change it fails with EPERM, the seals' answer.
+        let byte: [UInt8] = [0x41]
+        #expect(pwrite(fd, byte, 1, 0) == -1 && errno == EPERM)
+        #expect(ftruncate(fd, 2) == -1 && errno == EPERM)
+        #expect(ftruncate(fd, 64) == -1 && errno == EPERM)
+        #expect(try FileDescriptorStore.contents(of: fd) == record)
+
+        // A file stored by anything else (no seals) is not read.
+        var template = Array("/tmp/gqlmux-unsealed-XXXXXX".utf8CString)
+        let unsealed = mkstemp(&template)
+        unlink(template)
+        #expect(unsealed >= 0)
+        defer { close(unsealed) }
+        #expect(write(unsealed, record, record.count) == record.count)
+        #expect(throws: FileDescriptorStore.Failure.self) { try FileDescriptorStore.contents(of: unsealed) }
+    }
+}
