@@ -12,6 +12,7 @@ Binds 127.0.0.1 port 0 and prints `PORT N` once it listens.
 - `transport-ws`: graphql-transport-ws. `connection_init` → `connection_ack`; `subscribe` of a
   document naming `tick` streams `{"tick": n}` every 50 ms; `whoami` yields what this connection
   presented (its `connection_init` payload and its upgrade's `authorization`), then completes;
+  `tick(intervalMs: N)` every N ms instead;
   anything else answers `{"hello": "world"}` and completes. `ping` → `pong`.
 - `appsync`: AWS AppSync's real-time dialect (subprotocol `graphql-ws`): the authorization
   headers come base64-encoded in the `header` query parameter and again in each `start`'s
@@ -27,6 +28,7 @@ import argparse
 import asyncio
 import base64
 import json
+import re
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
@@ -60,7 +62,7 @@ def authorizing(headers: Optional[dict]) -> Optional[str]:
     return None
 
 
-async def ticks(websocket: ServerConnection, sid: str, kind: str, by: Optional[str] = None) -> None:
+async def ticks(websocket: ServerConnection, sid: str, kind: str, by: Optional[str] = None, interval: float = 0.05) -> None:
     n = 0
     while True:
         n += 1
@@ -68,7 +70,7 @@ async def ticks(websocket: ServerConnection, sid: str, kind: str, by: Optional[s
             await websocket.send(json.dumps({"type": "next", "id": sid, "payload": {"data": {"tick": n}}}))
         else:
             await websocket.send(json.dumps({"type": "data", "id": sid, "payload": {"data": {"onTick": {"n": n, "by": by}}}}))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(interval)
 
 
 async def transport_ws(websocket: ServerConnection, key: int) -> None:
@@ -88,7 +90,9 @@ async def transport_ws(websocket: ServerConnection, key: int) -> None:
                 sid = message["id"]
                 query = message.get("payload", {}).get("query", "")
                 if "tick" in query:
-                    running[sid] = asyncio.create_task(ticks(websocket, sid, "next"))
+                    every = re.search(r"intervalMs:\s*(\d+)", query)
+                    interval = int(every.group(1)) / 1000 if every else 0.05
+                    running[sid] = asyncio.create_task(ticks(websocket, sid, "next", interval=interval))
                     continue
                 if "whoami" in query:
                     presented = {"payload": init_payload,

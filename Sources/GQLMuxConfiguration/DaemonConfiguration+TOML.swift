@@ -112,15 +112,6 @@ extension DaemonConfiguration {
             if let v = try limits.int("max_identities", in: R.maxIdentities) { configuration.limits.maxIdentities = v }
             if let v = try limits.int("max_credential_bytes", in: R.maxCredentialBytes) { configuration.limits.maxCredentialBytes = v }
             if let v = try limits.int("max_identities_per_uid", in: R.maxIdentities) { configuration.limits.maxIdentitiesPerUID = v }
-            // The online restart carries each client's credential in its record (escaped, at
-            // most twice its size), which the next process reads up to 256 MiB: the credentials
-            // of every client at once take at most half of that.
-            let credentials = configuration.limits.maxClients * configuration.limits.maxCredentialBytes * 2
-            guard credentials <= DaemonConfiguration.Limits.credentialRecordBytes else {
-                throw ConfigurationError(
-                    "[limits] max_credential_bytes (\(configuration.limits.maxCredentialBytes)) × max_clients (\(configuration.limits.maxClients)) could make an online restart's record too large: their product may be at most \(DaemonConfiguration.Limits.credentialRecordBytes / 2)"
-                )
-            }
             guard configuration.limits.totalBufferBytes >= configuration.limits.clientBufferBytes else {
                 throw ConfigurationError("[limits] total_buffer_bytes: must be at least client_buffer_bytes (\(configuration.limits.clientBufferBytes))")
             }
@@ -167,6 +158,7 @@ extension DaemonConfiguration {
                 configuration.logTarget = value
             }
         }
+        try checkCredentialRecordBound(configuration)
         return configuration
     }
 
@@ -323,6 +315,23 @@ extension DaemonConfiguration {
             c.tls.insecureSkipVerify = try tls.bool("insecure_skip_verify") ?? false
         }
         return c
+    }
+
+    /// The online restart carries each client's credential in its record (escaped, at most twice
+    /// its size), which the next process reads up to 256 MiB: the credentials of every client the
+    /// listeners may hold at once (line socket, endpoint socket, endpoint TCP port) take at most
+    /// half of that.
+    private static func checkCredentialRecordBound(_ configuration: DaemonConfiguration) throws(ConfigurationError) {
+        let endpoint = configuration.graphqlEndpoint
+        let clients =
+            configuration.limits.maxClients + (endpoint.socket == "" ? 0 : endpoint.socketMaxConnections)
+            + (endpoint.listen == nil ? 0 : endpoint.listenMaxConnections)
+        let limit = DaemonConfiguration.Limits.credentialRecordBytes / 2
+        guard clients * configuration.limits.maxCredentialBytes <= limit else {
+            throw ConfigurationError(
+                "[limits] max_credential_bytes (\(configuration.limits.maxCredentialBytes)) × the clients the listeners may hold (\(clients): max_clients, [graphql_endpoint] socket_max_connections and listen_max_connections) could make an online restart's record too large: their product may be at most \(limit)"
+            )
+        }
     }
 
     /// The pool limits and identity of upstream `name`, whose other keys `upstream` holds.

@@ -81,7 +81,7 @@ extension Daemon {
             return .failure(LaneRefusal(code: .limitExceeded, message: "max_identities (\(limit)) identities have upstream connections"))
         case .lane(let id, let layout):
             if let layout { switchboard.setLayout(layout, of: id) }
-            if session.holdLane(id) { upstreams.hold(id) }
+            if credential != nil, session.holdLane(id) { upstreams.hold(id) }  // identity lanes only
             return .success(id)
         }
     }

@@ -179,10 +179,10 @@ import Upstream
     }
 
     @Test func theShippedSamplesParse() throws {
-        for name in ["appsync-api-key", "appsync-token", "appsync-iam"] {
+        for name in ["appsync-api-key", "appsync-token", "appsync-iam", "appsync-identities"] {
             let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/AppSyncConfigurationTests.swift", with: "config/samples/\(name).toml")
             let c = try DaemonConfiguration.load(path: path)
-            #expect(c.upstream.carrier == .appsync)
+            #expect(c.upstreams.allSatisfy { $0.name == "default" || $0.upstream.carrier == .appsync }, "\(name)")
         }
     }
 }

@@ -46,6 +46,7 @@ import Upstream
         #expect(peers.payloadFile(uid: 5, gid: 2000) == "/etc/gqlmux/staff.json")
         #expect(peers.payloadFile(uid: 5, gid: 5) == nil)
         #expect(c.limits.maxIdentities == 7)
+        #expect(c.limits.maxCredentialBytes == 16_384 && c.limits.maxIdentitiesPerUID == 16, "the defaults")
         #expect(c.upstream(named: "nope") == nil)
         // client identity: default forward_headers
         let d = try DaemonConfiguration.parse(base + "identity = \"client\"\n")
@@ -79,6 +80,13 @@ import Upstream
             ),
             ("[upstreams.b]\nurl = \"ws://x/graphql\"\n[upstreams.b.peers]\n\"uid:1\" = \"/f\"\n", "[upstreams.b.peers]: only with identity = \"peer\""),
             ("[limits]\nmax_identities = 0\n", "[limits] max_identities: 0 is out of range"),
+            ("[limits]\nmax_credential_bytes = 32\n", "[limits] max_credential_bytes: 32 is out of range"),
+            ("[limits]\nmax_identities_per_uid = 0\n", "[limits] max_identities_per_uid: 0 is out of range"),
+            // 2,304 clients (1,024 + 1,024 + 256 with `listen`) × 64 KiB is over what a restart's record may hold.
+            (
+                "[limits]\nmax_credential_bytes = 65536\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\nallow_all_local_users = true\n",
+                "× the clients the listeners may hold (2304"
+            ),
             (
                 "[upstreams.b]\nurl = \"ws://x/graphql\"\nidentity = \"client\"\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"/nonexistent\"\n",
                 "token_file",
