@@ -3,7 +3,8 @@
 AWS SDK for Python) computes them: the headers AppSync's IAM authorization sends for the
 real-time connect (POST https://HOST/graphql/connect, body {}), for a `start` (POST
 https://HOST/graphql, body the request's JSON string), and for an HTTP query, each at a fixed time
-with fixed credentials, with and without a session token. gql's AppSyncIAMAuthentication builds
+with fixed credentials, with and without a session token, and an HTTP query to a URL with a
+query string. gql's AppSyncIAMAuthentication builds
 the same requests. Needs botocore (pip install botocore); regenerate with
     python3 scripts/sigv4-vectors.py > Tests/Fixtures/sigv4-botocore.json
 """
@@ -41,6 +42,8 @@ def main():
             ("connect", "/graphql/connect", "{}", APPSYNC_HEADERS),
             ("start", "/graphql", json.dumps({"query": "subscription OnTick { onTick { n } }", "variables": {"c": 1}}, separators=(",", ":")), APPSYNC_HEADERS),
             ("http", "/graphql", '{"query":"{ hello }"}', {}),
+            # A custom endpoint whose URL carries a query string: signed, sorted and encoded.
+            ("http with a query string", "/graphql?stage=b%20eta&api=v1&api=a&flag&t=~x", '{"query":"{ hello }"}', {}),
         ):
             signed = sign(host, "eu-west-1", credentials, path, body, headers, when)
             cases.append({

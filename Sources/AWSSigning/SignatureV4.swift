@@ -86,12 +86,59 @@ package enum SignatureV4 {
 
     /// The path, percent-encoded except for unreserved characters and `/`.
     private static func encodePath(_ path: String) -> String {
+        uriEncode(Array((path.isEmpty ? "/" : path).utf8), keepSlash: true)
+    }
+
+    /// A request's query string as Signature Version 4 signs it: each `name=value` decoded,
+    /// then encoded as the canonical form asks (unreserved bytes as they are, every other byte
+    /// `%XX`), sorted by name and then value, joined by `&`; a parameter without `=` gets an
+    /// empty value. `""` for no query.
+    package static func canonicalQuery(_ query: String) -> String {
+        let parameters = query.split(separator: "&", omittingEmptySubsequences: true).map { part -> (String, String) in
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = uriEncode(percentDecoded(pair[0]), keepSlash: false)
+            let value = pair.count > 1 ? uriEncode(percentDecoded(pair[1]), keepSlash: false) : ""
+            return (name, value)
+        }
+        return parameters.sorted { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+    }
+
+    /// `text`'s bytes with each `%XX` decoded and `+` kept as it is (a form's space is `%20` here).
+    private static func percentDecoded(_ text: Substring) -> [UInt8] {
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return out
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// RFC 3986 percent-encoding as AWS signs it: unreserved bytes kept (and `/` in a path).
+    private static func uriEncode(_ bytes: [UInt8], keepSlash: Bool) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
-        for byte in (path.isEmpty ? "/" : path).utf8 {
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(byte)
+            case UInt8(ascii: "/") where keepSlash:
                 out.append(byte)
             default:
                 out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]

@@ -394,8 +394,9 @@ extension DaemonConfiguration {
                     throw ConfigurationError("[\(s).peers] \(key): expected the path of a connecting payload file")
                 }
                 let parts = key.split(separator: ":", maxSplits: 1)
-                guard parts.count == 2, let id = UInt32(parts[1]) else {
-                    throw ConfigurationError("[\(s).peers] \(key): expected \"uid:NUMBER\" or \"gid:NUMBER\"")
+                // One spelling per number: "uid:01" and "uid:1" would name one user twice.
+                guard parts.count == 2, let id = UInt32(parts[1]), String(id) == parts[1] else {
+                    throw ConfigurationError("[\(s).peers] \(key): expected \"uid:NUMBER\" or \"gid:NUMBER\" (a number without leading zeros or sign)")
                 }
                 switch parts[0] {
                 case "uid": table.byUID[id] = path

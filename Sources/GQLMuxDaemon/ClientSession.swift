@@ -225,7 +225,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         case .pong:
             break
         case .status(let id):
-            send(.status(id: id, payload: host.statusPayload()))
+            // Upstream URLs whole (a query string may hold a key) to an admin only.
+            send(.status(id: id, payload: host.statusPayload(wholeURLs: host.isAdmin(credentials))))
         case .metrics(let id):
             send(.metrics(id: id, text: String(decoding: host.metricsText(), as: UTF8.self)))
         case .admin(let verb, let id, let upstream):

@@ -453,7 +453,7 @@ package final class Daemon: @unchecked Sendable {
     }
 
     /// The `status` answer (docs/protocol.md).
-    func statusPayload() -> ByteBuffer { reportOnLoop.json() }
+    func statusPayload(wholeURLs: Bool) -> ByteBuffer { reportOnLoop.json(wholeURLs: wholeURLs) }
 
     /// The Prometheus text exposition (docs/metrics.md). On the loop.
     package func metricsText() -> [UInt8] {

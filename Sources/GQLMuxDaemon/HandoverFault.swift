@@ -13,6 +13,10 @@ import Glibc
 /// pings, nothing read or written) until the service manager, or the test, kills it. A file
 /// that cannot be removed injects nothing. Without the variable nothing is read: this costs
 /// one `getenv` per step of a handover.
+///
+/// Debug builds only (the interop tests' chaos runs): in a release build `reached` is empty and
+/// the variable's name is not in the binary, so no environment can make a shipped gqlmuxd kill
+/// or stall itself.
 package enum HandoverFault {
     /// The handover's steps, in order.
     package enum Step: String, Sendable, CaseIterable {
@@ -33,6 +37,7 @@ package enum HandoverFault {
     /// Injects the fault configured for `step`, if any. `loop`: the daemon's event loop, which
     /// a stall blocks.
     package static func reached(_ step: Step, loop: any EventLoop) {
+        #if DEBUG
         guard let path = getenv("GQLMUX_TEST_FAULT_FILE").map({ String(cString: $0) }), !path.isEmpty,
             let text = contents(path)
         else { return }
@@ -43,8 +48,10 @@ package enum HandoverFault {
         if loop.inEventLoop { while true { sleep(60) } }
         loop.execute { while true { sleep(60) } }
         while true { sleep(60) }
+        #endif
     }
 
+    #if DEBUG
     /// The file's first bytes as text (a fault is a few words), or nil when it cannot be read.
     private static func contents(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -54,4 +61,5 @@ package enum HandoverFault {
         let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         return count > 0 ? String(decoding: bytes[0..<count], as: UTF8.self) : nil
     }
+    #endif
 }

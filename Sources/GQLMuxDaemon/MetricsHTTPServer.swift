@@ -1,11 +1,14 @@
 import GQLMuxConfiguration
+import LocalEndpoint
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 
 /// `[metrics] listen`: serves `GET /metrics` (the Prometheus text exposition) over HTTP/1.1 on
 /// the daemon's event loop, so rendering reads the daemon's state without a hop. Anything else
-/// gets 404 or 405; a request body is never read into memory beyond NIO's head parser.
+/// gets 404 or 405; a request body is never read into memory beyond NIO's head parser. A request
+/// whose `Host` is a name other than the listen host's, or that comes from a web page, gets 400
+/// or 403 (``MetricsAccess``).
 enum MetricsHTTPServer {
     static func bind(
         _ address: MetricsListenAddress,
@@ -18,7 +21,7 @@ enum MetricsHTTPServer {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                    try sync.addHandler(MetricsHTTPHandler(render: render))
+                    try sync.addHandler(MetricsHTTPHandler(access: MetricsAccess(listenHost: address.host), render: render))
                 }
             }
             .bind(host: address.host, port: address.port).get()
@@ -29,10 +32,14 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
+    private let access: MetricsAccess
     private let render: @Sendable () -> [UInt8]
     private var head: HTTPRequestHead?
 
-    init(render: @escaping @Sendable () -> [UInt8]) { self.render = render }
+    init(access: MetricsAccess, render: @escaping @Sendable () -> [UInt8]) {
+        self.access = access
+        self.render = render
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
@@ -50,7 +57,11 @@ private final class MetricsHTTPHandler: ChannelInboundHandler {
         let status: HTTPResponseStatus
         var body = ByteBuffer()
         var headers = HTTPHeaders()
+        let refusal = access.refusal(host: head.headers["host"], origin: head.headers["origin"], secFetchSite: head.headers["sec-fetch-site"])
         switch (head.method, path) {
+        case _ where refusal != nil:
+            status = HTTPResponseStatus(statusCode: refusal!.status)
+            body.writeString(refusal!.message + "\n")
         case (.GET, "/metrics"), (.HEAD, "/metrics"):
             status = .ok
             headers.add(name: "Content-Type", value: DaemonMetrics.contentType)

@@ -14,7 +14,9 @@ protocol SessionHost: AnyObject {
     /// The `connection_ack` line (the daemon's version, limits and upstream state).
     func connectionAck() -> SessionMessage
     /// The `status` verb's payload.
-    func statusPayload() -> ByteBuffer
+    /// - Parameter wholeURLs: upstream URLs with their query strings and user info (for an
+    ///   admin); without them otherwise.
+    func statusPayload(wholeURLs: Bool) -> ByteBuffer
     /// The `metrics` verb's text (the Prometheus exposition).
     func metricsText() -> [UInt8]
     /// Whether `peer` may use the admin verbs.

@@ -47,14 +47,16 @@ struct StatusReport {
 
     /// The `status` answer: at least upstream.state, upstream.url, upstream.reconnects,
     /// clients, subscriptions.local/upstream, messages.in/out.
-    func json() -> ByteBuffer {
+    /// - Parameter wholeURLs: upstream URLs as configured (an admin asks); otherwise without
+    ///   query string and user info, where some servers take a key.
+    func json(wholeURLs: Bool = false) -> ByteBuffer {
         var status = JSONObjectWriter()
         status.field("version", version)
-        status.field("upstream") { Self.write(upstream, to: &$0) }
+        status.field("upstream") { Self.write(upstream, wholeURLs: wholeURLs, to: &$0) }
         status.field("upstreams") { table in
             for entry in upstreams {
                 table.field(entry.name) { object in
-                    Self.write(entry.snapshot, to: &object)
+                    Self.write(entry.snapshot, wholeURLs: wholeURLs, to: &object)
                     object.field("identity", entry.identity)
                     object.field("subscriptions") { subscriptions in
                         subscriptions.field("local", entry.localSubscriptions)
@@ -97,9 +99,9 @@ struct StatusReport {
         return status.finish()
     }
 
-    private static func write(_ upstream: UpstreamSnapshot, to object: inout JSONObjectWriter) {
+    private static func write(_ upstream: UpstreamSnapshot, wholeURLs: Bool, to object: inout JSONObjectWriter) {
         object.field("state", upstream.state.name.rawValue)
-        object.field("url", upstream.url)
+        object.field("url", wholeURLs ? upstream.url : Self.shown(upstream.url))
         object.field("transport", upstream.transport)
         object.field("protocol", upstream.wire)
         object.field(
@@ -114,10 +116,23 @@ struct StatusReport {
                 }
             }
         )
-        object.field("httpURL", upstream.httpURL)
+        object.field("httpURL", wholeURLs ? upstream.httpURL : upstream.httpURL.map(Self.shown))
         object.field("reconnects", upstream.reconnects)
         if let streams = upstream.streams { object.field("streams", streams) }
         object.field("detail", Self.describe(upstream.state))
+    }
+
+    /// `url` as every local user may see it: without its query string, fragment and user info
+    /// (`wss://user:pass@host/graphql?apikey=K` → `wss://host/graphql`).
+    static func shown(_ url: String) -> String {
+        var shown = Substring(url.prefix { $0 != "?" && $0 != "#" })
+        if let scheme = shown.firstRange(of: "://") {
+            let authorityEnd = shown[scheme.upperBound...].firstIndex(of: "/") ?? shown.endIndex
+            if let at = shown[scheme.upperBound..<authorityEnd].lastIndex(of: "@") {
+                shown.removeSubrange(scheme.upperBound...at)
+            }
+        }
+        return String(shown)
     }
 
     /// The one-line status (sd_notify `STATUS=`), with the last reload's failure if any.
@@ -132,7 +147,8 @@ struct StatusReport {
         let count = upstream.connections.count
         let over = count > 1 ? " over \(count) connections" : ""
         let transport = upstream.streams == nil ? "" : " (\(upstream.transport))"
-        return "connected to \(upstream.url)\(transport); \(clients) clients, \(localSubscriptions) subscriptions (\(upstreamSubscriptions) upstream\(over))"
+        return
+            "connected to \(Self.shown(upstream.url))\(transport); \(clients) clients, \(localSubscriptions) subscriptions (\(upstreamSubscriptions) upstream\(over))"
     }
 
     /// Several upstreams: how many are in each state, then each one's name and state.

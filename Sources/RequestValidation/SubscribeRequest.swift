@@ -71,8 +71,12 @@ package struct SubscribeRequest {
         var extensions = "null"
         var options = Options()
         var rawVariables: String?
-        /// The payload as it goes upstream: changed only when it carried `extensions.gqlmux`.
+        /// The payload as it goes upstream: rebuilt only when it carried `extensions.gqlmux`
+        /// (taken out) or members other than the four a GraphQL request has (left out: what is
+        /// forwarded is what is keyed, so two requests that differ there never share).
         var forwarded = payload
+        var upstreamExtensions: String?
+        var foreign = false
         let members: [JSONMember]
         do {
             members = try payload.withUnsafeReadableBytes { bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }
@@ -97,16 +101,17 @@ package struct SubscribeRequest {
                 let own = try Self.ownExtensions(raw(member))
                 options = own.options
                 extensions = own.canonical
-                if let upstream = own.upstream {
-                    forwarded = Self.replacingMember("extensions", of: payload, members: members, with: upstream)
-                }
+                upstreamExtensions = own.upstream
             case ("extensions", .null):
                 extensions = canonicalJSON(raw(member))
             case ("query", _), ("operationName", _), ("variables", _), ("extensions", _):
                 throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload field '\(member.key)' has the wrong type")
             default:
-                continue
+                foreign = true
             }
+        }
+        if upstreamExtensions != nil || foreign {
+            forwarded = Self.requestMembers(of: payload, members: members, extensions: upstreamExtensions)
         }
         guard let query else { throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload needs a string 'query'") }
         var tokenText: [UInt8]? = []
@@ -211,14 +216,17 @@ package struct SubscribeRequest {
 
     /// The payload object with member `name` replaced by `json` (raw JSON text), or dropped when
     /// `json` is empty; the other members' bytes as they came.
-    private static func replacingMember(_ name: String, of payload: ByteBuffer, members: [JSONMember], with json: String) -> ByteBuffer {
+    /// `payload` with only the members a GraphQL request has (`query`, `operationName`,
+    /// `variables`, `extensions`), `extensions` replaced by `extensions` when given (left out
+    /// when that is empty).
+    private static func requestMembers(of payload: ByteBuffer, members: [JSONMember], extensions json: String?) -> ByteBuffer {
         var out = ByteBuffer()
         out.reserveCapacity(payload.readableBytes)
         out.writeStaticString("{")
         var first = true
-        for member in members {
+        for member in members where ["query", "operationName", "variables", "extensions"].contains(member.key) {
             let value: String
-            if member.key == name {
+            if member.key == "extensions", let json {
                 guard !json.isEmpty else { continue }
                 value = json
             } else {

@@ -40,7 +40,7 @@ package struct JournalLogHandler: LogHandler {
 
     private func writeJournal(_ event: LogEvent, _ merged: Logger.Metadata) {
         var fields: [String] = [
-            "MESSAGE=\(event.message)",
+            "MESSAGE=\(Self.escaped(event.message.description))",
             "PRIORITY=\(Self.priority(event.level))",
             "SYSLOG_IDENTIFIER=\(identifier)",
             "CODE_FILE=\(event.file)",
@@ -49,7 +49,7 @@ package struct JournalLogHandler: LogHandler {
         ]
         for (key, value) in merged {
             guard let name = Self.fieldName(key) else { continue }
-            fields.append("\(name)=\(value)")
+            fields.append("\(name)=\(Self.escaped(value.description))")
         }
         Self.send(fields)
     }
@@ -97,6 +97,28 @@ package struct JournalLogHandler: LogHandler {
         return String(name.prefix(64))
     }
 
+    /// `text` with every control character written as an escape (`\n`, `\r`, `\t`, `\xNN`) and
+    /// a backslash doubled, so what a client names itself (or sends) can neither start a line
+    /// of its own on stderr nor hide in an entry.
+    package static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\\" }) else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 8)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\x" + (hex.count < 2 ? "0" + hex : hex)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
     /// True when stderr is the journal stream systemd set up (`JOURNAL_STREAM=dev:ino`).
     package static var stderrIsJournal: Bool {
         guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
@@ -108,8 +130,8 @@ package struct JournalLogHandler: LogHandler {
     private func writeStderr(_ event: LogEvent, _ merged: Logger.Metadata) {
         let extra = merged.sorted { $0.key < $1.key }
             .filter { $0.key != "MESSAGE_ID" }
-            .map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let line = "\(identifier): \(event.level): \(event.message)" + (extra.isEmpty ? "" : " \(extra)") + "\n"
+            .map { "\($0.key)=\(Self.escaped($0.value.description))" }.joined(separator: " ")
+        let line = "\(identifier): \(event.level): \(Self.escaped(event.message.description))" + (extra.isEmpty ? "" : " \(extra)") + "\n"
         var bytes = Array(line.utf8)
         _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }
     }

@@ -148,8 +148,7 @@ package final class HTTPOperations: @unchecked Sendable {
             guard self.pending[id] != nil else { return }
             switch result {
             case .success(let secret):
-                let path = String(url.target.prefix { $0 != "?" })
-                let signed = appSync.httpHeaders(secret, path: path, body: Array(payload.readableBytesView), time: wallClockSeconds())
+                let signed = appSync.httpHeaders(secret, target: url.target, body: Array(payload.readableBytesView), time: wallClockSeconds())
                 // The authorization replaces a header of the same name (an identity lane's own
                 // `authorization` is also among the forwarded headers): sent once.
                 let names = Set(signed.map { $0.name.lowercased() })

@@ -124,14 +124,25 @@ package struct AppSyncSettings: Sendable, Equatable {
         }
     }
 
-    /// The headers a query or mutation POSTed to `path` with `body` adds to its own (whose
-    /// `Host` is `host`): the key or token, or an IAM signature over `host` and the date.
-    package func httpHeaders(_ secret: Secret, path: String, body: [UInt8], time: Int64) -> [(name: String, value: String)] {
+    /// The headers a query or mutation POSTed to `target` (a path, with its query string if
+    /// any) with `body` adds to its own (whose `Host` is `host`): the key or token, or an IAM
+    /// signature over `host`, the path, the query string and the date.
+    package func httpHeaders(_ secret: Secret, target: String, body: [UInt8], time: Int64) -> [(name: String, value: String)] {
         switch secret {
         case .text(let text):
             return headers(secret: text).filter { $0.name != "host" }
         case .aws(let credentials):
-            return SignatureV4.sign(host: host, path: path, body: body, service: "appsync", region: region ?? "", credentials: credentials, time: time)
+            let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+            return SignatureV4.sign(
+                host: host,
+                path: String(parts[0]),
+                query: SignatureV4.canonicalQuery(parts.count > 1 ? String(parts[1]) : ""),
+                body: body,
+                service: "appsync",
+                region: region ?? "",
+                credentials: credentials,
+                time: time
+            )
         }
     }
 

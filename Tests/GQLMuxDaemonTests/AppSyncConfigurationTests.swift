@@ -151,7 +151,7 @@ import Upstream
         #expect(
             connect.first { $0.name == "Authorization" }?.value.hasSuffix("Signature=35b4aebf739bb847cd24906df835b7132fda94dec222c074af7b68bb27519163") == true
         )
-        let http = settings.httpHeaders(secret, path: "/graphql", body: Array(#"{"query":"{ hello }"}"#.utf8), time: 1_795_683_907)
+        let http = settings.httpHeaders(secret, target: "/graphql", body: Array(#"{"query":"{ hello }"}"#.utf8), time: 1_795_683_907)
         #expect(
             http.first { $0.name == "Authorization" }?.value.hasSuffix("Signature=68aaa89943251c73e4167d0e0e8384e9f11e1e6a3d1facec7a35cece375165f8") == true
         )

@@ -34,7 +34,7 @@ import Upstream
         var opened = 0
         var closed = 0
         func connectionAck() -> SessionMessage { .connectionAck(upstreamState: "connected") }
-        func statusPayload() -> ByteBuffer { ByteBuffer(string: "{}") }
+        func statusPayload(wholeURLs: Bool) -> ByteBuffer { ByteBuffer(string: "{}") }
         func metricsText() -> [UInt8] { [] }
         func isAdmin(_ peer: PeerCredentials?) -> Bool { false }
         func pause(upstream: String?) -> LaneRefusal? { nil }

@@ -205,6 +205,18 @@ import Upstream
         #expect(a.dedupKey != d.dedupKey)
     }
 
+    @Test func whatIsForwardedIsWhatIsKeyed() throws {
+        // Members other than the request's four would go upstream unkeyed: they are left out.
+        let plain = try parse(#"{"query":"subscription { tick }","variables":{"a":1}}"#)
+        let extra = try parse(#"{"query":"subscription { tick }","id":"x","variables":{"a":1},"tenant":{"t":"alice"}}"#)
+        #expect(extra.dedupKey == plain.dedupKey)
+        #expect(String(buffer: extra.payload) == #"{"query":"subscription { tick }","variables":{"a":1}}"#)
+        #expect(String(buffer: plain.payload) == #"{"query":"subscription { tick }","variables":{"a":1}}"#, "untouched")
+        // extensions.gqlmux goes, and a foreign member with it.
+        let own = try parse(#"{"extra":1,"query":"subscription { tick }","extensions":{"gqlmux":{"replayLast":true},"k":1}}"#)
+        #expect(String(buffer: own.payload) == #"{"query":"subscription { tick }","extensions":{"k":1}}"#)
+    }
+
     @Test func canonicalJSONSortsKeysAtEveryLevelAndNormalisesStrings() {
         #expect(SubscribeRequest.canonicalJSON(#" { "b" : [ {"z":1, "a":"\u0041\/"} , 2.50 ] , "a" : null } "#) == #"{"a":null,"b":[{"a":"A/","z":1},2.50]}"#)
         #expect(SubscribeRequest.canonicalJSON(#"{"k":1,"k":2}"#) == #"{"k":1,"k":2}"#)  // duplicates keep their order

@@ -81,6 +81,11 @@ import Upstream
             ("[upstreams.b]\nurl = \"ws://x/graphql\"\n[upstreams.b.peers]\n\"uid:1\" = \"/f\"\n", "[upstreams.b.peers]: only with identity = \"peer\""),
             ("[limits]\nmax_identities = 0\n", "[limits] max_identities: 0 is out of range"),
             ("[limits]\nmax_credential_bytes = 32\n", "[limits] max_credential_bytes: 32 is out of range"),
+            (
+                "[upstreams.b]\nurl = \"ws://x/graphql\"\nidentity = \"peer\"\n[upstreams.b.peers]\n\"uid:1\" = \"/a\"\n\"uid:01\" = \"/b\"\n",
+                "uid:01: expected"
+            ),
+            ("[upstreams.b]\nurl = \"ws://x/graphql\"\nidentity = \"peer\"\n[upstreams.b.peers]\n\"gid:+7\" = \"/a\"\n", "gid:+7: expected"),
             ("[limits]\nmax_identities_per_uid = 0\n", "[limits] max_identities_per_uid: 0 is out of range"),
             // 2,304 clients (1,024 + 1,024 + 256 with `listen`) × 64 KiB is over what a restart's record may hold.
             (
