@@ -46,6 +46,7 @@ public enum FuzzTargets {
                 precondition(PresentedCredential.isValidHeader(name: header.name, value: header.value), "a presented header that is not one")
                 precondition(!header.value.contains("\r") && !header.value.contains("\n"), "a presented header with a line break")
             }
+            endpointTokenNeverLeaves(payload: presented.payload ?? [], headers: presented.headers.map(\.value))
         }
         guard case .subscribe(_, .success(let request)) = read else { return }
         // What goes upstream is a JSON object that no longer carries gqlmuxd's own options, and
@@ -212,6 +213,8 @@ extension FuzzTargets {
             var actions = session.received(ByteBuffer(string: #"{"type":"connection_init"}"#))
             for frame in frames { actions += session.received(ByteBuffer(bytes: frame)) }
             for message in sessionMessages(bytes) { _ = session.deliver(message) }
+            if let presented = session.initPayload { endpointTokenNeverLeaves(payload: Array(presented.readableBytesView), headers: []) }
+            for frame in frames { endpointTokenNeverLeaves(payload: Array(frame), headers: [String(decoding: frame, as: UTF8.self)]) }
             for action in actions {
                 switch action {
                 case .subscribe(_, let payload):
