@@ -36,7 +36,12 @@ extension FuzzTargets {
         let socket = ReadOnFlush()
         let handler = UpstreamFrameHandler(transport: recorder, generation: 1, maxMessageBytes: limit)
         let channel = EmbeddedChannel()
-        defer { _ = try? channel.finish() }
+        defer {
+            // A closed channel's handlers are removed by a task on its loop: run it, or the
+            // pipeline and its handlers keep each other alive.
+            _ = try? channel.finish()
+            channel.embeddedEventLoop.run()
+        }
         try! channel.pipeline.syncOperations.addHandler(socket)
         try! channel.pipeline.syncOperations.addHandler(handler)
         recorder.channel = channel
