@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 
-FATAL = {4401, 4403, 4406}  # codes that park the upstream until a reload: not what this tests
 
 
 def frame(rng: random.Random, opcode: int, payload: bytes, fin: bool = True, rsv: int = 0, mask: bool = False,
@@ -115,11 +114,12 @@ class HostileServer:
     def __init__(self) -> None:
         self.connections = 0
         self.seed = 0
+        self.seed_start = 0  # connections before this seed's: each seed's Nth connection is the same alone or after others
         self.server = None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        rng = random.Random(self.seed * 1_000_003 + self.connections)
+        rng = random.Random(self.seed * 1_000_003 + self.connections - self.seed_start)
         try:
             request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
             key = next(line.split(b":", 1)[1].strip() for line in request.split(b"\r\n")
@@ -201,6 +201,7 @@ async def run(gqlmuxd: str, seeds: list, connections: int) -> int:
         reconnects = (await status(socket_path))["payload"]["upstream"]["reconnects"]
         for seed in seeds:
             hostile.seed = seed
+            hostile.seed_start = hostile.connections
             start_connections, start_told, start_reconnects = hostile.connections, told["reconnecting"], reconnects
             started = time.monotonic()
             while hostile.connections - start_connections < connections:

@@ -63,7 +63,10 @@ class RecordingPeer:
             return ""
 
     def stop(self) -> None:
+        if self.process.poll() is not None and self.process.stdout is None:
+            return  # stopped already
         terminate(self.process, 5)
         if self.process.stdout:
             self.process.stdout.close()
+            self.process.stdout = None
         shutil.rmtree(self.directory, ignore_errors=True)

@@ -50,6 +50,7 @@ def forms(secret: str) -> list:
 class EndpointTokenTests(unittest.IsolatedAsyncioTestCase):
     async def asyncSetUp(self) -> None:
         self.peer = RecordingPeer("transport-ws")
+        self.addCleanup(self.peer.stop)
         self.token_file = os.path.join(self.peer.directory, "endpoint-token")
         with open(self.token_file, "w") as f:
             f.write(TOKEN + "\n")
@@ -65,7 +66,6 @@ class EndpointTokenTests(unittest.IsolatedAsyncioTestCase):
 
     async def asyncTearDown(self) -> None:
         self.daemon.stop()
-        self.peer.stop()
 
     async def whoami(self, payload: str, headers=None) -> list:
         """A graphql-transport-ws client of /graphql/rec presenting `payload` (JSON text, sent as
@@ -150,6 +150,7 @@ class AppSyncIdentityTests(unittest.IsolatedAsyncioTestCase):
 
     async def asyncSetUp(self) -> None:
         self.peer = RecordingPeer("appsync", secrets=["tok-host", "tok-alice", "tok-bob", "key-carol", "key-dave", "tok-root"])
+        self.addCleanup(self.peer.stop)
         d = self.peer.directory
         for name, secret in [("host", "tok-host"), ("root", "tok-root")]:
             with open(os.path.join(d, name), "w") as f:
@@ -170,7 +171,6 @@ class AppSyncIdentityTests(unittest.IsolatedAsyncioTestCase):
         for client in self.clients:
             await client.close()
         self.daemon.stop()
-        self.peer.stop()
 
     async def client(self, name: str, upstream: str, headers: dict = None) -> LineClient:
         client = LineClient(name)

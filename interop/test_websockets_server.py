@@ -41,6 +41,9 @@ class WebsocketsServerTests(unittest.TestCase):
         try:
             results = self.stream(peer, Daemon(peer.url), "subscription { tick }")
             self.assertEqual(results[:3], [{"data": {"tick": n}} for n in (1, 2, 3)])
+            # The proof is that it streams (websockets 15 refuses an upgrade with a body header and
+            # logs why); the recorded headers show what an accepted upgrade carried.
+            self.assertNotIn("unsupported request body", peer.log())
             upgrades = self.upgrades(peer)
             self.assertGreaterEqual(len(upgrades), 1)
             for headers in upgrades:

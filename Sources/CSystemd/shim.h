@@ -15,11 +15,11 @@ static inline int gqlmux_memfd_create(const char *name) { return (int)syscall(SY
 #define GQLMUX_SEALS_FIXED (0x0002 | 0x0004 | 0x0008) /* F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE */
 // Seals a memory file: its size and contents can no longer change, by any process holding it.
 static inline int gqlmux_memfd_seal(int fd) { return fcntl(fd, GQLMUX_F_ADD_SEALS, GQLMUX_SEALS_FIXED); }
-// Whether a memory file carries all three seals.
-static inline int gqlmux_memfd_is_sealed(int fd) {
-    int seals = fcntl(fd, GQLMUX_F_GET_SEALS);
-    return seals >= 0 && (seals & GQLMUX_SEALS_FIXED) == GQLMUX_SEALS_FIXED;
-}
+// A memory file's seals; -1 for a file that is not one.
+static inline int gqlmux_memfd_seals(int fd) { return fcntl(fd, GQLMUX_F_GET_SEALS); }
+// memfd_create(2) without MFD_ALLOW_SEALING, as gqlmuxd wrote its record before it sealed it
+// (for the tests of reading such a record).
+static inline int gqlmux_memfd_create_unsealable(const char *name) { return (int)syscall(SYS_memfd_create, name, 1u); }
 
 #include <systemd/sd-bus.h>
 #include <stdint.h>

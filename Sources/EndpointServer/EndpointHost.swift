@@ -45,6 +45,9 @@ package protocol EndpointSession: AnyObject, ChannelHandler {
     var presented: PresentedCredential { get }
     /// Replaces what the client presents (bounded and kept only where an upstream uses it).
     func present(_ credential: PresentedCredential)
+    /// Adds a WebSocket's `connection_init` payload to the headers its upgrade presented; when
+    /// those were refused, the refusal stands (the app never becomes a payload-only identity).
+    func presentPayload(_ payload: [UInt8]?)
 }
 
 /// Where a request target falls on the endpoint: `path` is the default upstream, `path/NAME`

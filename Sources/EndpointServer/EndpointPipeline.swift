@@ -210,9 +210,7 @@ package enum EndpointPipeline {
         }
         try sync.addHandler(handler)
         let session = host.endpointSession(channel, origin: origin)
-        handler.onInit = { [unowned session] payload in
-            session.present(PresentedCredential(payload: payload.map { Array($0.readableBytesView) }, headers: session.presented.headers))
-        }
+        handler.onInit = { [unowned session] payload in session.presentPayload(payload.map { Array($0.readableBytesView) }) }
         session.framing = .webSocket(wire)  // results framed once, by the fan-out
         session.inbound = reservation
         session.wire = handler

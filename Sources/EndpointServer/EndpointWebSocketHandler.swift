@@ -137,6 +137,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
             if !denied, session.deniedToken { onDeniedToken() }
             if !acknowledged, session.acknowledged {
                 onInit(session.initPayload)
+                session.forgetInitPayload()  // the session keeps what it presents, bounded
                 if session.wire == .legacyWS, keepAlive == nil { startKeepAlive(context) }
             }
         case .binary:

@@ -322,6 +322,8 @@ extension DaemonConfiguration {
     /// listeners may hold at once (line socket, endpoint socket, endpoint TCP port) take at most
     /// half of that.
     private static func checkCredentialRecordBound(_ configuration: DaemonConfiguration) throws(ConfigurationError) {
+        // Credentials are kept only while some upstream has identity = "client".
+        guard configuration.upstreams.contains(where: { if case .client = $0.identity { true } else { false } }) else { return }
         let endpoint = configuration.graphqlEndpoint
         let clients =
             configuration.limits.maxClients + (endpoint.socket == "" ? 0 : endpoint.socketMaxConnections)

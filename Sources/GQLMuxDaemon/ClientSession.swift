@@ -97,6 +97,11 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         releaseUnusedLanes()
     }
 
+    func presentPayload(_ payload: [UInt8]?) {
+        guard presentedRefusal == nil else { return }
+        present(PresentedCredential(payload: payload, headers: presented.headers))
+    }
+
     /// Lets go of every held lane none of this client's open operations uses.
     func releaseUnusedLanes() {
         guard !heldLanes.isEmpty else { return }

@@ -40,6 +40,10 @@ package struct WebSocketServerSession: Sendable {
     /// that carries each client's own credentials. When the client presented the endpoint's
     /// token in it, the members that carried it (`token`, `authorization`) are left out.
     package private(set) var initPayload: ByteBuffer?
+
+    /// Lets go of the `connection_init` payload once it was handed on (it could be as large as
+    /// a message: what is kept of it is the session's, bounded by `max_credential_bytes`).
+    package mutating func forgetInitPayload() { initPayload = nil }
     /// The token the client must present in its `connection_init` payload before anything
     /// else (a TCP client whose upgrade carried none); nil when it need not.
     private let token: EndpointToken?

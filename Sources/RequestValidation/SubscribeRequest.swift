@@ -86,7 +86,13 @@ package struct SubscribeRequest {
         let raw = { (member: JSONMember) in
             payload.getString(at: payload.readerIndex + member.range.lowerBound, length: member.range.count) ?? ""
         }
+        var seen: Set<String> = []
         for member in members {
+            // One of each: with two, what is keyed (the last) and what a server reads (perhaps
+            // the first) could differ.
+            if ["query", "operationName", "variables", "extensions"].contains(member.key), !seen.insert(member.key).inserted {
+                throw Invalid(code: LocalErrorCode.badRequest, message: "subscribe payload has '\(member.key)' more than once")
+            }
             switch (member.key, member.kind) {
             case ("query", .string):
                 query = payload.withUnsafeReadableBytes { JSONScanner.decodeString($0, member.range) }

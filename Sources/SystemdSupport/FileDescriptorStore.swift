@@ -77,9 +77,16 @@ package enum FileDescriptorStore {
     }
 
     /// Everything in a stored memory file, read from its start; at most `limit` bytes. A file
-    /// without the seals ``memoryFile(_:name:)`` puts on is refused: it could change as it is read.
+    /// without the seals ``memoryFile(_:name:)`` puts on is refused: it could change as it is
+    /// read. One exception keeps upgrades seamless: a memory file made without sealing support
+    /// (its only seal `F_SEAL_SEAL`), as gqlmuxd wrote its record before it sealed it; the
+    /// record's checksum still refuses one that changed.
     package static func contents(of fd: CInt, limit: Int = 256 << 20) throws(Failure) -> [UInt8] {
-        guard gqlmux_memfd_is_sealed(fd) != 0 else { throw Failure(description: "the handover record is not a sealed memory file") }
+        let fixed: CInt = 0x0002 | 0x0004 | 0x0008  // F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE
+        let seals = gqlmux_memfd_seals(fd)
+        guard seals >= 0, seals & fixed == fixed || seals == 0x0001 /* F_SEAL_SEAL only */ else {
+            throw Failure(description: "the handover record is not a sealed memory file")
+        }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         var offset: off_t = 0
@@ -92,6 +99,14 @@ package enum FileDescriptorStore {
             offset += off_t(n)
             guard bytes.count <= limit else { throw Failure(description: "the handover record is larger than \(limit) bytes") }
         }
+    }
+
+    /// A memory file holding `bytes` as gqlmuxd stored its record before it sealed it: no
+    /// sealing support at all. For the tests of reading such a record.
+    package static func unsealableMemoryFile(_ bytes: [UInt8]) -> CInt {
+        let fd = gqlmux_memfd_create_unsealable("gqlmux-handover")
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        return fd
     }
 
     // MARK: - Finding sockets again

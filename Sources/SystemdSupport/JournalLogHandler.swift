@@ -101,7 +101,7 @@ package struct JournalLogHandler: LogHandler {
     /// a backslash doubled, so what a client names itself (or sends) can neither start a line
     /// of its own on stderr nor hide in an entry.
     package static func escaped(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\\" }) else { return text }
+        guard text.unicodeScalars.contains(where: { isControl($0) || $0 == "\\" }) else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)
         for scalar in text.unicodeScalars {
@@ -110,13 +110,27 @@ package struct JournalLogHandler: LogHandler {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+            case _ where isControl(scalar):
                 let hex = String(scalar.value, radix: 16)
                 out += "\\x" + (hex.count < 2 ? "0" + hex : hex)
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    /// C0, DEL and C1 control characters.
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// A field's value on a stderr line: quoted (`"…"`, a quote escaped) when it holds a space,
+    /// `=` or a quote, so a value cannot pass itself off as another field.
+    package static func fieldValue(_ value: String) -> String {
+        guard value.contains(where: { $0 == " " || $0 == "=" || $0 == "\"" }) || value.isEmpty else { return value }
+        var quoted = "\""
+        for character in value { quoted += character == "\"" ? "\\\"" : String(character) }
+        return quoted + "\""
     }
 
     /// True when stderr is the journal stream systemd set up (`JOURNAL_STREAM=dev:ino`).
@@ -130,7 +144,7 @@ package struct JournalLogHandler: LogHandler {
     private func writeStderr(_ event: LogEvent, _ merged: Logger.Metadata) {
         let extra = merged.sorted { $0.key < $1.key }
             .filter { $0.key != "MESSAGE_ID" }
-            .map { "\($0.key)=\(Self.escaped($0.value.description))" }.joined(separator: " ")
+            .map { "\($0.key)=\(Self.fieldValue(Self.escaped($0.value.description)))" }.joined(separator: " ")
         let line = "\(identifier): \(event.level): \(Self.escaped(event.message.description))" + (extra.isEmpty ? "" : " \(extra)") + "\n"
         var bytes = Array(line.utf8)
         _ = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress, $0.count) }

@@ -121,7 +121,7 @@ package final class HTTPOperations: @unchecked Sendable {
         let done = eventLoop.makePromise(of: HTTPResponse.self)
         pending[id] = Request(promise: done, payload: payload, kind: kind, configuration: configuration)
         let timeout = eventLoop.scheduleTask(in: .nanoseconds(configuration.timeout.nanoseconds)) {
-            done.fail(HTTPFailure("no answer from \(url) within \(configuration.timeout.seconds)s"))
+            done.fail(HTTPFailure("no answer from \(url.shown) within \(configuration.timeout.seconds)s"))
         }
         done.futureResult.whenComplete { result in
             timeout.cancel()
@@ -135,7 +135,7 @@ package final class HTTPOperations: @unchecked Sendable {
             case .success(let response):
                 for update in Self.updates(for: response, url: url) { self.updates(id, update) }
             case .failure(let error):
-                let message = "\(describe(connectTo: url.description, error)); the operation was not retried"
+                let message = "\(describe(connectTo: url.shown, error)); the operation was not retried"
                 self.updates(id, .finished(.error(.transport(.connectionLost(reason: message)))))
             }
         }
@@ -282,7 +282,7 @@ package final class HTTPOperations: @unchecked Sendable {
         }
         // No GraphQL answer (a proxy's error page, an empty body): the operation failed in
         // transit, told with the contract's CONNECTION_LOST like a dropped connection.
-        let reason = "HTTP \(response.status.code) \(response.status.reasonPhrase) from \(url) is not a GraphQL response; the operation was not retried"
+        let reason = "HTTP \(response.status.code) \(response.status.reasonPhrase) from \(url.shown) is not a GraphQL response; the operation was not retried"
         return [.finished(.error(.transport(.connectionLost(reason: reason))))]
     }
 }
@@ -338,4 +338,10 @@ private final class ResponseCollector: ChannelInboundHandler {
         promise.fail(error)
         context.close(promise: nil)
     }
+}
+
+extension HTTPURL {
+    /// The URL as an app's error message shows it: without its query string, where some
+    /// servers take a key (every local app may read what it is told).
+    var shown: String { String(description.prefix { $0 != "?" }) }
 }

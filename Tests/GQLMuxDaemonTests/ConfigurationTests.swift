@@ -185,7 +185,7 @@ import Upstream
             throw ParseFailure(code: error.code.rawValue)
         }
     }
-    struct ParseFailure: Error { var code: String }
+    struct ParseFailure: Error, Equatable { var code: String }
 
     @Test func findsTheOperationTypeWithARealParser() throws {
         #expect(try parse(##"{"query":"# subscription in a comment\n{ hello }"}"##).kind == .query)
@@ -215,6 +215,13 @@ import Upstream
         // extensions.gqlmux goes, and a foreign member with it.
         let own = try parse(#"{"extra":1,"query":"subscription { tick }","extensions":{"gqlmux":{"replayLast":true},"k":1}}"#)
         #expect(String(buffer: own.payload) == #"{"query":"subscription { tick }","extensions":{"k":1}}"#)
+        // Twice the same member: what is keyed and what a server reads could differ. Refused.
+        for twice in [
+            #"{"query":"subscription { tick }","extensions":{"gqlmux":{},"x":"evil"},"extensions":null}"#,
+            #"{"query":"subscription { a }","query":"subscription { b }"}"#,
+        ] {
+            #expect(throws: ParseFailure(code: "BAD_REQUEST")) { try parse(twice) }
+        }
     }
 
     @Test func canonicalJSONSortsKeysAtEveryLevelAndNormalisesStrings() {

@@ -32,6 +32,7 @@ import Testing
         var wire: (any CarriedConnection)?
         var presented = PresentedCredential()
         func present(_ credential: PresentedCredential) { presented = credential }
+        func presentPayload(_ payload: [UInt8]?) { presented.payload = payload }
         /// Each `subscribe` as its id and what goes upstream.
         var subscribes: [(id: String, payload: String)] = []
         var context: ChannelHandlerContext?

@@ -19,6 +19,7 @@ import Testing
         var wire: (any CarriedConnection)?
         var presented = PresentedCredential()
         func present(_ credential: PresentedCredential) { presented = credential }
+        func presentPayload(_ payload: [UInt8]?) { presented.payload = payload }
         /// The ids of the `subscribe`s it heard.
         var subscribed: [String] = []
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {

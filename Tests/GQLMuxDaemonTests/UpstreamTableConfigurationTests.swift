@@ -89,7 +89,7 @@ import Upstream
             ("[limits]\nmax_identities_per_uid = 0\n", "[limits] max_identities_per_uid: 0 is out of range"),
             // 2,304 clients (1,024 + 1,024 + 256 with `listen`) × 64 KiB is over what a restart's record may hold.
             (
-                "[limits]\nmax_credential_bytes = 65536\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\nallow_all_local_users = true\n",
+                "[upstreams.c]\nurl = \"ws://x/graphql\"\nidentity = \"client\"\n[limits]\nmax_credential_bytes = 65536\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\nallow_all_local_users = true\n",
                 "× the clients the listeners may hold (2304"
             ),
             (
@@ -105,6 +105,14 @@ import Upstream
                 #expect(error.description.contains(expected), "\(text) → \(error.description)")
             }
         }
+    }
+
+    @Test func theRestartRecordBoundAppliesOnlyWhereCredentialsAreKept() throws {
+        // No upstream with identity = "client": no credential is kept, so no bound to check.
+        let c = try DaemonConfiguration.parse(
+            base + "[limits]\nmax_clients = 65536\nmax_credential_bytes = 65536\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\nallow_all_local_users = true\n"
+        )
+        #expect(c.limits.maxClients == 65536)
     }
 
     @Test func theEndpointTokenAndAForwardedAuthorizationAreRefusedTogether() throws {
