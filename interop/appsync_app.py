@@ -77,8 +77,11 @@ SIGNATURE = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^
 
 
 def sigv4_valid(headers: dict, path: str, body: bytes, credentials: dict, region: str) -> bool:
-    """Whether `headers` (names in lower case) sign `POST path` with `body` for `appsync` in
-    `region` with `credentials`, by the Signature Version 4 rules."""
+    """Whether `headers` (names in lower case) sign `POST path` (with its query string, if any)
+    with `body` for `appsync` in `region` with `credentials`, by the Signature Version 4 rules."""
+    path, _, query = path.partition("?")
+    pairs = sorted((name, value) for name, _, value in (part.partition("=") for part in query.split("&") if part))
+    canonical_query = "&".join(f"{name}={value}" for name, value in pairs)
     match = SIGNATURE.match(str(headers.get("authorization", "")))
     if not match:
         return False
@@ -93,7 +96,7 @@ def sigv4_valid(headers: dict, path: str, body: bytes, credentials: dict, region
     if token and (headers.get("x-amz-security-token") != token or "x-amz-security-token" not in names):
         return False
     canonical_headers = "".join(f"{name}:{' '.join(str(headers.get(name, '')).split())}\n" for name in names)
-    canonical = "\n".join(["POST", path, "", canonical_headers, signed, hashlib.sha256(body).hexdigest()])
+    canonical = "\n".join(["POST", path, canonical_query, canonical_headers, signed, hashlib.sha256(body).hexdigest()])
     scope = f"{date}/{region}/appsync/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     key = ("AWS4" + credentials["secretAccessKey"]).encode()

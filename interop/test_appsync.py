@@ -212,7 +212,7 @@ class SignatureVerifierTests(unittest.TestCase):
         path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "Tests", "Fixtures", "sigv4-botocore.json")
         with open(path) as f:
             vectors = json.load(f)
-        self.assertEqual(len(vectors), 6)
+        self.assertEqual(len(vectors), 8)
         for vector in vectors:
             headers = {k.lower(): v for k, v in {**vector["headers"], **vector["signed"]}.items()}
             headers["host"] = vector["host"]
