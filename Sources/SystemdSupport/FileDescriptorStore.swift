@@ -109,6 +109,14 @@ package enum FileDescriptorStore {
         return fd
     }
 
+    /// A memory file holding `bytes` that could be sealed and is not (anyone holding it may
+    /// still change it). For the tests of refusing such a record.
+    package static func unsealedMemoryFile(_ bytes: [UInt8]) -> CInt {
+        let fd = gqlmux_memfd_create("gqlmux-handover")
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        return fd
+    }
+
     // MARK: - Finding sockets again
 
     /// A socket's cookie (`SO_COOKIE`): the kernel's name for it, the same in every process

@@ -27,13 +27,10 @@ import Glibc
         defer { close(older) }
         #expect(try FileDescriptorStore.contents(of: older) == record)
 
-        // A file stored by anything else (no seals) is not read.
-        var template = Array("/tmp/gqlmux-unsealed-XXXXXX".utf8CString)
-        let unsealed = mkstemp(&template)
-        unlink(template)
-        #expect(unsealed >= 0)
+        // A memory file that could be sealed and is not: anyone holding it could change it as
+        // it is read. Refused.
+        let unsealed = FileDescriptorStore.unsealedMemoryFile(record)
         defer { close(unsealed) }
-        #expect(write(unsealed, record, record.count) == record.count)
         #expect(throws: FileDescriptorStore.Failure.self) { try FileDescriptorStore.contents(of: unsealed) }
     }
 }
