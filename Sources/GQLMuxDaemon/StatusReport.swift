@@ -122,18 +122,8 @@ struct StatusReport {
         object.field("detail", Self.describe(upstream.state))
     }
 
-    /// `url` as every local user may see it: without its query string, fragment and user info
-    /// (`wss://user:pass@host/graphql?apikey=K` → `wss://host/graphql`).
-    static func shown(_ url: String) -> String {
-        var shown = Substring(url.prefix { $0 != "?" && $0 != "#" })
-        if let scheme = shown.firstRange(of: "://") {
-            let authorityEnd = shown[scheme.upperBound...].firstIndex(of: "/") ?? shown.endIndex
-            if let at = shown[scheme.upperBound..<authorityEnd].lastIndex(of: "@") {
-                shown.removeSubrange(scheme.upperBound...at)
-            }
-        }
-        return String(shown)
-    }
+    /// `url` as every local user may see it (``shownURL(_:)``).
+    static func shown(_ url: String) -> String { shownURL(url) }
 
     /// The one-line status (sd_notify `STATUS=`), with the last reload's failure if any.
     var line: String {

@@ -343,5 +343,5 @@ private final class ResponseCollector: ChannelInboundHandler {
 extension HTTPURL {
     /// The URL as an app's error message shows it: without its query string, where some
     /// servers take a key (every local app may read what it is told).
-    var shown: String { String(description.prefix { $0 != "?" }) }
+    var shown: String { shownURL(description) }
 }

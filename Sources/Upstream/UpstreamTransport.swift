@@ -17,7 +17,8 @@ import Glibc
 ///
 /// All state is confined to ``eventLoop``. Methods whose name ends in `OnLoop` must be
 /// called there (the daemon's hot path lives on the same loop); the others hop.
-/// `@unchecked Sendable` — safe because of that: the `OnLoop` methods precondition the loop.
+/// `@unchecked Sendable` — safe because of that: the `OnLoop` methods precondition the loop,
+/// and the ``UpstreamFrameSink`` calls (from a connection's handler, on this loop) assert it.
 package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
     package let eventLoop: any EventLoop
     private var configuration: UpstreamConfiguration
@@ -220,24 +221,29 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
     // MARK: - Events from connections (on the loop)
 
     package func frameReceived(generation: Int, _ frame: ByteBuffer) {
+        eventLoop.assertInEventLoop()
         perform(machine.received(generation: generation, frame, now: self.now))
     }
 
     package func binaryReceived(generation: Int) {
+        eventLoop.assertInEventLoop()
         perform(machine.protocolViolation(generation: generation, "binary frame on a text protocol", now: self.now))
     }
 
     package func protocolViolation(generation: Int, _ reason: String, code: CloseCode) {
+        eventLoop.assertInEventLoop()
         perform(machine.protocolViolation(generation: generation, reason, closeCode: code, now: self.now))
     }
 
     package func activity(generation: Int) {
+        eventLoop.assertInEventLoop()
         machine.activity(generation: generation, now: self.now)
     }
 
     /// The peer's close frame arrived on `generation`: whether it answers ours (then only the
     /// socket is left to close) or starts the peer's own close.
     package func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose {
+        eventLoop.assertInEventLoop()
         let ending = closeHandshake.peerClosed(generation: generation)
         if ending == .completesOurs { closingChannels[generation] = nil }
         rescheduleTimer()
@@ -245,6 +251,7 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
     }
 
     package func connectionClosed(generation: Int, code: CloseCode?, reason: String) {
+        eventLoop.assertInEventLoop()
         channels[generation] = nil
         closingChannels[generation] = nil
         closeHandshake.socketClosed(generation: generation)

@@ -37,3 +37,17 @@ package struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         return (secure ? "https://" : "http://") + shownHost + (port == (secure ? 443 : 80) ? "" : ":\(port)") + target
     }
 }
+
+/// `url` as every local user may see it (`status`, `STATUS=`, an app's error message): without
+/// its query string, fragment and user info, where some servers take a key
+/// (`wss://user:pass@host/graphql?apikey=K` → `wss://host/graphql`).
+package func shownURL(_ url: String) -> String {
+    var shown = Substring(url.prefix { $0 != "?" && $0 != "#" })
+    if let scheme = shown.firstRange(of: "://") {
+        let authorityEnd = shown[scheme.upperBound...].firstIndex(of: "/") ?? shown.endIndex
+        if let at = shown[scheme.upperBound..<authorityEnd].lastIndex(of: "@") {
+            shown.removeSubrange(scheme.upperBound...at)
+        }
+    }
+    return String(shown)
+}
