@@ -4,25 +4,56 @@ import Foundation
 import Glibc
 #endif
 
-/// The physical reference for fan-out, measured in the same run as gqlmuxd: `subscribers` Unix
-/// socketpairs, one writer thread sending the same `lineBytes`-byte line to each in batches of
-/// 64 lines per `write`, and one reader thread draining all of them with `poll`. No JSON, no
-/// framing work: what the kernel and two threads can move. gqlmuxd's figures are printed as a
-/// ratio to it, so machine load cancels out.
+/// The physical limits for fan-out, measured in the same run as gqlmuxd: `subscribers` Unix
+/// socketpairs, one writer thread sending `lineBytes`-byte lines to each in batches of 64 lines
+/// per `write`, and one reader thread draining all of them with `poll`. No JSON, no framing
+/// work: what the kernel and two threads can move. gqlmuxd's figures are printed as a ratio to
+/// each writer, so machine load cancels out.
 enum SocketpairReference {
+    /// How the writer hands a batch to its sockets.
+    enum Writer: CaseIterable {
+        /// Each subscriber's batch is copied into its own buffer, and its id written into
+        /// every line, before its write; the kernel's default send buffer. What a fan-out that
+        /// frames each subscriber's results apart can do at best.
+        case copying
+        /// One framed batch written to every socket as it is, each socket with the send buffer
+        /// gqlmuxd gives its Unix-socket clients. What a fan-out that frames a run once can do
+        /// at best: the fair limit for gqlmuxd.
+        case sharedFrames
+
+        var name: String {
+            switch self {
+            case .copying: "copying"
+            case .sharedFrames: "shared frames"
+            }
+        }
+    }
+
+    /// gqlmuxd's SO_SNDBUF for a Unix-socket client (`ClientSocketOptions.unixSendBufferBytes`).
+    static let clientSendBufferBytes: Int32 = 256 * 1_024
+
     struct Result {
         var deliveries: Int
         var seconds: Double
         var deliveriesPerSecond: Double { Double(deliveries) / seconds }
     }
 
-    static func run(subscribers: Int, lineBytes: Int, messages: Int) -> Result {
+    /// The best of `runs` runs: the first run of a size pays for socket buffers and page faults.
+    static func best(_ writer: Writer, subscribers: Int, lineBytes: Int, messages: Int, runs: Int = 3) -> Double {
+        (0..<runs).map { _ in run(writer, subscribers: subscribers, lineBytes: lineBytes, messages: messages).deliveriesPerSecond }.max()!
+    }
+
+    static func run(_ writer: Writer, subscribers: Int, lineBytes: Int, messages: Int) -> Result {
         var pairs: [(writer: Int32, reader: Int32)] = []
         for _ in 0..<subscribers {
             var fds: [Int32] = [0, 0]
             guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { fatalError("socketpair: \(errno)") }
             pairs.append((fds[0], fds[1]))
             _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
+            if writer == .sharedFrames {
+                var size = clientSendBufferBytes
+                _ = setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
         }
         defer {
             for pair in pairs {
@@ -31,22 +62,34 @@ enum SocketpairReference {
             }
         }
         let batchLines = 64
-        var line = [UInt8](repeating: UInt8(ascii: "x"), count: max(lineBytes, 2))
+        var line = [UInt8](repeating: UInt8(ascii: "x"), count: max(lineBytes, 4))
         line[line.count - 1] = UInt8(ascii: "\n")
         let batch = [UInt8]((0..<batchLines).flatMap { _ in line })
         let expectedBytes = messages * line.count
         let writers = pairs.map(\.writer)
         let lineCount = line.count
+        let copying = writer == .copying
         let start = ContinuousClock.now
 
-        let writer = Thread {
+        let thread = Thread {
+            var own = batch
             var sent = 0
             while sent < messages {
                 let lines = min(batchLines, messages - sent)
-                for fd in writers {
-                    batch.withUnsafeBytes { raw in
+                let total = lines * lineCount
+                for (index, fd) in writers.enumerated() {
+                    if copying {
+                        // The subscriber's own copy, its id (two bytes) in every line.
+                        own.withUnsafeMutableBytes { target in
+                            batch.withUnsafeBytes { target.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: total) }
+                            for l in 0..<lines {
+                                target[l * lineCount] = UInt8(truncatingIfNeeded: index)
+                                target[l * lineCount + 1] = UInt8(truncatingIfNeeded: index >> 8)
+                            }
+                        }
+                    }
+                    (copying ? own : batch).withUnsafeBytes { raw in
                         var offset = 0
-                        let total = lines * lineCount
                         while offset < total {
                             let n = write(fd, raw.baseAddress! + offset, total - offset)
                             if n > 0 { offset += n } else if errno != EINTR { return }
@@ -56,7 +99,7 @@ enum SocketpairReference {
                 sent += lines
             }
         }
-        writer.start()
+        thread.start()
 
         var received = [Int](repeating: 0, count: subscribers)
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
