@@ -31,6 +31,11 @@ for package in "${host_tools[@]}"; do
     fi
 done
 
+# One creator at a time: .ci/run makes the roots in the background while it builds, and a stage
+# that needs them waits here until they are whole.
+mkdir -p "$(dirname "$cache")"
+exec {root_lock}>"$cache.lock"
+flock "$root_lock"
 if [[ ! -f $cache/.gqlmux-pristine ]]; then
     echo "==> debootstrap bookworm into $cache (once; cached)" >&2
     rm -rf "$cache.partial"
@@ -51,6 +56,7 @@ if [[ ! -f $cache/.gqlmux-pristine ]]; then
     mv "$cache.partial" "$cache"
 fi
 
+flock --unlock "$root_lock"
 if [[ $what == root ]]; then
     echo "$cache"
     exit 0

@@ -51,18 +51,7 @@ swift build -c release --static-swift-stdlib --product gqlmux-test-upstream
 swift build -c release --static-swift-stdlib --product gqlmux-bench
 bin=$(swift build -c release --show-bin-path)
 
-pristine=$(scripts/fresh-machine.sh root)
-system=${pristine%-bookworm}-systemd-bookworm
-if [[ ! -f $system/.gqlmux-pristine ]]; then
-    echo "==> a clean Debian 12 with systemd: $system (once; cached)"
-    rm -rf "$system.partial"
-    cp -a "$pristine" "$system.partial"
-    systemd-nspawn --quiet --register=no --keep-unit -D "$system.partial" --resolv-conf=copy-host \
-        --bind-ro=/etc/ssl/certs/ca-certificates.crt \
-        /bin/sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus man-db' \
-        >"$system.log" 2>&1 || { tail -20 "$system.log" >&2; exit 1; }
-    mv "$system.partial" "$system"
-fi
+system=$(scripts/systemd-root.sh)
 
 work=$(mktemp -d /tmp/gqlmux-deb-test.XXXXXX)
 trap 'rm -rf "$work" "$repack"' EXIT
