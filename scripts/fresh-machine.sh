@@ -6,8 +6,9 @@
 # newcomer would run them (root, nothing else installed).
 #
 #   scripts/fresh-machine.sh [demo|test|all|ci]  (default: all; needs root)
-#   ci: all, then the outage soak and the mixed restart soak on the same machine and build
-#       (CI's way: one debug build serves the README's commands and both soaks)
+#   ci: all, then the outage soak (60 outages: at least 5 of each kind) and the mixed restart
+#       soak on the same machine and build (CI's way: one debug build serves the README's
+#       commands and both soaks)
 #   scripts/fresh-machine.sh root                 only make sure the cached root exists; print its path
 #
 # The pristine root file system is cached in $GQLMUX_FRESH_CACHE (default
@@ -70,11 +71,14 @@ git clone -q --no-hardlinks "$PWD" "$work/gqlmux"
 swift_bin=$(dirname "$(command -v swift)")
 swift_root=$(dirname "$(dirname "$swift_bin")")
 commands=()
+# The demo runs once: its output is kept, and the suite's demo test checks that run instead of
+# starting another (GQLMUX_DEMO_OUTPUT).
+demo_once=('DEMO_COUNT=3 scripts/demo.sh 2>&1 | tee /root/demo-output.txt' 'GQLMUX_DEMO_OUTPUT=/root/demo-output.txt scripts/test.sh')
 case $what in
     demo) commands=('DEMO_COUNT=3 scripts/demo.sh') ;;
     test) commands=('scripts/test.sh') ;;
-    all) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh') ;;
-    ci) commands=('DEMO_COUNT=3 scripts/demo.sh' 'scripts/test.sh' "scripts/soak.sh ${GQLMUX_SOAK_OUTAGES:-120}" "scripts/restart-soak.sh ${GQLMUX_RESTART_SOAK_SECONDS:-60}") ;;
+    all) commands=("${demo_once[@]}") ;;
+    ci) commands=("${demo_once[@]}" "scripts/soak.sh ${GQLMUX_SOAK_OUTAGES:-60}" "scripts/restart-soak.sh ${GQLMUX_RESTART_SOAK_SECONDS:-60}") ;;
     *) echo "usage: scripts/fresh-machine.sh [demo|test|all|ci]" >&2; exit 64 ;;
 esac
 script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -89,7 +93,7 @@ extra=()
 # store, read-only (it changes between sessions, so it is not part of the cached root).
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] && extra+=(--bind-ro=/etc/ssl/certs/ca-certificates.crt)
 env_args=()
-for variable in PIP_CERT PIP_FIND_LINKS PIP_DEFAULT_TIMEOUT PIP_DISABLE_PIP_VERSION_CHECK GQLMUX_WARNINGS_AS_ERRORS; do
+for variable in PIP_CERT PIP_FIND_LINKS PIP_DEFAULT_TIMEOUT PIP_DISABLE_PIP_VERSION_CHECK GQLMUX_WARNINGS_AS_ERRORS GQLMUX_REQUIRE_ALL; do
     [[ -n ${!variable:-} ]] && env_args+=(--setenv="$variable=${!variable}")
 done
 echo "==> systemd-nspawn --ephemeral on a copy of $cache" >&2

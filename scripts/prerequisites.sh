@@ -26,5 +26,10 @@ if (( EUID != 0 )); then
 fi
 echo "==> installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+# Package lists fetched in the last hour are used as they are (the README's two commands each
+# check their own packages, one after the other).
+if ! find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -newermt '-60 minutes' 2>/dev/null | grep -q .; then
+    apt-get update -qq >&2
+fi
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
+    || { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }

@@ -194,7 +194,8 @@ import Testing
                 rig.recorder.connectionStates.filter { if case .reconnecting = $0 { true } else { false } }.count >= 3
             }
             let delays = rig.recorder.connectionStates.compactMap { if case .reconnecting(_, let d, _) = $0 { d.seconds } else { nil } }
-            #expect(delays[1] > delays[0] * 1.3 && delays[2] > delays[1] * 1.3)
+            try #require(delays.count >= 3, "three refused attempts were not reported within the wait: \(delays)")
+            #expect(delays[1] > delays[0] * 1.3 && delays[2] > delays[1] * 1.3, "\(delays)")
         }
     }
 
