@@ -227,11 +227,19 @@ async def wait_for(condition, seconds: float, what: str, poll: float = 0.05) -> 
     raise AssertionError(f"not within {seconds} s: {what}")
 
 
-def free_port() -> int:
-    """A loopback port free now (for a listener that must keep its number across starts)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+_held_ports: list[socket.socket] = []
+
+
+def held_port(address: str = "127.0.0.1") -> int:
+    """A loopback port held for this test process's whole life, for a listener that must keep
+    its number across starts (gqlmuxd's endpoint, a page's origin): a socket bound with
+    SO_REUSEADDR that never listens (see reserve_port). The listener, which binds with
+    SO_REUSEADDR too, takes it at every start; no other process can, before or in between."""
+    reservation = socket.socket()
+    reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    reservation.bind((address, 0))
+    _held_ports.append(reservation)
+    return reservation.getsockname()[1]
 
 
 def endpoint_daemon(server: Server, extra: str = "", listen: str = "127.0.0.1:0") -> Daemon:

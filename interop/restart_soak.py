@@ -22,7 +22,7 @@ import sys
 import time
 
 from interop.fdstore import FDStore
-from interop.harness import BIN, Server, endpoint_daemon, free_port, outage
+from interop.harness import BIN, Server, endpoint_daemon, held_port, outage
 from interop.kinds import GQLClient, Line, RawWebSocket, Stream, wait_for
 
 
@@ -53,7 +53,7 @@ async def soak(seconds: float) -> int:
     rng = random.Random(int(os.environ.get("GQLMUX_SOAK_SEED", "33")))
     server = Server("interop.strawberry_app:app", protocols="http")
     server.start()
-    port = free_port()
+    port = held_port()
     daemon = endpoint_daemon(server, listen=f"127.0.0.1:{port}")
     store = FDStore(daemon.directory)
     daemon.start(store=store)

@@ -20,7 +20,7 @@ import urllib.request
 from typing import Optional
 
 from interop.fdstore import FDStore
-from interop.harness import BIN, Daemon, LineClient, Server, free_port, wait_for
+from interop.harness import BIN, Daemon, LineClient, Server, held_port, wait_for
 from interop.kinds import GQLClient, Line, Stream
 
 
@@ -487,7 +487,7 @@ class AppSyncEveryKindTests(unittest.IsolatedAsyncioTestCase):
         asyncio.get_running_loop().slow_callback_duration = 5
         self.rig = AppSyncRig("api_key", "da2-kinds", ka_seconds=1)
         self.rig.server.start()
-        self.port = free_port()
+        self.port = held_port()
         secret_file = os.path.join(self.rig.directory, "gqlmuxd-secret")
         write(secret_file, "da2-kinds\n")
         self.daemon = Daemon(self.rig.realtime_url,

@@ -16,11 +16,11 @@ import http.server
 import json
 import os
 import shutil
-import socket
 import tempfile
 import threading
 import unittest
 
+from interop.harness import held_port
 from interop.test_endpoint_security import EndpointCase
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -132,19 +132,13 @@ class PageServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def free_port(address: str) -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return s.getsockname()[1]
-
-
 # Skipped only outside CI, where scripts/prerequisites.sh may not have run as root; in CI the
 # browser must be there and the test must run.
 @unittest.skipUnless(os.path.exists(CHROMIUM) or os.environ.get("CI") or os.environ.get("GQLMUX_REQUIRE_ALL") == "1", "Debian's chromium is not installed (scripts/prerequisites.sh test installs it)")
 class BrowserTests(EndpointCase):
     async def asyncSetUp(self) -> None:
         # The friendly page's origin is known before gqlmuxd starts: it is in allowed_origins.
-        self.friend_port = free_port("127.0.0.3")
+        self.friend_port = held_port("127.0.0.3")
         self.endpoint = f'allowed_origins = ["http://127.0.0.3:{self.friend_port}"]\n'
         await super().asyncSetUp()
         endpoint = f"http://127.0.0.1:{self.port}/graphql"

@@ -21,7 +21,7 @@ import time
 import unittest
 
 from interop.fdstore import FDStore
-from interop.harness import BIN, Server, endpoint_daemon, free_port
+from interop.harness import BIN, Server, endpoint_daemon, held_port
 from interop.kinds import Line, RawWebSocket, Stream, wait_for
 
 CASES = [
@@ -77,7 +77,7 @@ class HandoverChaosTests(unittest.IsolatedAsyncioTestCase):
         return json.loads(out)
 
     async def run_case(self, fault: str, step: str) -> dict:
-        port = free_port()
+        port = held_port()
         daemon = endpoint_daemon(self.server, listen=f"127.0.0.1:{port}")
         store = FDStore(daemon.directory)
         fault_file = os.path.join(daemon.directory, "fault")

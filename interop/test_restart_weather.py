@@ -13,7 +13,7 @@ import time
 import unittest
 
 from interop.fdstore import FDStore
-from interop.harness import Server, endpoint_daemon, free_port
+from interop.harness import Server, endpoint_daemon, held_port
 from interop.kinds import Line, RawWebSocket, Stream, wait_for
 
 
@@ -32,7 +32,7 @@ class RestartWeatherTests(unittest.IsolatedAsyncioTestCase):
         self.server.stop()
 
     def start(self, extra: str = "") -> None:
-        self.port = free_port()
+        self.port = held_port()
         self.daemon = endpoint_daemon(self.server, extra=extra, listen=f"127.0.0.1:{self.port}")
         self.store = FDStore(self.daemon.directory)
         self.daemon.start(store=self.store)

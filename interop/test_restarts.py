@@ -22,7 +22,7 @@ import time
 import unittest
 
 from interop.fdstore import FDStore
-from interop.harness import BIN, Server, endpoint_daemon, free_port
+from interop.harness import BIN, Server, endpoint_daemon, held_port
 from interop.kinds import GQLClient, Line, RawWebSocket, Stream, told_shutting_down, wait_for
 
 
@@ -37,7 +37,7 @@ class RestartTests(unittest.IsolatedAsyncioTestCase):
         asyncio.get_running_loop().slow_callback_duration = 5
         self.server = Server("interop.strawberry_app:app", protocols="http")
         self.server.start()
-        self.port = free_port()
+        self.port = held_port()
         self.daemon = endpoint_daemon(self.server, listen=f"127.0.0.1:{self.port}")
         self.unix = os.path.join(self.daemon.directory, "graphql.sock")
         self.clients = []
