@@ -83,8 +83,18 @@ case $what in
 esac
 script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 script+="; cd /root/gqlmux"
+# Each command under its own time limit, about 3× its time on a cold machine of this kind (the
+# demo includes the first build); one that runs out says so by name.
+script+='; step() { local limit=$1 rc=0; shift; echo "==> [$((SECONDS / 60))m$((SECONDS % 60))s] fresh Debian 12: $* (limit ${limit}s)"'
+script+='; timeout --kill-after=30 "$limit" bash -c "set -euo pipefail; $*" || rc=$?'
+script+='; if ((rc == 124 || rc == 137)); then echo "==> fresh Debian 12: \"$*\" ran out of its ${limit}s"; fi; return $rc; }'
 for command in "${commands[@]}"; do
-    script+="; echo \"==> [\$((SECONDS / 60))m\$((SECONDS % 60))s] fresh Debian 12: $command\"; $command"
+    case $command in
+        *demo.sh*) limit=1500 ;;
+        *test.sh*) limit=2700 ;;
+        *) limit=600 ;;
+    esac
+    script+="; step $limit $(printf %q "$command")"
 done
 
 extra=()

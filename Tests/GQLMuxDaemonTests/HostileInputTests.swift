@@ -8,7 +8,7 @@ import Testing
 
 /// Issue 7's numbered failures, over real Unix sockets and a real WebSocket upstream: what one
 /// local client, config file or upstream sends costs that sender an error and nobody else anything.
-@Suite(.serialized) struct HostileInputTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct HostileInputTests {
     /// A subscriber that must see nothing but its ticks (and no reconnect) while others misbehave.
     func watcher(_ rig: DaemonRig) async throws -> LineClient {
         let w = try await rig.connect()

@@ -6,7 +6,7 @@ import Testing
 
 /// Issue 8: strawberry with ONLY the legacy graphql-ws protocol enabled (as Apollo Server 2/3
 /// and Hasura setups are), through the daemon with `protocol = "auto"` (the default).
-@Suite(.serialized) struct LegacyStrawberryTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct LegacyStrawberryTests {
     @Test func autoSelectsTheLegacyProtocolAndSubscriptionsSurviveARestart() async throws {
         try await StrawberryRig.with(protocols: "legacy", upstream: { _ in #"connecting_payload = { token = "secret" }"# }) { strawberry, rig in
             await until("connected to strawberry over graphql-ws", within: 15, on: rig.log) { rig.log.count(.connected) == 1 }

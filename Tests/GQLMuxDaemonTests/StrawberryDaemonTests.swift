@@ -4,7 +4,7 @@ import NIOPosix
 import TestUpstream
 import Testing
 
-@Suite(.serialized) struct StrawberryDaemonTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct StrawberryDaemonTests {
     @Test func fiveClientsShareOneStrawberrySubscriptionThroughTheDaemon() async throws {
         try await StrawberryRig.with(upstream: { _ in #"connecting_payload = { token = "secret" }"# }) { strawberry, rig in
             await until("connected to strawberry", within: 15, on: rig.log) { rig.log.count(.connected) == 1 }

@@ -7,7 +7,7 @@ import Testing
 /// Issue 8: strawberry with its default cap (100 active operations per connection). 250
 /// distinct subscriptions stream over 3 connections, dedup holds across them, and after a
 /// SIGKILL and restart of the server all 250 resume. The timings are printed for the record.
-@Suite(.serialized) struct StrawberryPoolTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct StrawberryPoolTests {
     @Test func twoHundredFiftySubscriptionsOverThreeConnectionsSurviveASIGKILL() async throws {
         try await StrawberryRig.with(upstream: { _ in "connecting_payload = { token = \"secret\" }\nmax_operations_per_connection = 100" }) {
             strawberry,

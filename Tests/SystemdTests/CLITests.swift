@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// gqlmuxctl against a real gqlmuxd: output format and exit codes a shell script relies on.
-@Suite(.serialized) struct CLITests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct CLITests {
     @Test func outputAndExitCodes() async throws {
         let server = TestUpstreamServer()
         try await server.start()
@@ -134,7 +134,7 @@ import Glibc
 /// Issue 7, failure 4: out-of-range values refused at start (exit 1, one line naming the key),
 /// and written into the file of a RUNNING gqlmuxd followed by SIGHUP or `gqlmuxctl reload`:
 /// the daemon keeps its configuration and its streams, says why in STATUS, and never dies.
-@Suite(.serialized) struct BadConfigurationTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct BadConfigurationTests {
     static let badValues = [
         "ping_interval = 1e10", "pong_timeout = 1e300", "reconnect_interval = nan", "reconnect_interval = inf",
         "max_message_bytes = 5000000000",

@@ -3,7 +3,7 @@ import Testing
 
 /// Issue 10: the README's first command shows the point (three apps, one upstream, a restart
 /// survived, a query) and its non-interactive mode checks that it did.
-@Suite struct DemoTests {
+@Suite(.timeLimit(.minutes(3))) struct DemoTests {
     /// With GQLMUX_DEMO_OUTPUT (the fresh machine in CI, which has just run the README's first
     /// command, `DEMO_COUNT=3 scripts/demo.sh`, as a newcomer would and stopped on its failure)
     /// that run's output is checked instead of starting the demo a second time.

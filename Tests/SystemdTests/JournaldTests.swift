@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// A real systemd-journald in a private mount namespace; gqlmuxd's entries read back with journalctl.
-@Suite(.serialized) struct JournaldTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct JournaldTests {
     static var journaldAvailable: Bool {
         FileManager.default.isExecutableFile(atPath: "/lib/systemd/systemd-journald") && Paths.tool("unshare") != nil
             && Paths.tool("journalctl") != nil && getuid() == 0

@@ -9,7 +9,7 @@ import Glibc
 /// Issue 10, day two: metrics in the format operators scrape. The real gqlmuxd serves them on
 /// `[metrics] listen`, the `metrics` verb and `gqlmuxctl metrics`; Debian's `promtool` checks
 /// the exposition and a real Prometheus (started here on a loopback port) scrapes it.
-@Suite(.serialized) struct MetricsTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct MetricsTests {
     @Test func aRealPrometheusScrapesTheDaemonAndPromtoolAcceptsTheExposition() async throws {
         let prometheusBinary = try #require(Paths.tool("prometheus"), "Debian's prometheus package (scripts/prerequisites.sh test)")
         let promtool = try #require(Paths.tool("promtool"), "Debian's prometheus package (scripts/prerequisites.sh test)")

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// gqlmuxd under a real datagram NOTIFY_SOCKET, as systemd would run it.
-@Suite(.serialized) struct NotifyTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct NotifyTests {
     func config(_ directory: String, url: String, extra: String = "") throws -> String {
         let path = directory + "/gqlmuxd.toml"
         try """
@@ -82,7 +82,7 @@ import Glibc
     }
 }
 
-@Suite(.serialized) struct SocketActivationTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct SocketActivationTests {
     @Test func adoptsTheListeningSocketFromSystemdSocketActivate() async throws {
         let activate = try #require(Paths.tool("systemd-socket-activate"), "systemd-socket-activate is not installed")
         let server = TestUpstreamServer()

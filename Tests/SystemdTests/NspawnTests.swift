@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// The shipped units under a real systemd, booted with systemd-nspawn (scripts/nspawn-e2e.sh).
-@Suite(.serialized) struct NspawnTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct NspawnTests {
     static var nspawnAvailable: Bool { Paths.tool("systemd-nspawn") != nil && getuid() == 0 }
 
     /// Where every check is required (.ci/run), a machine that cannot boot systemd fails here

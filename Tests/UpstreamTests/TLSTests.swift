@@ -31,7 +31,7 @@ struct PrivateCA {
     }
 }
 
-@Suite(.serialized) struct TLSTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct TLSTests {
     @Test func wssWithAPrivateCAFromCaFile() async throws {
         let ca = try PrivateCA.make()
         var options = TestUpstreamServer.Options()
