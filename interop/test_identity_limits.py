@@ -57,12 +57,13 @@ def rss_mib(pid: int) -> float:
 
 class IdentityLimitTests(unittest.IsolatedAsyncioTestCase):
     limits = ""
+    who = ""  # more keys of [upstreams.who]
 
     async def asyncSetUp(self) -> None:
         asyncio.get_running_loop().set_debug(False)  # a thousand clients: the debug mode's checks cost too much
         self.peer = RecordingPeer("transport-ws")
         self.addCleanup(self.peer.stop)
-        self.daemon = Daemon(self.peer.url, 'connecting_payload = { token = "host" }\n', f'[upstreams.who]\nurl = "{self.peer.url}"\nidentity = "client"\n'
+        self.daemon = Daemon(self.peer.url, 'connecting_payload = { token = "host" }\n', f'[upstreams.who]\nurl = "{self.peer.url}"\nidentity = "client"\n{self.who}'
                                                  f"[limits]\n{self.limits}")
         self.clients: list = []
 
@@ -159,6 +160,92 @@ class IdentityPerUserTests(IdentityLimitTests):
         self.assertTrue(of(attacker, "f", "next"), of(attacker, "f", "error"))
         print("\n  one connection, 8 credentials: 3 streamed, 5 LIMIT_EXCEEDED (max_identities_per_uid); uid 65534 still "
               "got its identity; completing and presenting anew freed the lanes", file=sys.stderr)
+
+
+class LaneChurnTests(IdentityLimitTests):
+    limits = "max_identities_per_uid = 64\n"
+    who = "reconnect_interval = 0.5\n"
+
+    async def test_new_credentials_open_connections_no_faster_than_reconnects(self) -> None:
+        """One app presents 24 credentials as fast as it can, each with a subscription: the
+        first 16 lanes (the burst) connect at once, the rest one per reconnect_interval (0.5 s),
+        and every subscription streams in the end."""
+        self.daemon.start()
+        churner = await self.client("churner")
+        for i in range(24):
+            present(churner, f"churn{i}")
+            subscribe(churner, f"c{i}")
+        await wait_for(lambda: all(of(churner, f"c{i}", "next") for i in range(24)), 40, "all 24 subscriptions stream")
+        self.assertEqual([of(churner, f"c{i}", "error") for i in range(24) if of(churner, f"c{i}", "error")], [])
+        transcript = self.peer.transcript()
+        token = {}
+        for entry in transcript:
+            message = entry.get("message")
+            if message and entry["connection"] not in token:
+                parsed = json.loads(message)
+                if parsed.get("type") == "connection_init":
+                    token[entry["connection"]] = (parsed.get("payload") or {}).get("token", "")
+        opened = sorted(e["at"] for e in transcript if "at" in e and token.get(e["connection"], "").startswith("churn"))
+        self.assertEqual(len(opened), 24, f"one connection per credential: {len(opened)}")
+        first = opened[0]
+        offsets = [round(t - first, 2) for t in opened]
+        # The 17th connection waited for its slot (one interval after the asks, which came just
+        # before the first connection: 20 % for that and timer slack), and each after it one
+        # interval more (10 %). A slow machine only makes them later.
+        self.assertGreaterEqual(opened[16] - first, 0.5 * 0.8, f"connection 17 too soon: {offsets}")
+        for k in range(17, 24):
+            self.assertGreaterEqual(opened[k] - opened[k - 1], 0.5 * 0.9, f"connection {k + 1} too soon after {k}: {offsets}")
+        print(f"\n  24 credentials at once, reconnect_interval 0.5 s: connections opened at +{offsets} s", file=sys.stderr)
+
+
+class CredentialPerSubscriptionTests(IdentityLimitTests):
+    async def test_each_subscription_resumes_with_the_credential_it_was_made_with(self) -> None:
+        """An app subscribes with one credential, presents another and subscribes again: the
+        first subscription keeps its identity. Across an online restart each comes back on a
+        connection presenting its own credential (the record carries both), not both on the
+        latest."""
+        store = FDStore(self.daemon.directory)
+        self.addCleanup(store.close)
+        self.daemon.start(store=store)
+        app = await self.client("app")
+        first_query, second_query = "subscription { tick(intervalMs: 500) }", "subscription { tick(intervalMs: 600) }"
+        present(app, "first")
+        subscribe(app, "a", query=first_query)
+        await wait_for(lambda: of(app, "a", "next"), 20, "a streams with the first credential")
+        present(app, "second")
+        subscribe(app, "b", query=second_query)
+        await wait_for(lambda: of(app, "b", "next"), 20, "b streams with the second")
+
+        def carried_by(entries: list) -> dict:
+            """Which token's connections subscribed to which queries."""
+            token, queries = {}, {}
+            for entry in entries:
+                if "message" not in entry:
+                    continue
+                message = json.loads(entry["message"])
+                if message.get("type") == "connection_init":
+                    token[entry["connection"]] = (message.get("payload") or {}).get("token")
+                elif message.get("type") == "subscribe":
+                    queries.setdefault(token.get(entry["connection"]), set()).add(message["payload"]["query"])
+            return queries
+
+        self.assertEqual(carried_by(self.peer.transcript()), {"first": {first_query}, "second": {second_query}})
+        before_restart = len(self.peer.transcript())
+        self.daemon.process.send_signal(signal.SIGTERM)
+        self.assertEqual(await asyncio.to_thread(self.daemon.process.wait, 30), 0, self.daemon.log()[-3000:])
+        restarted = time.monotonic()
+        self.daemon.start(store=store)
+        await wait_for(lambda: of(app, "a", "next", restarted) and of(app, "b", "next", restarted), 30, "both stream again")
+        self.assertFalse(app.task.done(), "the app was carried, not closed")
+        self.assertEqual(of(app, "a", "error") + of(app, "b", "error"), [])
+        after = carried_by(self.peer.transcript()[before_restart:])
+        self.assertEqual(after, {"first": {first_query}, "second": {second_query}}, "each subscription kept its own credential")
+        # And a later subscribe uses the latest credential.
+        subscribe(app, "c", query="subscription { tick(intervalMs: 700) }")
+        await wait_for(lambda: of(app, "c", "next"), 20, "c streams")
+        latest = carried_by(self.peer.transcript()[before_restart:])
+        self.assertIn("subscription { tick(intervalMs: 700) }", latest.get("second", set()))
+        print(f"\n  across a restart: {after}", file=sys.stderr)
 
 
 class RestartWithCredentialsTests(IdentityLimitTests):

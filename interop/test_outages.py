@@ -29,25 +29,31 @@ class RollingRestartTests(unittest.IsolatedAsyncioTestCase):
 
     async def test_a_rolling_restart_loses_no_subscription(self) -> None:
         """100 distinct subscriptions; the server drops every connection (1012, no close frame)
-        or is SIGKILLed and restarted, 5 times, starting within 200 ms of the subscribes and
-        each time right after all were re-sent: afterwards all 100 stream, none got an error,
-        and every subscriber heard `reconnecting` then `active` for each outage."""
+        or is SIGKILLed and restarted, 5 times, the first right after the subscribes and each
+        next one right after all were re-sent: afterwards all 100 stream, none got an error,
+        every subscriber heard `reconnecting` then `active` for each outage, and gqlmuxd had all
+        100 resumed within 5 s of each close or drop (the server stayed up: that time is
+        gqlmuxd's own reconnect and re-subscribe)."""
         s = self.subscribers
         await s.subscribe(self.daemon.socket)
         await s.wait(lambda: s.active() == 100, 10, "100 subscriptions active")
         subscribed = time.monotonic()
         kinds = ["close", "abort", "kill", "close", "abort"]
         report = []
+        took = []
         for n, kind in enumerate(kinds):
             started = time.monotonic()
             await outage(self.server, kind)
             resumed = await s.wait_all_resumed(started, 15)
             report.append(f"{kind} at +{started - subscribed:.2f}s, all 100 resumed after {resumed - started:.2f}s")
+            took.append((kind, resumed - started))
             self.assertEqual(s.errors(), [], f"outage {n + 1} ({kind})")
         last = time.monotonic()
         await s.wait(lambda: s.streaming_since(last) == 100, 10, "all 100 streaming after the last outage")
         print("\nrolling restart against strawberry:\n  " + "\n  ".join(report), flush=True)
-        self.assertLess(report and float(report[0].split("+")[1].split("s")[0]), 0.2, "the first outage follows the subscribes")
+        for n, (kind, seconds) in enumerate(took):
+            if kind != "kill":
+                self.assertLess(seconds, 5.0, f"outage {n + 1} ({kind}): all 100 resumed only after {seconds:.2f}s")
         self.assertEqual(s.errors(), [])
         self.assertNotIn("quarantined", self.daemon.log())
 

@@ -29,6 +29,7 @@ import asyncio
 import base64
 import json
 import re
+import time
 from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
@@ -165,7 +166,8 @@ async def handler(websocket: ServerConnection) -> None:
     CONNECTIONS[0] += 1
     key = CONNECTIONS[0]
     record({"connection": key, "path": websocket.request.path, "subprotocol": websocket.subprotocol,
-            "headers": {name.lower(): value for name, value in websocket.request.headers.raw_items()}})
+            "headers": {name.lower(): value for name, value in websocket.request.headers.raw_items()},
+            "at": time.monotonic()})
     try:
         if ARGS.dialect == "appsync":
             await appsync(websocket, key)

@@ -4,6 +4,7 @@ import GraphQLTransportWS
 import Handover
 import LocalEndpoint
 import LocalProtocol
+import Multiplexing
 import NIOCore
 import RequestValidation
 
@@ -72,6 +73,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     private(set) var presentedRefusal: String?
     /// The identity lanes this client may use (held in the registry until it leaves).
     private(set) var heldLanes: Set<LaneID> = []
+    /// The credential each open subscription was made with, noted when the client presented
+    /// another: a restart carries it, so each subscription resumes with its own.
+    private(set) var madeWith: [String: PresentedCredential] = [:]
 
     /// Records that this client uses identity lane `lane`; true the first time.
     func holdLane(_ lane: LaneID) -> Bool { heldLanes.insert(lane).inserted }
@@ -81,6 +85,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// memory budget. The lanes of the credential it replaces are let go of where none of this
     /// client's operations use them: a client holds one credential at a time.
     func present(_ credential: PresentedCredential) {
+        let open = Set(switchboard.subscriptions(of: self).map(\.localID))
+        madeWith = madeWith.filter { open.contains($0.key) }
+        for id in open where madeWith[id] == nil { madeWith[id] = presented }
         budget.credentialsChanged(by: -presented.byteCount)
         presented = PresentedCredential()
         presentedRefusal = nil
@@ -116,6 +123,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func releaseAll() {
         budget.credentialsChanged(by: -presented.byteCount)
         presented = PresentedCredential()
+        madeWith = [:]
         for lane in heldLanes { host.releaseLane(lane) }
         heldLanes = []
     }
@@ -272,12 +280,25 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// Subscribes again to what this client had open in the previous process (a restart
     /// carried its connection): as resuming since `since`, when it was told `reconnecting`.
     /// A subscription the current limits refuse gets its error, as a new one would.
-    func resume(_ subscriptions: [HandoverState.Subscription], since: Instant) {
+    /// Each is made again with the credential it was made with: the latest (presented
+    /// already) or one of `earlier`, presented for it, and the latest presented again after.
+    func resume(_ subscriptions: [HandoverState.Subscription], earlier: [HandoverState.Client.Credential] = [], since: Instant) {
         eventLoop.assertInEventLoop()
-        for subscription in subscriptions {
+        func again(_ subscription: HandoverState.Subscription) {
             let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits).forUpstream(subscription.upstream)
             subscribe(id: subscription.id, parsed, resumed: (subscription.snapshot.map { ByteBuffer(string: $0) }, since))
         }
+        for subscription in subscriptions where subscription.credential == nil { again(subscription) }
+        let byCredential = Dictionary(grouping: subscriptions.filter { $0.credential.map { $0 < earlier.count } == true }) { $0.credential! }
+        guard !byCredential.isEmpty else { return }
+        let latest = presented
+        let latestRefusal = presentedRefusal
+        for (index, group) in byCredential.sorted(by: { $0.key < $1.key }) {
+            present(PresentedCredential(payload: earlier[index].payload.map { Array($0.utf8) }, headers: earlier[index].headers))
+            for subscription in group { again(subscription) }
+        }
+        present(latest)
+        if latest.isEmpty, let latestRefusal { presentedRefusal = latestRefusal }
     }
 
     /// The handover failed after this client was set aside for it: it is closed as in a stop.

@@ -159,7 +159,9 @@ extension Daemon {
             let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
             // Refused as it opened (its uid is no longer allowed): it is closing, and resumes nothing.
             guard self.sessions[ObjectIdentifier(session)] != nil else { return }
-            session.resume(record.subscriptions, since: since)
+            self.resumingCarriedClient = true
+            defer { self.resumingCarriedClient = false }
+            session.resume(record.subscriptions, earlier: record.earlierCredentials, since: since)
         }.get()
     }
 }

@@ -139,8 +139,9 @@ extension Daemon {
         let at = Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds))
         var carried: [(session: ClientSession, record: HandoverState.Client)] = []
         var closed = 0
+        var earlierBytesLeft = DaemonConfiguration.Limits.earlierCredentialRecordBytes
         for session in sessions.values.sorted(by: { ObjectIdentifier($0) < ObjectIdentifier($1) }) {
-            guard let record = carriedRecord(session) else {
+            guard let record = carriedRecord(session, earlierBytesLeft: &earlierBytesLeft) else {
                 closed += 1
                 session.shutDown()
                 continue
@@ -191,20 +192,38 @@ extension Daemon {
     /// What the next process needs to rebuild `session`, or nil when it cannot be carried
     /// whole: its wire says so (``CarriedConnection``: an HTTP client not streaming a
     /// subscription, a close under way), or it holds a half-sent line or frame, or a query or
-    /// mutation of its is still in flight, or its connection is closing.
-    private func carriedRecord(_ session: ClientSession) -> HandoverState.Client? {
+    /// mutation of its is still in flight, or its connection is closing, or the credentials its
+    /// subscriptions were made with before its latest do not fit in `earlierBytesLeft`.
+    private func carriedRecord(_ session: ClientSession, earlierBytesLeft: inout Int) -> HandoverState.Client? {
         guard session.channel.isActive, !session.isClosing, !session.holdsPartialInput, !switchboard.awaitsAnswer(session),
             let carriage = session.wire?.carriage, let cookie = Self.cookie(session.channel)
         else { return nil }
+        // A subscription made before the client presented its latest credential names the
+        // one it was made with, kept once per lane (one identity: any of its credentials makes
+        // that lane again), so a client keeps at most one per identity it holds.
+        var earlier: [HandoverState.Client.Credential] = []
+        var earlierBytes = 0
+        var byLane: [LaneID: Int] = [:]
+        func credential(of id: String, lane: LaneID) -> Int? {
+            guard let made = session.madeWith[id], made != session.presented else { return nil }
+            if let index = byLane[lane] { return index }
+            earlier.append(HandoverState.Client.Credential(payload: made.payload.map { String(decoding: $0, as: UTF8.self) }, headers: made.headers))
+            earlierBytes += made.byteCount
+            byLane[lane] = earlier.count - 1
+            return earlier.count - 1
+        }
         let subscriptions = switchboard.subscriptions(of: session).map {
             let upstream = upstreams.upstreamName(of: $0.lane)
             return HandoverState.Subscription(
                 id: $0.localID,
                 payload: String(buffer: $0.payload),
                 snapshot: $0.snapshot.map { String(buffer: $0) },
-                upstream: upstream == NamedUpstream.defaultName ? nil : upstream
+                upstream: upstream == NamedUpstream.defaultName ? nil : upstream,
+                credential: credential(of: $0.localID, lane: $0.lane)
             )
         }
+        guard earlierBytes <= earlierBytesLeft else { return nil }
+        earlierBytesLeft -= earlierBytes
         return HandoverState.Client(
             cookie: cookie,
             origin: session.origin,
@@ -214,7 +233,8 @@ extension Daemon {
             subscriptions: subscriptions,
             upstream: carriage.upstream,
             presentedPayload: session.presented.payload.map { String(decoding: $0, as: UTF8.self) },
-            presentedHeaders: session.presented.headers
+            presentedHeaders: session.presented.headers,
+            earlierCredentials: earlier
         )
     }
 

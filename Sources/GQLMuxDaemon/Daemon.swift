@@ -52,6 +52,9 @@ package final class Daemon: @unchecked Sendable {
     /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
     private var metricsAddress: String?
     var stopping = false
+    /// Set while a carried client resumes its subscriptions: the identity lanes it held in the
+    /// previous process are made again at once, not paced as new ones (``UpstreamRegistry``).
+    var resumingCarriedClient = false
     /// Open connections of each listener (``admitConnection``).
     var connectionCounts: [ClientSession.Origin: Int] = [:]
     /// Once-a-second journal limits: a full listener, a failing accept, and each kind of endpoint

@@ -47,8 +47,23 @@ package struct HandoverState: Equatable, Sendable {
         /// text) and headers. A secret: it travels only inside this record.
         package var presentedPayload: String?
         package var presentedHeaders: [Header]
+        /// Credentials it presented before its latest that some of its subscriptions were made
+        /// with (each subscription names one by index, ``Subscription/credential``), so each is
+        /// resumed with its own. At most one per identity its operations hold.
+        package var earlierCredentials: [Credential]
 
         package typealias Header = HeaderField
+
+        /// A presented credential: its payload (JSON text) and headers. A secret.
+        package struct Credential: Equatable, Sendable {
+            package var payload: String?
+            package var headers: [Header]
+
+            package init(payload: String? = nil, headers: [Header] = []) {
+                self.payload = payload
+                self.headers = headers
+            }
+        }
 
         package init(
             cookie: UInt64,
@@ -59,7 +74,8 @@ package struct HandoverState: Equatable, Sendable {
             subscriptions: [Subscription] = [],
             upstream: String? = nil,
             presentedPayload: String? = nil,
-            presentedHeaders: [Header] = []
+            presentedHeaders: [Header] = [],
+            earlierCredentials: [Credential] = []
         ) {
             self.cookie = cookie
             self.origin = origin
@@ -70,6 +86,7 @@ package struct HandoverState: Equatable, Sendable {
             self.upstream = upstream
             self.presentedPayload = presentedPayload
             self.presentedHeaders = presentedHeaders
+            self.earlierCredentials = earlierCredentials
         }
     }
 
@@ -98,12 +115,16 @@ package struct HandoverState: Equatable, Sendable {
         package var snapshot: String?
         /// The upstream it reads (nil: `default`).
         package var upstream: String?
+        /// The credential it was made with, as an index into its client's
+        /// ``Client/earlierCredentials``; nil: the client's latest.
+        package var credential: Int?
 
-        package init(id: String, payload: String, snapshot: String? = nil, upstream: String? = nil) {
+        package init(id: String, payload: String, snapshot: String? = nil, upstream: String? = nil, credential: Int? = nil) {
             self.id = id
             self.payload = payload
             self.snapshot = snapshot
             self.upstream = upstream
+            self.credential = credential
         }
     }
 
@@ -130,13 +151,14 @@ package struct HandoverState: Equatable, Sendable {
                     out.field("acknowledged", client.acknowledged ? 1 : 0)
                     if let upstream = client.upstream { out.field("upstream", upstream) }
                     if let payload = client.presentedPayload { out.field("presentedPayload", payload) }
-                    if !client.presentedHeaders.isEmpty {
+                    if !client.presentedHeaders.isEmpty { Self.writeHeaders(client.presentedHeaders, as: "presentedHeaders", to: &out) }
+                    if !client.earlierCredentials.isEmpty {
                         out.field(
-                            "presentedHeaders",
-                            objects: client.presentedHeaders.map { header in
+                            "earlierCredentials",
+                            objects: client.earlierCredentials.map { credential in
                                 { (out: inout JSONObjectWriter) in
-                                    out.field("name", header.name)
-                                    out.field("value", header.value)
+                                    if let payload = credential.payload { out.field("payload", payload) }
+                                    Self.writeHeaders(credential.headers, as: "headers", to: &out)
                                 }
                             }
                         )
@@ -149,6 +171,7 @@ package struct HandoverState: Equatable, Sendable {
                                 out.field("payload", subscription.payload)
                                 out.field("snapshot", subscription.snapshot)
                                 if let upstream = subscription.upstream { out.field("upstream", upstream) }
+                                if let credential = subscription.credential { out.field("credential", credential) }
                             }
                         }
                     )
@@ -156,6 +179,18 @@ package struct HandoverState: Equatable, Sendable {
             }
         )
         return Self.record(body: Array(writer.finish().readableBytesView))
+    }
+
+    private static func writeHeaders(_ headers: [Client.Header], as name: String, to out: inout JSONObjectWriter) {
+        out.field(
+            name,
+            objects: headers.map { header in
+                { (out: inout JSONObjectWriter) in
+                    out.field("name", header.name)
+                    out.field("value", header.value)
+                }
+            }
+        )
     }
 
     /// `body` under this version's header (its length and checksum): what ``encoded()``
@@ -202,16 +237,30 @@ package struct HandoverState: Equatable, Sendable {
                 guard let id = subscription["id"]?.stringValue, let payload = subscription["payload"]?.stringValue else {
                     throw Unreadable("handover record has a subscription without id or payload")
                 }
+                var credential: Int?
+                if let index = subscription["credential"] {
+                    guard case .number(let text) = index, let value = Int(text), value >= 0 else {
+                        throw Unreadable("handover record has a subscription whose credential is not an index")
+                    }
+                    credential = value
+                }
                 carried.append(
-                    Subscription(id: id, payload: payload, snapshot: subscription["snapshot"]?.stringValue, upstream: subscription["upstream"]?.stringValue)
+                    Subscription(
+                        id: id,
+                        payload: payload,
+                        snapshot: subscription["snapshot"]?.stringValue,
+                        upstream: subscription["upstream"]?.stringValue,
+                        credential: credential
+                    )
                 )
             }
-            var headers: [Client.Header] = []
-            for header in entry["presentedHeaders"]?.arrayValue ?? [] {
-                guard let name = header["name"]?.stringValue, let value = header["value"]?.stringValue else {
-                    throw Unreadable("handover record has a presented header without name or value")
-                }
-                headers.append(Client.Header(name: name, value: value))
+            let headers = try Self.readHeaders(entry["presentedHeaders"])
+            var earlier: [Client.Credential] = []
+            for credential in entry["earlierCredentials"]?.arrayValue ?? [] {
+                earlier.append(Client.Credential(payload: credential["payload"]?.stringValue, headers: try Self.readHeaders(credential["headers"])))
+            }
+            guard carried.allSatisfy({ $0.credential.map { $0 < earlier.count } ?? true }) else {
+                throw Unreadable("handover record has a subscription naming a credential its client does not have")
             }
             clients.append(
                 Client(
@@ -223,11 +272,23 @@ package struct HandoverState: Equatable, Sendable {
                     subscriptions: carried,
                     upstream: entry["upstream"]?.stringValue,
                     presentedPayload: entry["presentedPayload"]?.stringValue,
-                    presentedHeaders: headers
+                    presentedHeaders: headers,
+                    earlierCredentials: earlier
                 )
             )
         }
         self.init(handedAt: Instant(nanoseconds: nanoseconds), clients: clients)
+    }
+
+    private static func readHeaders(_ value: JSONValue?) throws(Unreadable) -> [Client.Header] {
+        var headers: [Client.Header] = []
+        for header in value?.arrayValue ?? [] {
+            guard let name = header["name"]?.stringValue, let value = header["value"]?.stringValue else {
+                throw Unreadable("handover record has a presented header without name or value")
+            }
+            headers.append(Client.Header(name: name, value: value))
+        }
+        return headers
     }
 
     static func fnv1a64(_ bytes: [UInt8]) -> UInt64 {

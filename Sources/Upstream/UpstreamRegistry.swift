@@ -1,5 +1,6 @@
 import AWSSigning
 import GQLMuxVocabulary
+import GraphQLTransportWS
 import NIOCore
 
 /// Every upstream gqlmuxd talks to, by name, and every lane of each: one set of carriers
@@ -42,6 +43,10 @@ package final class UpstreamRegistry {
         /// Sessions that may use it (identity lanes only).
         var holders = 0
         var closing: Scheduled<Void>?
+        /// Its first connection, waiting for a start slot (``LanePacing``).
+        var starting: Scheduled<Void>?
+        /// Operations placed on it while it waits for its slot, sent when it starts.
+        var waiting: [(id: OperationID, kind: OperationKind, payload: ByteBuffer, placement: Placement)] = []
 
         init(id: LaneID, upstream: String, credential: LaneCredential?, identity: String?, carriers: UpstreamCarriers) {
             self.id = id
@@ -92,6 +97,8 @@ package final class UpstreamRegistry {
     package var maxIdentities = 256
     /// An identity lane closed (its last client left): the multiplexer forgets its places.
     package var laneClosed: (LaneID) -> Void = { _ in }
+    /// Each upstream's start slots for new identity lanes.
+    private var pacing: [String: LanePacing] = [:]
 
     /// The upstreams of the table, `[upstream]` first: a lane for each that serves every client
     /// alike. Their carriers tell every operation's updates to `updates`.
@@ -115,7 +122,7 @@ package final class UpstreamRegistry {
         self.init([Definition(name: Self.defaultName, prepared: upstream, layout: layout, perCredential: false)], eventLoop: eventLoop, updates: updates)
     }
 
-    private func makeLane(_ definition: Definition, credential: LaneCredential?) -> Lane {
+    private func makeLane(_ definition: Definition, credential: LaneCredential?, paced: Bool = false) -> Lane {
         let id = LaneID(nextLane)
         nextLane += 1
         let prepared = credential.map { definition.prepared.carrying($0) } ?? definition.prepared
@@ -128,11 +135,44 @@ package final class UpstreamRegistry {
         } else {
             hostLanes[definition.name] = id
         }
-        if started {
-            carriers.start()
-            if paused.contains(definition.name) { carriers.pause() }
+        guard started else { return lane }
+        // An identity lane made while running waits for a start slot of its upstream: lanes
+        // that churn open connections no faster than the upstream's reconnects would.
+        let wait = credential != nil && paced ? admitLane(definition) : 0
+        if wait == 0 {
+            startLane(lane)
+        } else {
+            let registry = NIOLoopBound(self, eventLoop: eventLoop)
+            lane.starting = eventLoop.scheduleTask(in: .nanoseconds(Int64(wait))) { registry.value.startLane(id) }
         }
         return lane
+    }
+
+    /// A start slot for a new identity lane of `definition`'s upstream: nanoseconds to wait.
+    private func admitLane(_ definition: Definition) -> UInt64 {
+        let now = NIODeadline.now().uptimeNanoseconds
+        let interval = definition.prepared.configuration.transport.backoff.initial
+        var slots = pacing[definition.name] ?? LanePacing(interval: interval, now: now)
+        if slots.interval != LanePacing(interval: interval, now: now).interval { slots = LanePacing(interval: interval, now: now) }
+        let wait = slots.admit(now: now)
+        pacing[definition.name] = slots
+        return wait
+    }
+
+    private func startLane(_ id: LaneID) {
+        guard let lane = lanes[id] else { return }
+        startLane(lane)
+    }
+
+    private func startLane(_ lane: Lane) {
+        lane.starting = nil
+        lane.carriers.start()
+        if paused.contains(lane.upstream) { lane.carriers.pause() }
+        let waiting = lane.waiting
+        lane.waiting = []
+        for operation in waiting {
+            _ = lane.carriers.openOnLoop(operation.id, kind: operation.kind, payload: operation.payload, on: operation.placement)
+        }
     }
 
     /// 12 hex digits naming `credential` in status, metrics and the journal.
@@ -173,8 +213,10 @@ package final class UpstreamRegistry {
 
     /// Where operations for upstream `name` go for a client presenting `credential` (ignored
     /// by an upstream that serves every client alike). An identity's lane is made when first
-    /// asked for; the caller holds it (``hold(_:)``) while its client may use it.
-    package func choose(upstream name: String, credential: LaneCredential?) -> Choice {
+    /// asked for; the caller holds it (``hold(_:)``) while its client may use it. A new one
+    /// opens its first connection when its upstream gives it a start slot (``LanePacing``),
+    /// unless not `paced` (a carried client's lanes, made again after a restart).
+    package func choose(upstream name: String, credential: LaneCredential?, paced: Bool = true) -> Choice {
         eventLoop.assertInEventLoop()
         guard let definition = definition(named: name) else { return .unknownUpstream }
         guard definition.perCredential else {
@@ -184,7 +226,7 @@ package final class UpstreamRegistry {
         let credential = credential ?? LaneCredential()
         if let id = identityLanes[IdentityKey(upstream: name, credential: credential)] { return .lane(id, new: nil) }
         guard identityLanes.count < maxIdentities else { return .tooManyIdentities(limit: maxIdentities) }
-        return .lane(makeLane(definition, credential: credential).id, new: definition.layout)
+        return .lane(makeLane(definition, credential: credential, paced: paced).id, new: definition.layout)
     }
 
     /// The identity lane of `credential` on upstream `name`, if one is live.
@@ -223,6 +265,8 @@ package final class UpstreamRegistry {
 
     private func forget(_ lane: Lane) {
         lane.closing?.cancel()
+        lane.starting?.cancel()
+        lane.starting = nil
         lanes[lane.id] = nil
         if let credential = lane.credential {
             identityLanes[IdentityKey(upstream: lane.upstream, credential: credential)] = nil
@@ -267,7 +311,8 @@ package final class UpstreamRegistry {
         let names = name.map { [$0] } ?? self.names
         guard names.allSatisfy({ definition(named: $0) != nil }) else { return false }
         if pause { paused.formUnion(names) } else { paused.subtract(names) }
-        for lane in allLanes where names.contains(lane.upstream) {
+        // A lane still waiting for its start slot takes the pause when it starts.
+        for lane in allLanes where names.contains(lane.upstream) && lane.starting == nil {
             if pause { lane.carriers.pause() } else { lane.carriers.resume() }
         }
         return true
@@ -337,11 +382,23 @@ package protocol UpstreamOperations: AnyObject {
 
 extension UpstreamRegistry: UpstreamOperations {
     package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, lane: LaneID) -> Bool {
-        lanes[lane]?.carriers.openOnLoop(id, kind: kind, payload: payload, on: placement) ?? false
+        guard let lane = lanes[lane] else { return false }
+        // A lane waiting for its start slot opens no connection yet: its operations wait, pending.
+        if lane.starting != nil {
+            lane.waiting.append((id, kind, payload, placement))
+            updates(id, .state(.pending))
+            return true
+        }
+        return lane.carriers.openOnLoop(id, kind: kind, payload: payload, on: placement)
     }
 
     package func cancelOnLoop(_ id: OperationID, on placement: Placement, lane: LaneID) {
-        lanes[lane]?.carriers.cancelOnLoop(id, on: placement)
+        guard let lane = lanes[lane] else { return }
+        if let index = lane.waiting.firstIndex(where: { $0.id == id }) {
+            lane.waiting.remove(at: index)
+            return
+        }
+        lane.carriers.cancelOnLoop(id, on: placement)
     }
 
     package func carrierName(at placement: Placement, lane: LaneID) -> String? {

@@ -31,8 +31,7 @@ import TestUpstream
             c.subscribe(id: "b2", "subscription B2 { tick }")  // connection 1 connects again: nobody writes the FIFO
             // The FIFO is written only after this loop: a loop thread blocked by the read would
             // answer no tick and no status until then, so every answer below proves it is not.
-            // How fast they come is printed (a figure, not a pass mark: this machine is shared).
-            var statusTimes: [Duration] = []
+            var answered = 0
             let stalled = ContinuousClock.now
             var ticks = 0
             while ContinuousClock.now - stalled < .seconds(3) || ticks < 5 {
@@ -51,16 +50,12 @@ import TestUpstream
                     }
                     try await Task.sleep(for: .milliseconds(1))
                 }
-                statusTimes.append(ContinuousClock.now - asked)
+                answered += 1
                 try await Task.sleep(for: .milliseconds(100))
             }
             #expect(feeder.served == 2, "the read was still stuck all along")
             #expect(c.lines(containing: #""id":"b2","payload""#).isEmpty)
-            let sorted = statusTimes.sorted()
-            print(
-                "while the payload file was stuck: \(ticks) ticks delivered; status answered \(sorted.count) times, "
-                    + "median \(sorted[sorted.count / 2]), max \(sorted.last!)"
-            )
+            #expect(answered == ticks && ticks >= 5, "\(ticks) ticks delivered, status answered \(answered) times while the payload file was stuck")
             feeder.allow(1)  // the helper answers at last: connection 1 comes up with b2
             await rig.upstreamActive(2)
             await rig.server.tick()

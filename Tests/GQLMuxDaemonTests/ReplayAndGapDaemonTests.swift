@@ -33,12 +33,17 @@ import Testing
             let plain = try await rig.connect()
             Self.subscribe(plain, id: "c", replayLast: nil)
             await until("c active", on: plain) { plain.lines(containing: #""state":"active""#).count == 1 }
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(plain.lines(containing: #""type":"next""#).isEmpty, "a subscriber that did not ask waits for the next real result")
             #expect(await rig.server.currentStats.activeSubscriptions == 1, "all three share one upstream subscription")
+            // The marker: a fresh result. A replay would come before it, so the first result c
+            // hears must be that fresh one.
             _ = await rig.server.tick()
-            await until("c's first result", on: plain) { plain.lines(containing: #""type":"next""#).count == 1 }
-            #expect(plain.lines(containing: "replayed").isEmpty)
+            let fresh = await rig.server.onLoop { rig.server.tickCountOnLoop }
+            await until("c's first result", on: plain) { plain.lines(containing: #""type":"next""#).count >= 1 }
+            let firstOfC = plain.lines(containing: #""type":"next""#)[0]
+            #expect(
+                firstOfC.contains(#""tick":\#(fresh)"#) && !firstOfC.contains("replayed"),
+                "a subscriber that did not ask waits for the next real result: \(firstOfC)"
+            )
         }
     }
 
@@ -62,10 +67,12 @@ import Testing
             let late = try await rig.connect()
             Self.subscribe(late, id: "b", replayLast: true)
             await until("b active", on: late) { late.lines(containing: #""state":"active""#).count == 1 }
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(late.lines(containing: #""type":"next""#).isEmpty, "the result from before the outage is forgotten")
+            // The marker: a fresh result, which a replay would come before.
             _ = await rig.server.tick()
-            await until("b's result", on: late) { late.lines(containing: #""type":"next""#).count == 1 }
+            let fresh = await rig.server.onLoop { rig.server.tickCountOnLoop }
+            await until("b's result", on: late) { late.lines(containing: #""type":"next""#).count >= 1 }
+            let firstOfB = late.lines(containing: #""type":"next""#)[0]
+            #expect(firstOfB.contains(#""tick":\#(fresh)"#) && !firstOfB.contains("replayed"), "the result from before the outage is forgotten: \(firstOfB)")
         }
     }
 }

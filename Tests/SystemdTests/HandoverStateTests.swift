@@ -66,6 +66,37 @@ import Testing
         }
     }
 
+    /// A client's earlier credentials, each named by the subscriptions made with it: read back
+    /// as written (a record without them is byte for byte what it was), and an index past them
+    /// refused.
+    @Test func subscriptionsNameTheCredentialTheyWereMadeWith() throws {
+        let first = HandoverState.Client.Credential(payload: #"{"token":"first"}"#)
+        let second = HandoverState.Client.Credential(headers: [.init(name: "Authorization", value: "Bearer 2")])
+        let carried = HandoverState(
+            handedAt: Instant(nanoseconds: 1),
+            clients: [
+                .init(
+                    cookie: 7,
+                    origin: .lineSocket,
+                    kind: .line,
+                    subscriptions: [
+                        .init(id: "a", payload: #"{"query":"subscription { a }"}"#, upstream: "who", credential: 0),
+                        .init(id: "b", payload: #"{"query":"subscription { b }"}"#, upstream: "who", credential: 1),
+                        .init(id: "c", payload: #"{"query":"subscription { c }"}"#, upstream: "who"),
+                    ],
+                    presentedPayload: #"{"token":"latest"}"#,
+                    earlierCredentials: [first, second]
+                )
+            ]
+        )
+        #expect(try HandoverState(decoding: carried.encoded()) == carried)
+        var past = carried
+        past.clients[0].subscriptions[2].credential = 2
+        #expect(throws: HandoverState.Unreadable("handover record has a subscription naming a credential its client does not have")) {
+            try HandoverState(decoding: past.encoded())
+        }
+    }
+
     @Test func aWellFormedBodyThatIsNotARecordIsRefused() {
         let body = Array(#"{"handedAtNs":1,"clients":[{"cookie":"1"}]}"#.utf8)
         #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: HandoverState.record(body: body)) }
