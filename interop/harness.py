@@ -234,7 +234,8 @@ def held_port(address: str = "127.0.0.1") -> int:
     """A loopback port held for this test process's whole life, for a listener that must keep
     its number across starts (gqlmuxd's endpoint, a page's origin): a socket bound with
     SO_REUSEADDR that never listens (see reserve_port). The listener, which binds with
-    SO_REUSEADDR too, takes it at every start; no other process can, before or in between."""
+    SO_REUSEADDR too, takes it at every start; no port picked by the system (a bind to port 0, a
+    connect) can take it, before or in between."""
     reservation = socket.socket()
     reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     reservation.bind((address, 0))

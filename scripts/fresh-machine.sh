@@ -90,8 +90,8 @@ script+='; timeout --kill-after=30 "$limit" bash -c "set -euo pipefail; $*" || r
 script+='; if ((rc == 124 || rc == 137)); then echo "==> fresh Debian 12: \"$*\" ran out of its ${limit}s"; fi; return $rc; }'
 for command in "${commands[@]}"; do
     case $command in
-        *demo.sh*) limit=1500 ;;
-        *test.sh*) limit=2700 ;;
+        *demo.sh*) limit=1200 ;;
+        *test.sh*) limit=2400 ;;
         *) limit=600 ;;
     esac
     script+="; step $limit $(printf %q "$command")"

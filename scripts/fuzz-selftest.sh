@@ -4,6 +4,7 @@
 #   a harness that does not compile           → "LINK FAILED", exit 1
 #   a harness that crashes on its first input → "CRASH", exit 1
 #   a harness that libFuzzer cannot run       → "the run failed", exit 1
+#   a crashing harness beside an intact one   → "CRASH", exit 1 (the two-at-a-time path)
 # and pass for an intact copy. Run after scripts/fuzz.sh (it reuses .build-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ expect() {  # expect CASE EXIT_WANTED TEXT_WANTED
     fi
     echo "fuzz-selftest: $case: exit $rc, \"$text\""
 }
-mkdir -p "$scratch"/{intact,uncompilable,crashing,unrunnable}
+mkdir -p "$scratch"/{intact,uncompilable,crashing,unrunnable,pair}
 cp Fuzz/FuzzLocalLines.swift "$scratch/intact/"
 sed 's/return 0/return 0 +/' Fuzz/FuzzLocalLines.swift >"$scratch/uncompilable/FuzzLocalLines.swift"
 sed 's/    return 0/    if size >= 0 { fatalError("fuzz-selftest: a crash on every input") }\n    return 0/' Fuzz/FuzzLocalLines.swift \
@@ -27,6 +28,11 @@ sed 's/    return 0/    if size >= 0 { fatalError("fuzz-selftest: a crash on eve
 # A target whose initializer exits before fuzzing: it links, and libFuzzer never reports DONE.
 sed 's/^@_cdecl("LLVMFuzzerTestOneInput")/@_cdecl("LLVMFuzzerInitialize")\npublic func fuzzInitialize(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>>>) -> CInt { exit(3) }\n@_cdecl("LLVMFuzzerTestOneInput")/' \
     Fuzz/FuzzLocalLines.swift | sed 's/^import GQLMuxFuzz/import GQLMuxFuzz\nimport Glibc/' >"$scratch/unrunnable/FuzzLocalLines.swift"
+# Two at a time: a crashing target beside an intact one still fails the stage.
+cp "$scratch/crashing/FuzzLocalLines.swift" "$scratch/pair/"
+cp Fuzz/FuzzHandover.swift "$scratch/pair/"
+expect pair 1 "CRASH"
+grep -q "FuzzHandover: 1s from" "$scratch/pair.log" || { cat "$scratch/pair.log"; echo "fuzz-selftest: pair: the intact target beside it did not run"; exit 1; }
 expect uncompilable 1 "LINK FAILED"
 expect crashing 1 "CRASH"
 expect unrunnable 1 "the run failed"

@@ -38,7 +38,7 @@ fuzz_one() {
     rm -f "$bin/$name"
     if ! swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$bin/Modules" "${maps[@]}" "$harness" "${objects[@]}" \
         -o "$bin/$name" >"$scratch/$name.link.log" 2>&1; then
-        grep -v "warning" "$scratch/$name.link.log" | tail -20
+        { grep -v "warning" "$scratch/$name.link.log" || true; } | tail -20
         echo "== $name: LINK FAILED"
         return 1
     fi

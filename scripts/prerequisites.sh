@@ -2,10 +2,11 @@
 # Checks the Debian packages gqlmux needs beyond Swift, for the README's commands and .ci/run.
 #   scripts/prerequisites.sh build   what `swift build` needs (libsystemd-dev, pkg-config)
 #   scripts/prerequisites.sh test    plus what the tests use (nspawn, socat, setpriv, openssl, venv)
+#   scripts/prerequisites.sh ci      plus what .ci/run's fresh machines are made with (debootstrap)
 # As root it installs what is missing (apt-get); otherwise it prints the exact command and exits 1.
 set -euo pipefail
 need=(libsystemd-dev pkg-config)
-if [[ ${1:-build} == test ]]; then
+if [[ ${1:-build} == test || ${1:-build} == ci ]]; then
     # systemd-container: the nspawn end-to-end test; socat, util-linux (setpriv, unshare): the
     # peer-credential and journald tests; openssl: TLS tests; python3-venv: interop servers
     # and the Python client; prometheus: its promtool checks the metrics, its server scrapes them;
@@ -14,6 +15,7 @@ if [[ ${1:-build} == test ]]; then
     # clients of the stop-and-start test under systemd.
     need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium tinyproxy curl)
 fi
+[[ ${1:-build} == ci ]] && need+=(debootstrap)
 missing=()
 for package in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -26,10 +28,13 @@ if (( EUID != 0 )); then
 fi
 echo "==> installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-# Package lists fetched in the last hour are used as they are (the README's two commands each
-# check their own packages, one after the other).
-if ! find /var/lib/apt/lists -maxdepth 1 -name '*_Packages*' -newermt '-60 minutes' 2>/dev/null | grep -q .; then
+# Package lists this script fetched in the last hour are used as they are (the README's two
+# commands each check their own packages, one after the other); the stamp is its own, as apt
+# dates the lists by the server's clock.
+stamp=/var/lib/apt/gqlmux-lists-fetched
+if ! find "$stamp" -newermt '-60 minutes' 2>/dev/null | grep -q .; then
     apt-get update -qq >&2
+    touch "$stamp"
 fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
     || { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }

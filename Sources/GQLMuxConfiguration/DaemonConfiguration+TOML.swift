@@ -329,9 +329,12 @@ extension DaemonConfiguration {
             configuration.limits.maxClients + (endpoint.socket == "" ? 0 : endpoint.socketMaxConnections)
             + (endpoint.listen == nil ? 0 : endpoint.listenMaxConnections)
         let limit = DaemonConfiguration.Limits.credentialRecordBytes / 2
-        guard clients * configuration.limits.maxCredentialBytes <= limit else {
+        // Each client's latest credential, and one per identity for subscriptions made before
+        // their client presented another.
+        let held = clients + configuration.limits.maxIdentities
+        guard held * configuration.limits.maxCredentialBytes <= limit else {
             throw ConfigurationError(
-                "[limits] max_credential_bytes (\(configuration.limits.maxCredentialBytes)) × the clients the listeners may hold (\(clients): max_clients, [graphql_endpoint] socket_max_connections and listen_max_connections) could make an online restart's record too large: their product may be at most \(limit)"
+                "[limits] max_credential_bytes (\(configuration.limits.maxCredentialBytes)) × (the clients the listeners may hold (\(clients): max_clients, [graphql_endpoint] socket_max_connections and listen_max_connections) + max_identities (\(configuration.limits.maxIdentities))) could make an online restart's record too large: it may be at most \(limit)"
             )
         }
     }

@@ -24,11 +24,6 @@ package struct DaemonConfiguration: Sendable {
         /// The most the credentials of every client together may take in an online restart's
         /// record (escaped: twice their size): half of what the next process reads.
         package static let credentialRecordBytes = 128 << 20
-        /// What an online restart's record may hold, over every client, of the credentials
-        /// subscriptions were made with before their client presented its latest one (each
-        /// client's latest is bounded by ``credentialRecordBytes``). A client whose earlier
-        /// credentials would pass it is not carried: it is closed as at a stop.
-        package static let earlierCredentialRecordBytes = 16 << 20
         package init() {}
     }
 

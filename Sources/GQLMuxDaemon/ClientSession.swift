@@ -73,21 +73,39 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     private(set) var presentedRefusal: String?
     /// The identity lanes this client may use (held in the registry until it leaves).
     private(set) var heldLanes: Set<LaneID> = []
-    /// The credential each open subscription was made with, noted when the client presented
-    /// another: a restart carries it, so each subscription resumes with its own.
-    private(set) var madeWith: [String: PresentedCredential] = [:]
+    /// What this client presented when it was given each lane of an `identity = "client"`
+    /// upstream it holds: a restart makes each subscription's lane again with it, so a
+    /// subscription keeps its identity when the client has presented another since.
+    private(set) var presentedForLane: [LaneID: PresentedCredential] = [:]
+    /// Bytes of those that are not ``presented`` (kept only for the lanes the client still
+    /// holds), counted in the memory budget beside it.
+    private var earlierBytes = 0
 
-    /// Records that this client uses identity lane `lane`; true the first time.
-    func holdLane(_ lane: LaneID) -> Bool { heldLanes.insert(lane).inserted }
+    /// Records that this client uses identity lane `lane`, given it while presenting
+    /// `presented` (nil: a lane that credential does not pick); true the first time.
+    func holdLane(_ lane: LaneID, presented: PresentedCredential?) -> Bool {
+        if let presented, presentedForLane[lane] == nil { presentedForLane[lane] = presented }
+        return heldLanes.insert(lane).inserted
+    }
+
+    /// Counts in the budget the credentials kept for held lanes that are not ``presented``.
+    /// They are kept whatever the budget says: operations open on their lanes depend on them.
+    private func countEarlierCredentials() {
+        var seen: [PresentedCredential] = []
+        var bytes = 0
+        for credential in presentedForLane.values where credential != presented && !seen.contains(credential) {
+            seen.append(credential)
+            bytes += credential.byteCount
+        }
+        _ = budget.credentialsChanged(by: bytes - earlierBytes, whatever: true)
+        earlierBytes = bytes
+    }
 
     /// Replaces what this client presents. Kept only while some upstream has
     /// `identity = "client"`, only up to `[limits] max_credential_bytes`, and counted in the
     /// memory budget. The lanes of the credential it replaces are let go of where none of this
     /// client's operations use them: a client holds one credential at a time.
     func present(_ credential: PresentedCredential) {
-        let open = Set(switchboard.subscriptions(of: self).map(\.localID))
-        madeWith = madeWith.filter { open.contains($0.key) }
-        for id in open where madeWith[id] == nil { madeWith[id] = presented }
         budget.credentialsChanged(by: -presented.byteCount)
         presented = PresentedCredential()
         presentedRefusal = nil
@@ -102,6 +120,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             }
         }
         releaseUnusedLanes()
+        countEarlierCredentials()
     }
 
     func presentPayload(_ payload: [UInt8]?) {
@@ -115,17 +134,20 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         let used = switchboard.lanes(of: self)
         for lane in heldLanes where !used.contains(lane) {
             heldLanes.remove(lane)
+            presentedForLane[lane] = nil
             host.releaseLane(lane)
         }
+        countEarlierCredentials()
     }
 
     /// Lets go of everything it holds upstream (it leaves, or is refused at adoption).
     func releaseAll() {
         budget.credentialsChanged(by: -presented.byteCount)
         presented = PresentedCredential()
-        madeWith = [:]
         for lane in heldLanes { host.releaseLane(lane) }
         heldLanes = []
+        presentedForLane = [:]
+        countEarlierCredentials()
     }
 
     /// How results reach this client: set by the endpoint's handlers before a subscribe (the
@@ -281,8 +303,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// carried its connection): as resuming since `since`, when it was told `reconnecting`.
     /// A subscription the current limits refuse gets its error, as a new one would.
     /// Each is made again with the credential it was made with: the latest (presented
-    /// already) or one of `earlier`, presented for it, and the latest presented again after.
-    func resume(_ subscriptions: [HandoverState.Subscription], earlier: [HandoverState.Client.Credential] = [], since: Instant) {
+    /// already) or the record's for its lane, presented for it, and the latest presented again
+    /// after.
+    func resume(_ subscriptions: [HandoverState.Subscription], laneCredentials earlier: [HandoverState.Client.Credential] = [], since: Instant) {
         eventLoop.assertInEventLoop()
         func again(_ subscription: HandoverState.Subscription) {
             let parsed = SubscribeRequest.parsed(ByteBuffer(string: subscription.payload), limits: host.documentLimits).forUpstream(subscription.upstream)

@@ -87,11 +87,12 @@ extension Daemon {
             return 0
         }
         let handedAt = state.handedAt
+        let laneCredentials = state.laneCredentials
         let (adopted, subscriptions) = await withTaskGroup(of: Int?.self) { group in
             for (fd, record) in matched {
                 group.addTask {
                     do {
-                        try await self.adoptClient(fd, record, since: handedAt, limits: limits)
+                        try await self.adoptClient(fd, record, laneCredentials: laneCredentials, since: handedAt, limits: limits)
                         return record.subscriptions.count
                     } catch {
                         return nil
@@ -135,7 +136,13 @@ extension Daemon {
 
     /// One carried connection: its handlers as they were after its handshake, then its
     /// subscriptions again.
-    private func adoptClient(_ fd: CInt, _ record: HandoverState.Client, since: Instant, limits: DaemonConfiguration.Limits) async throws {
+    private func adoptClient(
+        _ fd: CInt,
+        _ record: HandoverState.Client,
+        laneCredentials: [HandoverState.Client.Credential],
+        since: Instant,
+        limits: DaemonConfiguration.Limits
+    ) async throws {
         let channel = try await ClientBootstrap(group: eventLoop)
             .clientSocketOptions(limits, origin: record.origin)
             .channelInitializer { channel in
@@ -161,7 +168,7 @@ extension Daemon {
             guard self.sessions[ObjectIdentifier(session)] != nil else { return }
             self.resumingCarriedClient = true
             defer { self.resumingCarriedClient = false }
-            session.resume(record.subscriptions, earlier: record.earlierCredentials, since: since)
+            session.resume(record.subscriptions, laneCredentials: laneCredentials, since: since)
         }.get()
     }
 }

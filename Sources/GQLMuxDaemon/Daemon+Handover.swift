@@ -86,7 +86,11 @@ extension Daemon {
         let carried = sorted?.carried ?? []
         let closedEarly = sorted?.closed ?? 0
         let listeners = (try? await eventLoop.submit { self.ownListenerCookies() }.get()) ?? [:]
-        let state = HandoverState(handedAt: sorted?.at ?? Instant(nanoseconds: 0), clients: carried.map(\.record))
+        let state = HandoverState(
+            handedAt: sorted?.at ?? Instant(nanoseconds: 0),
+            clients: carried.map(\.record),
+            laneCredentials: sorted?.laneCredentials ?? []
+        )
         let package = HandoverPackage(record: state.encoded(), clients: carried.map(\.record.cookie), listeners: listeners)
         var stored = true
         do {
@@ -129,6 +133,8 @@ extension Daemon {
         var carried: [(session: ClientSession, record: HandoverState.Client)]
         var closed: Int
         var at: Instant
+        /// The credentials the carried subscriptions name (``HandoverState/laneCredentials``).
+        var laneCredentials: [HandoverState.Client.Credential]
     }
 
     /// Splits the sessions into carried and closed, tells the carried line clients
@@ -139,9 +145,9 @@ extension Daemon {
         let at = Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds))
         var carried: [(session: ClientSession, record: HandoverState.Client)] = []
         var closed = 0
-        var earlierBytesLeft = DaemonConfiguration.Limits.earlierCredentialRecordBytes
+        var laneCredentials = LaneCredentialTable()
         for session in sessions.values.sorted(by: { ObjectIdentifier($0) < ObjectIdentifier($1) }) {
-            guard let record = carriedRecord(session, earlierBytesLeft: &earlierBytesLeft) else {
+            guard let record = carriedRecord(session, laneCredentials: &laneCredentials) else {
                 closed += 1
                 session.shutDown()
                 continue
@@ -176,7 +182,7 @@ extension Daemon {
                         entry.session.channel.close(promise: nil)
                     }
                 }
-                done.succeed(Sorted(carried: kept, closed: closed + closedLate, at: at))
+                done.succeed(Sorted(carried: kept, closed: closed + closedLate, at: at, laneCredentials: laneCredentials.credentials))
             },
             eventLoop: eventLoop
         )
@@ -192,38 +198,30 @@ extension Daemon {
     /// What the next process needs to rebuild `session`, or nil when it cannot be carried
     /// whole: its wire says so (``CarriedConnection``: an HTTP client not streaming a
     /// subscription, a close under way), or it holds a half-sent line or frame, or a query or
-    /// mutation of its is still in flight, or its connection is closing, or the credentials its
-    /// subscriptions were made with before its latest do not fit in `earlierBytesLeft`.
-    private func carriedRecord(_ session: ClientSession, earlierBytesLeft: inout Int) -> HandoverState.Client? {
+    /// mutation of its is still in flight, or its connection is closing. A subscription made
+    /// before the client presented its latest credential names, in `laneCredentials`, the one
+    /// its lane was given for.
+    private func carriedRecord(_ session: ClientSession, laneCredentials: inout LaneCredentialTable) -> HandoverState.Client? {
         guard session.channel.isActive, !session.isClosing, !session.holdsPartialInput, !switchboard.awaitsAnswer(session),
             let carriage = session.wire?.carriage, let cookie = Self.cookie(session.channel)
         else { return nil }
-        // A subscription made before the client presented its latest credential names the
-        // one it was made with, kept once per lane (one identity: any of its credentials makes
-        // that lane again), so a client keeps at most one per identity it holds.
-        var earlier: [HandoverState.Client.Credential] = []
-        var earlierBytes = 0
-        var byLane: [LaneID: Int] = [:]
-        func credential(of id: String, lane: LaneID) -> Int? {
-            guard let made = session.madeWith[id], made != session.presented else { return nil }
-            if let index = byLane[lane] { return index }
-            earlier.append(HandoverState.Client.Credential(payload: made.payload.map { String(decoding: $0, as: UTF8.self) }, headers: made.headers))
-            earlierBytes += made.byteCount
-            byLane[lane] = earlier.count - 1
-            return earlier.count - 1
-        }
-        let subscriptions = switchboard.subscriptions(of: session).map {
-            let upstream = upstreams.upstreamName(of: $0.lane)
-            return HandoverState.Subscription(
-                id: $0.localID,
-                payload: String(buffer: $0.payload),
-                snapshot: $0.snapshot.map { String(buffer: $0) },
-                upstream: upstream == NamedUpstream.defaultName ? nil : upstream,
-                credential: credential(of: $0.localID, lane: $0.lane)
+        var subscriptions: [HandoverState.Subscription] = []
+        for open in switchboard.subscriptions(of: session) {
+            let upstream = upstreams.upstreamName(of: open.lane)
+            var credential: Int?
+            if let made = session.presentedForLane[open.lane], made != session.presented {
+                credential = laneCredentials.index(of: open.lane, made)
+            }
+            subscriptions.append(
+                HandoverState.Subscription(
+                    id: open.localID,
+                    payload: String(buffer: open.payload),
+                    snapshot: open.snapshot.map { String(buffer: $0) },
+                    upstream: upstream == NamedUpstream.defaultName ? nil : upstream,
+                    credential: credential
+                )
             )
         }
-        guard earlierBytes <= earlierBytesLeft else { return nil }
-        earlierBytesLeft -= earlierBytes
         return HandoverState.Client(
             cookie: cookie,
             origin: session.origin,
@@ -233,8 +231,7 @@ extension Daemon {
             subscriptions: subscriptions,
             upstream: carriage.upstream,
             presentedPayload: session.presented.payload.map { String(decoding: $0, as: UTF8.self) },
-            presentedHeaders: session.presented.headers,
-            earlierCredentials: earlier
+            presentedHeaders: session.presented.headers
         )
     }
 
@@ -264,5 +261,20 @@ extension Daemon {
         let cookie = NIOLoopBoundBox(UInt64?.none, eventLoop: channel.eventLoop)
         future.whenSuccess { cookie.value = $0 }
         return cookie.value
+    }
+}
+
+/// The handover record's credentials for lanes their clients no longer present for, one per
+/// lane: any credential that picked a lane picks it again, so at most one per identity.
+struct LaneCredentialTable {
+    private(set) var credentials: [HandoverState.Client.Credential] = []
+    private var byLane: [LaneID: Int] = [:]
+
+    /// The index of `lane`'s credential, `presented` kept if it is the first for that lane.
+    mutating func index(of lane: LaneID, _ presented: PresentedCredential) -> Int {
+        if let index = byLane[lane] { return index }
+        credentials.append(.init(payload: presented.payload.map { String(decoding: $0, as: UTF8.self) }, headers: presented.headers))
+        byLane[lane] = credentials.count - 1
+        return credentials.count - 1
     }
 }

@@ -41,11 +41,14 @@ extension Daemon {
             return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name.prefix(64))'"))
         }
         var credential: LaneCredential?
+        // What the client presents, for a lane its credential picks (kept by the session for a restart).
+        var picking: PresentedCredential?
         switch entry.identity {
         case .host:
             break
         case .client(let forward):
             if let refusal = session.presentedRefusal { return .failure(LaneRefusal(code: .limitExceeded, message: refusal)) }
+            picking = session.presented
             switch Self.credential(session.presented, forwarding: forward, keepingOut: configuration.graphqlEndpoint.token) {
             case .success(let own): credential = own
             case .failure(let refusal): return .failure(refusal)
@@ -81,7 +84,7 @@ extension Daemon {
             return .failure(LaneRefusal(code: .limitExceeded, message: "max_identities (\(limit)) identities have upstream connections"))
         case .lane(let id, let layout):
             if let layout { switchboard.setLayout(layout, of: id) }
-            if credential != nil, session.holdLane(id) { upstreams.hold(id) }  // identity lanes only
+            if credential != nil, session.holdLane(id, presented: picking) { upstreams.hold(id) }  // identity lanes only
             return .success(id)
         }
     }

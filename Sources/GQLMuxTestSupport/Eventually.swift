@@ -13,6 +13,11 @@ package func eventually(
     let deadline = ContinuousClock.now + .seconds(seconds)
     while ContinuousClock.now < deadline {
         if await condition() { return }
+        // A cancelled test (past its time limit) stops here instead of spinning to the deadline.
+        guard !Task.isCancelled else {
+            Issue.record("cancelled while waiting for: \(what)", sourceLocation: sourceLocation)
+            return
+        }
         try? await Task.sleep(for: .milliseconds(10))
     }
     Issue.record("timed out after \(seconds)s waiting for: \(what)", sourceLocation: sourceLocation)

@@ -17,17 +17,26 @@ import NIOCore
 /// clean, never half-adopting.
 package struct HandoverState: Equatable, Sendable {
     package static let format = "gqlmux-handover"
-    /// Bumped whenever the record's meaning changes; a process reads only its own version.
+    /// Bumped whenever the record's meaning changes. Version 2 adds ``laneCredentials``: a
+    /// record that holds none is written as version 1, byte for byte, so an older gqlmuxd adopts
+    /// it; one that holds some is version 2, which an older gqlmuxd refuses whole (it would
+    /// resume every subscription with its client's latest credential). This one reads both.
     package static let version = 1
+    package static let versionWithLaneCredentials = 2
 
     /// When the previous process told its line-protocol clients `reconnecting` (the system's
     /// monotonic clock, the same in both processes): the start of their gap.
     package var handedAt: Instant
     package var clients: [Client]
+    /// Credentials subscriptions were made with before their client presented its latest one,
+    /// one per identity lane, named by index (``Subscription/credential``): each resumes with
+    /// its own. At most one per identity (`max_identities`).
+    package var laneCredentials: [Client.Credential]
 
-    package init(handedAt: Instant, clients: [Client]) {
+    package init(handedAt: Instant, clients: [Client], laneCredentials: [Client.Credential] = []) {
         self.handedAt = handedAt
         self.clients = clients
+        self.laneCredentials = laneCredentials
     }
 
     /// One client connection as the next process must rebuild it.
@@ -47,10 +56,6 @@ package struct HandoverState: Equatable, Sendable {
         /// text) and headers. A secret: it travels only inside this record.
         package var presentedPayload: String?
         package var presentedHeaders: [Header]
-        /// Credentials it presented before its latest that some of its subscriptions were made
-        /// with (each subscription names one by index, ``Subscription/credential``), so each is
-        /// resumed with its own. At most one per identity its operations hold.
-        package var earlierCredentials: [Credential]
 
         package typealias Header = HeaderField
 
@@ -74,8 +79,7 @@ package struct HandoverState: Equatable, Sendable {
             subscriptions: [Subscription] = [],
             upstream: String? = nil,
             presentedPayload: String? = nil,
-            presentedHeaders: [Header] = [],
-            earlierCredentials: [Credential] = []
+            presentedHeaders: [Header] = []
         ) {
             self.cookie = cookie
             self.origin = origin
@@ -86,7 +90,6 @@ package struct HandoverState: Equatable, Sendable {
             self.upstream = upstream
             self.presentedPayload = presentedPayload
             self.presentedHeaders = presentedHeaders
-            self.earlierCredentials = earlierCredentials
         }
     }
 
@@ -115,8 +118,8 @@ package struct HandoverState: Equatable, Sendable {
         package var snapshot: String?
         /// The upstream it reads (nil: `default`).
         package var upstream: String?
-        /// The credential it was made with, as an index into its client's
-        /// ``Client/earlierCredentials``; nil: the client's latest.
+        /// The credential it was made with, as an index into the record's
+        /// ``HandoverState/laneCredentials``; nil: its client's latest.
         package var credential: Int?
 
         package init(id: String, payload: String, snapshot: String? = nil, upstream: String? = nil, credential: Int? = nil) {
@@ -152,17 +155,7 @@ package struct HandoverState: Equatable, Sendable {
                     if let upstream = client.upstream { out.field("upstream", upstream) }
                     if let payload = client.presentedPayload { out.field("presentedPayload", payload) }
                     if !client.presentedHeaders.isEmpty { Self.writeHeaders(client.presentedHeaders, as: "presentedHeaders", to: &out) }
-                    if !client.earlierCredentials.isEmpty {
-                        out.field(
-                            "earlierCredentials",
-                            objects: client.earlierCredentials.map { credential in
-                                { (out: inout JSONObjectWriter) in
-                                    if let payload = credential.payload { out.field("payload", payload) }
-                                    Self.writeHeaders(credential.headers, as: "headers", to: &out)
-                                }
-                            }
-                        )
-                    }
+
                     out.field(
                         "subscriptions",
                         objects: client.subscriptions.map { subscription in
@@ -178,7 +171,19 @@ package struct HandoverState: Equatable, Sendable {
                 }
             }
         )
-        return Self.record(body: Array(writer.finish().readableBytesView))
+        if !laneCredentials.isEmpty {
+            writer.field(
+                "laneCredentials",
+                objects: laneCredentials.map { credential in
+                    { (out: inout JSONObjectWriter) in
+                        if let payload = credential.payload { out.field("payload", payload) }
+                        Self.writeHeaders(credential.headers, as: "headers", to: &out)
+                    }
+                }
+            )
+        }
+        let version = laneCredentials.isEmpty ? Self.version : Self.versionWithLaneCredentials
+        return Self.record(body: Array(writer.finish().readableBytesView), version: version)
     }
 
     private static func writeHeaders(_ headers: [Client.Header], as name: String, to out: inout JSONObjectWriter) {
@@ -195,7 +200,7 @@ package struct HandoverState: Equatable, Sendable {
 
     /// `body` under this version's header (its length and checksum): what ``encoded()``
     /// writes, and how the fuzzer reaches the parser behind the checksum.
-    package static func record(body: [UInt8]) -> [UInt8] {
+    package static func record(body: [UInt8], version: Int = version) -> [UInt8] {
         Array("\(format) \(version) \(body.count) \(hex(fnv1a64(body)))\n".utf8) + body
     }
 
@@ -208,9 +213,12 @@ package struct HandoverState: Equatable, Sendable {
         guard let newline = bytes.prefix(200).firstIndex(of: UInt8(ascii: "\n")) else { throw Unreadable("no header line") }
         let header = String(decoding: bytes[..<newline], as: UTF8.self).split(separator: " ")
         guard header.count == 4, header[0] == Self.format else { throw Unreadable("not a gqlmux handover record") }
-        guard header[1] == "\(Self.version)" else {
-            throw Unreadable("handover record version \(header[1]); this gqlmuxd reads version \(Self.version)")
+        guard header[1] == "\(Self.version)" || header[1] == "\(Self.versionWithLaneCredentials)" else {
+            throw Unreadable(
+                "handover record version \(header[1]); this gqlmuxd reads versions \(Self.version) and \(Self.versionWithLaneCredentials)"
+            )
         }
+        let plain = header[1] == "\(Self.version)"
         let body = Array(bytes[(newline + 1)...])
         guard Int(header[2]) == body.count else { throw Unreadable("handover record cut short: \(body.count) of \(header[2]) bytes") }
         guard header[3] == Self.hex(Self.fnv1a64(body)) else { throw Unreadable("handover record damaged: checksum mismatch") }
@@ -222,6 +230,22 @@ package struct HandoverState: Equatable, Sendable {
         }
         guard case .number(let at)? = root["handedAtNs"], let nanoseconds = Int64(at), let list = root["clients"]?.arrayValue else {
             throw Unreadable("handover record lacks handedAtNs or clients")
+        }
+        // Version 2's lane credentials (version 1 has none).
+        var laneCredentials: [Client.Credential] = []
+        if !plain {
+            guard let table = root["laneCredentials"]?.arrayValue, !table.isEmpty else {
+                throw Unreadable("handover record version \(Self.versionWithLaneCredentials) without laneCredentials")
+            }
+            for credential in table {
+                guard case .object = credential else { throw Unreadable("handover record has a lane credential that is not an object") }
+                var payload: String?
+                if let value = credential["payload"] {
+                    guard let text = value.stringValue else { throw Unreadable("handover record has a lane credential whose payload is not text") }
+                    payload = text
+                }
+                laneCredentials.append(Client.Credential(payload: payload, headers: try Self.readHeaders(credential["headers"])))
+            }
         }
         var clients: [Client] = []
         for entry in list {
@@ -255,11 +279,7 @@ package struct HandoverState: Equatable, Sendable {
                 )
             }
             let headers = try Self.readHeaders(entry["presentedHeaders"])
-            var earlier: [Client.Credential] = []
-            for credential in entry["earlierCredentials"]?.arrayValue ?? [] {
-                earlier.append(Client.Credential(payload: credential["payload"]?.stringValue, headers: try Self.readHeaders(credential["headers"])))
-            }
-            guard carried.allSatisfy({ $0.credential.map { $0 < earlier.count } ?? true }) else {
+            guard carried.allSatisfy({ $0.credential.map { $0 < laneCredentials.count } ?? true }) else {
                 throw Unreadable("handover record has a subscription naming a credential its client does not have")
             }
             clients.append(
@@ -272,12 +292,11 @@ package struct HandoverState: Equatable, Sendable {
                     subscriptions: carried,
                     upstream: entry["upstream"]?.stringValue,
                     presentedPayload: entry["presentedPayload"]?.stringValue,
-                    presentedHeaders: headers,
-                    earlierCredentials: earlier
+                    presentedHeaders: headers
                 )
             )
         }
-        self.init(handedAt: Instant(nanoseconds: nanoseconds), clients: clients)
+        self.init(handedAt: Instant(nanoseconds: nanoseconds), clients: clients, laneCredentials: laneCredentials)
     }
 
     private static func readHeaders(_ value: JSONValue?) throws(Unreadable) -> [Client.Header] {

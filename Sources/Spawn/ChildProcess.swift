@@ -161,12 +161,13 @@ package final class ChildProcess: Sendable {
     /// - Returns: the exit code, or 128 + the signal that ended it.
     package func wait(seconds: Double = 10) async -> Int32 {
         let deadline = ContinuousClock.now + .seconds(seconds)
-        while isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        // A cancelled task (a test past its time limit) stops waiting and kills the child.
+        while isRunning && ContinuousClock.now < deadline && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
         if isRunning { signal(SIGKILL) }
         let status = waitBlocking()
         // A process the child left behind may still hold the pipes open, so this is bounded.
         let drained = ContinuousClock.now + .seconds(5)
-        while captured.withLock({ $0.openPipes }) > 0 && ContinuousClock.now < drained {
+        while captured.withLock({ $0.openPipes }) > 0 && ContinuousClock.now < drained && !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(5))
         }
         return status

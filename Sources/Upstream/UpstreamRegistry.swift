@@ -43,9 +43,9 @@ package final class UpstreamRegistry {
         /// Sessions that may use it (identity lanes only).
         var holders = 0
         var closing: Scheduled<Void>?
-        /// Its first connection, waiting for a start slot (``LanePacing``).
-        var starting: Scheduled<Void>?
-        /// Operations placed on it while it waits for its slot, sent when it starts.
+        /// It waits in its upstream's start queue for a token (``LanePacing``): no connection yet.
+        var queued = false
+        /// Operations placed on it while it waits, sent when it starts.
         var waiting: [(id: OperationID, kind: OperationKind, payload: ByteBuffer, placement: Placement)] = []
 
         init(id: LaneID, upstream: String, credential: LaneCredential?, identity: String?, carriers: UpstreamCarriers) {
@@ -97,8 +97,14 @@ package final class UpstreamRegistry {
     package var maxIdentities = 256
     /// An identity lane closed (its last client left): the multiplexer forgets its places.
     package var laneClosed: (LaneID) -> Void = { _ in }
-    /// Each upstream's start slots for new identity lanes.
-    private var pacing: [String: LanePacing] = [:]
+    /// Each upstream's start tokens for new identity lanes, and the lanes waiting for one, in
+    /// the order they were made (a lane forgotten while it waits leaves the queue, taking none).
+    private struct StartQueue {
+        var pacing: LanePacing
+        var lanes: [LaneID] = []
+        var timer: Scheduled<Void>?
+    }
+    private var startQueues: [String: StartQueue] = [:]
 
     /// The upstreams of the table, `[upstream]` first: a lane for each that serves every client
     /// alike. Their carriers tell every operation's updates to `updates`.
@@ -136,36 +142,54 @@ package final class UpstreamRegistry {
             hostLanes[definition.name] = id
         }
         guard started else { return lane }
-        // An identity lane made while running waits for a start slot of its upstream: lanes
-        // that churn open connections no faster than the upstream's reconnects would.
-        let wait = credential != nil && paced ? admitLane(definition) : 0
-        if wait == 0 {
+        // An identity lane made while running takes a start token of its upstream, or waits
+        // for one: lanes that churn open connections no faster than the upstream's reconnects.
+        guard credential != nil, paced else {
+            startLane(lane)
+            return lane
+        }
+        let now = NIODeadline.now().uptimeNanoseconds
+        let interval = LanePacing.nanoseconds(definition.prepared.configuration.transport.backoff.initial ?? .seconds(1))
+        var queue = startQueues[definition.name] ?? StartQueue(pacing: LanePacing(interval: .nanoseconds(Int64(interval)), now: now))
+        if queue.pacing.interval != interval { queue.pacing = LanePacing(interval: .nanoseconds(Int64(interval)), now: now) }
+        if queue.lanes.isEmpty, queue.pacing.take(now: now) {
+            startQueues[definition.name] = queue
             startLane(lane)
         } else {
-            let registry = NIOLoopBound(self, eventLoop: eventLoop)
-            lane.starting = eventLoop.scheduleTask(in: .nanoseconds(Int64(wait))) { registry.value.startLane(id) }
+            lane.queued = true
+            queue.lanes.append(id)
+            startQueues[definition.name] = queue
+            armStartTimer(definition.name)
         }
         return lane
     }
 
-    /// A start slot for a new identity lane of `definition`'s upstream: nanoseconds to wait.
-    private func admitLane(_ definition: Definition) -> UInt64 {
-        let now = NIODeadline.now().uptimeNanoseconds
-        let interval = definition.prepared.configuration.transport.backoff.initial
-        var slots = pacing[definition.name] ?? LanePacing(interval: interval, now: now)
-        if slots.interval != LanePacing(interval: interval, now: now).interval { slots = LanePacing(interval: interval, now: now) }
-        let wait = slots.admit(now: now)
-        pacing[definition.name] = slots
-        return wait
+    /// The timer of upstream `name`'s start queue, set for its next token while lanes wait.
+    private func armStartTimer(_ name: String) {
+        guard var queue = startQueues[name], queue.timer == nil, !queue.lanes.isEmpty else { return }
+        let wait = queue.pacing.untilNext(now: NIODeadline.now().uptimeNanoseconds)
+        let registry = NIOLoopBound(self, eventLoop: eventLoop)
+        queue.timer = eventLoop.scheduleTask(in: .nanoseconds(Int64(wait))) { registry.value.serveStartQueue(name) }
+        startQueues[name] = queue
     }
 
-    private func startLane(_ id: LaneID) {
-        guard let lane = lanes[id] else { return }
-        startLane(lane)
+    /// Starts the lanes at the head of upstream `name`'s queue that a token is there for.
+    private func serveStartQueue(_ name: String) {
+        guard var queue = startQueues[name] else { return }
+        queue.timer = nil
+        let now = NIODeadline.now().uptimeNanoseconds
+        var starting: [Lane] = []
+        while let id = queue.lanes.first, queue.pacing.take(now: now) {
+            queue.lanes.removeFirst()
+            if let lane = lanes[id] { starting.append(lane) }
+        }
+        startQueues[name] = queue
+        for lane in starting { startLane(lane) }
+        armStartTimer(name)
     }
 
     private func startLane(_ lane: Lane) {
-        lane.starting = nil
+        lane.queued = false
         lane.carriers.start()
         if paused.contains(lane.upstream) { lane.carriers.pause() }
         let waiting = lane.waiting
@@ -265,8 +289,12 @@ package final class UpstreamRegistry {
 
     private func forget(_ lane: Lane) {
         lane.closing?.cancel()
-        lane.starting?.cancel()
-        lane.starting = nil
+        if lane.queued {
+            // It leaves its queue without a token: it never connected.
+            startQueues[lane.upstream]?.lanes.removeAll { $0 == lane.id }
+            lane.queued = false
+            lane.waiting = []
+        }
         lanes[lane.id] = nil
         if let credential = lane.credential {
             identityLanes[IdentityKey(upstream: lane.upstream, credential: credential)] = nil
@@ -312,7 +340,7 @@ package final class UpstreamRegistry {
         guard names.allSatisfy({ definition(named: $0) != nil }) else { return false }
         if pause { paused.formUnion(names) } else { paused.subtract(names) }
         // A lane still waiting for its start slot takes the pause when it starts.
-        for lane in allLanes where names.contains(lane.upstream) && lane.starting == nil {
+        for lane in allLanes where names.contains(lane.upstream) && !lane.queued {
             if pause { lane.carriers.pause() } else { lane.carriers.resume() }
         }
         return true
@@ -363,6 +391,13 @@ package final class UpstreamRegistry {
     /// socket is closed.
     package func shutdownOnLoop() -> EventLoopFuture<Void> {
         eventLoop.assertInEventLoop()
+        // Lanes still waiting for a start token never connect.
+        for name in startQueues.keys { startQueues[name]?.timer?.cancel() }
+        startQueues = [:]
+        for lane in allLanes where lane.queued {
+            lane.queued = false
+            lane.waiting = []
+        }
         return .andAllComplete(allLanes.map { $0.carriers.shutdownOnLoop() }, on: eventLoop)
     }
 }
@@ -384,7 +419,7 @@ extension UpstreamRegistry: UpstreamOperations {
     package func openOnLoop(_ id: OperationID, kind: OperationKind, payload: ByteBuffer, on placement: Placement, lane: LaneID) -> Bool {
         guard let lane = lanes[lane] else { return false }
         // A lane waiting for its start slot opens no connection yet: its operations wait, pending.
-        if lane.starting != nil {
+        if lane.queued {
             lane.waiting.append((id, kind, payload, placement))
             updates(id, .state(.pending))
             return true

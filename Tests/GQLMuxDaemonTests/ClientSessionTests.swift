@@ -121,10 +121,13 @@ import Upstream
         let channel = try client(loop, switchboard, host)
         let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
         session.present(PresentedCredential(payload: Array(#"{"token":"one"}"#.utf8)))
-        #expect(session.holdLane(LaneID(7)))
+        let first = session.holdLane(LaneID(7), presented: session.presented)
+        #expect(first)
+        #expect(session.presentedForLane[LaneID(7)]?.payload == Array(#"{"token":"one"}"#.utf8))
         session.present(PresentedCredential(payload: Array(#"{"token":"two"}"#.utf8)))
         #expect(host.released == [LaneID(7)])
         #expect(session.heldLanes.isEmpty)
+        #expect(session.presentedForLane.isEmpty, "the credential kept for the lane goes with it")
     }
 
     @Test func identicalSubscriptionsShareOneUpstreamOperationAndEachClientHearsItsOwnID() throws {

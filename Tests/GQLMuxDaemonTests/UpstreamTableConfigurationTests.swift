@@ -90,7 +90,7 @@ import Upstream
             // 2,304 clients (1,024 + 1,024 + 256 with `listen`) × 64 KiB is over what a restart's record may hold.
             (
                 "[upstreams.c]\nurl = \"ws://x/graphql\"\nidentity = \"client\"\n[limits]\nmax_credential_bytes = 65536\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\nallow_all_local_users = true\n",
-                "× the clients the listeners may hold (2304"
+                "× (the clients the listeners may hold (2304"
             ),
             (
                 "[upstreams.b]\nurl = \"ws://x/graphql\"\nidentity = \"client\"\n[graphql_endpoint]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"/nonexistent\"\n",

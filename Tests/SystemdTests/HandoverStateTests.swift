@@ -47,7 +47,7 @@ import Testing
     @Test func anotherVersionIsRefusedAndSaysWhich() {
         var bytes = state.encoded()
         bytes[HandoverState.format.utf8.count + 1] = UInt8(ascii: "9")
-        #expect(throws: HandoverState.Unreadable("handover record version 9; this gqlmuxd reads version 1")) { try HandoverState(decoding: bytes) }
+        #expect(throws: HandoverState.Unreadable("handover record version 9; this gqlmuxd reads versions 1 and 2")) { try HandoverState(decoding: bytes) }
     }
 
     @Test func aRecordCutShortIsRefused() {
@@ -66,9 +66,9 @@ import Testing
         }
     }
 
-    /// A client's earlier credentials, each named by the subscriptions made with it: read back
-    /// as written (a record without them is byte for byte what it was), and an index past them
-    /// refused.
+    /// Credentials of lanes their clients no longer present for, each named by the
+    /// subscriptions made with it: read back as written in a version 2 record (a record without
+    /// them is version 1, byte for byte as before), and an index past them refused.
     @Test func subscriptionsNameTheCredentialTheyWereMadeWith() throws {
         let first = HandoverState.Client.Credential(payload: #"{"token":"first"}"#)
         let second = HandoverState.Client.Credential(headers: [.init(name: "Authorization", value: "Bearer 2")])
@@ -84,17 +84,25 @@ import Testing
                         .init(id: "b", payload: #"{"query":"subscription { b }"}"#, upstream: "who", credential: 1),
                         .init(id: "c", payload: #"{"query":"subscription { c }"}"#, upstream: "who"),
                     ],
-                    presentedPayload: #"{"token":"latest"}"#,
-                    earlierCredentials: [first, second]
+                    presentedPayload: #"{"token":"latest"}"#
                 )
-            ]
+            ],
+            laneCredentials: [first, second]
         )
-        #expect(try HandoverState(decoding: carried.encoded()) == carried)
+        let bytes = carried.encoded()
+        #expect(bytes.starts(with: Array("gqlmux-handover 2 ".utf8)))
+        #expect(try HandoverState(decoding: bytes) == carried)
+        #expect(state.encoded().starts(with: Array("gqlmux-handover 1 ".utf8)))
         var past = carried
         past.clients[0].subscriptions[2].credential = 2
         #expect(throws: HandoverState.Unreadable("handover record has a subscription naming a credential its client does not have")) {
             try HandoverState(decoding: past.encoded())
         }
+        // Version 2 with no table, or a table entry that is not a credential, is refused whole.
+        let noTable = Array(#"{"handedAtNs":1,"clients":[]}"#.utf8)
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: HandoverState.record(body: noTable, version: 2)) }
+        let badEntry = Array(#"{"handedAtNs":1,"clients":[],"laneCredentials":[3]}"#.utf8)
+        #expect(throws: HandoverState.Unreadable.self) { try HandoverState(decoding: HandoverState.record(body: badEntry, version: 2)) }
     }
 
     @Test func aWellFormedBodyThatIsNotARecordIsRefused() {

@@ -1,49 +1,50 @@
 import Testing
 import Upstream
 
-/// Identity lanes start no faster than the upstream's reconnects would, past a burst.
+/// Identity lanes start no faster than the upstream's reconnects would, past a burst; only a
+/// lane that starts takes a token.
 @Suite struct LanePacingTests {
     let second: UInt64 = 1_000_000_000
 
-    @Test func aBurstStartsAtOnceThenOneAnInterval() {
-        var pacing = LanePacing(interval: .seconds(1), now: 0)
-        for _ in 0..<LanePacing.burst { #expect(pacing.admit(now: 0) == 0) }
-        // Past the burst, at the same moment: one more each second, in order.
-        #expect(pacing.admit(now: 0) == second)
-        #expect(pacing.admit(now: 0) == 2 * second)
-        #expect(pacing.admit(now: 0) == 3 * second)
-        // Asked later, the queue has moved on by as much.
-        #expect(pacing.admit(now: 2 * second) == 2 * second)
+    /// How many of `asks` lanes asking at `now` get a token.
+    private func started(_ pacing: inout LanePacing, asks: Int, now: UInt64) -> Int {
+        var count = 0
+        for _ in 0..<asks where pacing.take(now: now) { count += 1 }
+        return count
     }
 
-    @Test func aQuietUpstreamRefillsItsBurst() {
+    @Test func aBurstStartsAtOnceThenOneAnInterval() {
+        var pacing = LanePacing(interval: .seconds(1), now: 0)
+        #expect(started(&pacing, asks: LanePacing.burst + 1, now: 0) == LanePacing.burst)
+        #expect(pacing.untilNext(now: 0) == second)
+        #expect(pacing.untilNext(now: second / 4) == 3 * second / 4)
+        #expect(started(&pacing, asks: 1, now: second - 1) == 0)
+        #expect(started(&pacing, asks: 2, now: second) == 1)
+        #expect(pacing.untilNext(now: second) == second)
+    }
+
+    @Test func aQuietUpstreamRefillsItsBurstAndNoMore() {
         var pacing = LanePacing(interval: .milliseconds(500), now: 0)
-        for _ in 0..<(LanePacing.burst + 4) { _ = pacing.admit(now: 0) }
-        // The queue ends 2 s from 0; a minute later the bucket is full again, never more.
+        _ = started(&pacing, asks: 100, now: 0)
         let later = 60 * second
-        for _ in 0..<LanePacing.burst { #expect(pacing.admit(now: later) == 0) }
-        #expect(pacing.admit(now: later) == second / 2)
+        #expect(started(&pacing, asks: LanePacing.burst + 1, now: later) == LanePacing.burst)
+        #expect(pacing.untilNext(now: later) == second / 2)
     }
 
     @Test func aSteadyChurnIsHeldToTheInterval() {
-        // An app that presents a new credential every 10 ms for 10 s: 1,000 lanes asked, and
-        // none starts sooner than the burst plus one a second allows.
+        // An app asks for a lane every 10 ms for 10 s: past the burst, one a second starts.
         var pacing = LanePacing(interval: .seconds(1), now: 0)
-        var starts: [UInt64] = []
-        for i in 0..<1_000 {
-            let now = UInt64(i) * 10_000_000
-            starts.append(now + pacing.admit(now: now))
-        }
-        let byTenSeconds = starts.filter { $0 <= 10 * second }.count
-        #expect(byTenSeconds <= LanePacing.burst + 10, "\(byTenSeconds) lanes started in 10 s")
-        #expect(starts == starts.sorted(), "slots are given in order")
+        var count = 0
+        for i in 0..<1_000 { count += started(&pacing, asks: 1, now: UInt64(i) * 10_000_000) }
+        #expect(count == LanePacing.burst + 9, "\(count) lanes started in 10 s")
     }
 
     @Test func immediateReconnectsPaceNothingAndDisabledOnesOneASecond() {
         var immediate = LanePacing(interval: .zero, now: 0)
-        for _ in 0..<100 { #expect(immediate.admit(now: 0) == 0) }
+        #expect(started(&immediate, asks: 100, now: 0) == 100)
+        #expect(immediate.untilNext(now: 0) == 0)
         var disabled = LanePacing(interval: nil, now: 0)
-        for _ in 0..<LanePacing.burst { #expect(disabled.admit(now: 0) == 0) }
-        #expect(disabled.admit(now: 0) == second)
+        #expect(started(&disabled, asks: LanePacing.burst + 1, now: 0) == LanePacing.burst)
+        #expect(disabled.untilNext(now: 0) == second)
     }
 }
