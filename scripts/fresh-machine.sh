@@ -84,9 +84,12 @@ esac
 script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 script+="; cd /root/gqlmux"
 # Each command under its own time limit, about 3× its time on a cold machine of this kind (the
-# demo includes the first build); one that runs out says so by name.
+# demo includes the first build); one that runs out says so by name. In the foreground: the
+# container has a terminal, and a command in a process group of its own (timeout's default) is
+# stopped by it the moment it sets the terminal up (apt-get does); on a timeout the container's
+# shell exits, which ends everything in it.
 script+='; step() { local limit=$1 rc=0; shift; echo "==> [$((SECONDS / 60))m$((SECONDS % 60))s] fresh Debian 12: $* (limit ${limit}s)"'
-script+='; timeout --kill-after=30 "$limit" bash -c "set -euo pipefail; $*" || rc=$?'
+script+='; timeout --foreground --kill-after=30 "$limit" bash -c "set -euo pipefail; $*" || rc=$?'
 script+='; if ((rc == 124 || rc == 137)); then echo "==> fresh Debian 12: \"$*\" ran out of its ${limit}s"; fi; return $rc; }'
 for command in "${commands[@]}"; do
     case $command in
