@@ -462,7 +462,15 @@ if arguments.count > 2, arguments[2] == "targets" {
             ratios.append(done ? rate / limit : 0)
             if n == 100, done, rate > lineRate { (lineRate, linePerCPU) = (rate, Double(delivered) / cpu) }
             print(
-                String(format: "  1 → %d, round %d: gqlmuxd %.0f/s, shared frames %.0f/s: %.2f", n, round, rate, limit, rate / limit)
+                String(
+                    format: "  1 → %d, round %d: gqlmuxd %.0f/s (%.0f upstream messages/s), shared frames %.0f/s: %.2f",
+                    n,
+                    round,
+                    rate,
+                    Double(messages) / elapsed,
+                    limit,
+                    rate / limit
+                )
                     + (done ? "" : "   (incomplete: \(delivered)/\(expected))")
             )
         }
