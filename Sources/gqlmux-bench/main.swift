@@ -460,7 +460,9 @@ if arguments.count > 2, arguments[2] == "targets" {
             let limit = SocketpairReference.run(.sharedFrames, subscribers: n, lineBytes: 296, messages: messages).deliveriesPerSecond
             // A round where something was lost counts as nothing.
             ratios.append(done ? rate / limit : 0)
-            if n == 100, done, rate > lineRate { (lineRate, linePerCPU) = (rate, Double(delivered) / cpu) }
+            // The line row the endpoint kinds are judged against: the best of 3 rounds, as each
+            // kind's own row is.
+            if n == 100, round <= 3, done, rate > lineRate { (lineRate, linePerCPU) = (rate, Double(delivered) / cpu) }
             print(
                 String(
                     format: "  1 → %d, round %d: gqlmuxd %.0f/s (%.0f upstream messages/s), shared frames %.0f/s: %.2f",
