@@ -47,6 +47,10 @@ let package = Package(
         // gqlmuxd's lifecycle: graceful shutdown on SIGTERM/SIGINT with a deadline, SIGHUP read
         // as an async sequence (brings swift-async-algorithms; pure Swift).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // SHA-256 and HMAC for AWS Signature Version 4 and for naming identities: an audited
+        // implementation (BoringSSL underneath) rather than our own. It costs about two minutes
+        // of a cold build on two cores (its own copy of BoringSSL's C sources).
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // The validating JSON scanner and the {type, id, payload} envelope both wire protocols use
@@ -80,9 +84,9 @@ let package = Package(
         ),
         // The upstream's settings as values: URLs, TLS and proxy choices, timings, the carrier
         // kind. What the configuration reads and checks, with no I/O module behind it.
-        // AWS Signature Version 4 and the hashing it needs (SHA-256, HMAC), pure: AppSync's IAM
-        // authorization.
-        .target(name: "AWSSigning", swiftSettings: strict),
+        // AWS Signature Version 4 (AppSync's IAM authorization), pure, over swift-crypto's SHA-256
+        // and HMAC.
+        .target(name: "AWSSigning", dependencies: [.product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(
             name: "UpstreamSettings",
             dependencies: ["AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],

@@ -9,7 +9,7 @@ package struct LanePacing: Equatable {
     package static let burst = 16
 
     /// Nanoseconds between lane starts past the burst; 0 paces nothing.
-    package let interval: UInt64
+    package private(set) var interval: UInt64
     /// Tokens held as of `asOf`, in nanoseconds (`interval` a token; ``burst`` tokens full).
     private var credit: UInt64
     private var asOf: UInt64
@@ -40,6 +40,18 @@ package struct LanePacing: Equatable {
         guard credit >= interval else { return false }
         credit -= interval
         return true
+    }
+
+    /// The same bucket paced by a new `interval` (a reload changed the upstream's first reconnect
+    /// wait): the tokens it holds at `now` are kept, so a reload grants no fresh burst. (A bucket
+    /// that paced nothing held a full burst.)
+    package mutating func retime(interval newInterval: UInt64, now: UInt64) {
+        guard newInterval != interval else { return }
+        refill(now: now)
+        let tokens = interval == 0 ? Double(Self.burst) : min(Double(Self.burst), Double(credit) / Double(interval))
+        interval = newInterval
+        credit = UInt64(tokens * Double(newInterval))
+        asOf = max(asOf, now)
     }
 
     /// Nanoseconds from `now` until the next token (0: one is there).

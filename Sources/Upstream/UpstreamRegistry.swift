@@ -151,7 +151,7 @@ package final class UpstreamRegistry {
         let now = NIODeadline.now().uptimeNanoseconds
         let interval = LanePacing.nanoseconds(definition.prepared.configuration.transport.backoff.initial ?? .seconds(1))
         var queue = startQueues[definition.name] ?? StartQueue(pacing: LanePacing(interval: .nanoseconds(Int64(interval)), now: now))
-        if queue.pacing.interval != interval { queue.pacing = LanePacing(interval: .nanoseconds(Int64(interval)), now: now) }
+        queue.pacing.retime(interval: interval, now: now)
         if queue.lanes.isEmpty, queue.pacing.take(now: now) {
             startQueues[definition.name] = queue
             startLane(lane)

@@ -47,4 +47,24 @@ import Upstream
         #expect(started(&disabled, asks: LanePacing.burst + 1, now: 0) == LanePacing.burst)
         #expect(disabled.untilNext(now: 0) == second)
     }
+
+    @Test func aReloadThatChangesTheIntervalGrantsNoFreshBurst() {
+        // The burst spent at 1 s; a reload makes it 500 ms: still empty, the next token in 500 ms.
+        var pacing = LanePacing(interval: .seconds(1), now: 0)
+        #expect(started(&pacing, asks: LanePacing.burst, now: 0) == LanePacing.burst)
+        pacing.retime(interval: second / 2, now: 0)
+        #expect(started(&pacing, asks: 1, now: 0) == 0)
+        #expect(pacing.untilNext(now: 0) == second / 2)
+        // Half a bucket held (8 tokens at 500 ms) is still 8 tokens at 2 s.
+        var half = LanePacing(interval: .milliseconds(500), now: 0)
+        _ = started(&half, asks: LanePacing.burst / 2, now: 0)
+        half.retime(interval: 2 * second, now: 0)
+        #expect(started(&half, asks: LanePacing.burst, now: 0) == LanePacing.burst / 2)
+        #expect(half.untilNext(now: 0) == 2 * second)
+        // From pacing nothing to one a second: a full burst, then the interval.
+        var immediate = LanePacing(interval: .zero, now: 0)
+        _ = started(&immediate, asks: 100, now: 0)
+        immediate.retime(interval: second, now: 0)
+        #expect(started(&immediate, asks: LanePacing.burst + 1, now: 0) == LanePacing.burst)
+    }
 }
