@@ -452,6 +452,52 @@ class ClientLibraryIdentityTests(unittest.IsolatedAsyncioTestCase):
             server.stop()
 
 
+class CtlIdentityTests(unittest.IsolatedAsyncioTestCase):
+    """gqlmuxctl presents an identity's credentials as an app would: --payload-file for the
+    connecting payload (subscriptions), --header for the forwarded headers (queries over HTTP)."""
+
+    async def test_gqlmuxctl_speaks_for_an_identity(self) -> None:
+        server = Server("interop.identity_app:app", "modern")
+        server.start()
+        daemon = Daemon(server.url, 'connecting_payload = { token = "host" }\n',
+                        f'[upstreams.who]\nurl = "{server.url}"\nhttp_url = "{server.http_url}"\nidentity = "client"\n')
+        daemon.start()
+        try:
+            with tempfile.NamedTemporaryFile("w", suffix=".json") as payload:
+                json.dump({"token": "yan"}, payload)
+                payload.flush()
+                sub = ctl(daemon, "subscribe", ME, "--upstream", "who", "--payload-file", payload.name, "--count", "2")
+                self.assertEqual(sub.returncode, 0, sub.stderr)
+                self.assertEqual([json.loads(line)["data"]["me"].split(":")[0] for line in sub.stdout.splitlines()], ["yan", "yan"])
+                # --json: the state changes are JSON lines on stderr, not lost.
+                self.assertIn('{"state":"active"}', sub.stderr.splitlines(), sub.stderr)
+                query = ctl(daemon, "query", "{ me }", "--upstream", "who", "--header", "Authorization: Bearer yan")
+                self.assertEqual(query.returncode, 0, query.stderr)
+                self.assertEqual(json.loads(query.stdout), {"data": {"me": "yan"}})
+                # Another identity is another caller; the default (host) upstream never sees either.
+                other = ctl(daemon, "query", "{ me }", "--upstream", "who", "--header", "authorization: Bearer zed")
+                self.assertEqual(json.loads(other.stdout), {"data": {"me": "zed"}})
+                host = ctl(daemon, "subscribe", ME, "--payload-file", payload.name, "--count", "1")
+                self.assertEqual(json.loads(host.stdout)["data"]["me"].split(":")[0], "host")
+                # Bad credentials are usage errors (exit 64) that name the flag, and send nothing.
+                with tempfile.NamedTemporaryFile("w", suffix=".json") as array:
+                    array.write("[1]")
+                    array.flush()
+                    bad = ctl(daemon, "query", "{ me }", "--upstream", "who", "--payload-file", array.name)
+                    self.assertEqual(bad.returncode, 64, bad.stderr)
+                    self.assertIn("--payload-file", bad.stderr)
+                for header in ("Authorization Bearer yan", "X-A: 1\r\nX-B: 2"):
+                    bad = ctl(daemon, "query", "{ me }", "--upstream", "who", "--header", header)
+                    self.assertEqual(bad.returncode, 64, bad.stderr)
+                    self.assertIn("--header", bad.stderr)
+                missing = ctl(daemon, "query", "{ me }", "--upstream", "who", "--payload-file", "/nonexistent/token.json")
+                self.assertEqual(missing.returncode, 64, missing.stderr)
+                self.assertIn("No such file", missing.stderr)
+        finally:
+            daemon.stop()
+            server.stop()
+
+
 class RestartTests(unittest.IsolatedAsyncioTestCase):
     """An online restart carries every upstream's clients, each with its own identity."""
 

@@ -55,9 +55,106 @@ struct Connection: ParsableArguments {
     @Option(name: .long, help: "gqlmuxd socket (default: $GQLMUX_SOCKET or /run/gqlmux/gqlmux.sock).")
     var socket: String?
 
-    func client(reconnect: Bool = false) -> GQLMuxClient {
-        GQLMuxClient(configuration: .init(socketPath: socket, clientName: "gqlmuxctl", reconnect: reconnect))
+    func client(reconnect: Bool = false, presenting credential: Credential? = nil) throws -> GQLMuxClient {
+        GQLMuxClient(
+            configuration: .init(
+                socketPath: socket,
+                clientName: "gqlmuxctl",
+                reconnect: reconnect,
+                upstreamPayloadJSON: try credential?.payloadJSON(),
+                upstreamHeaders: try credential?.headerTable() ?? [:]
+            )
+        )
     }
+}
+
+/// The credential gqlmuxctl presents for the upstreams configured with `identity = "client"`, as
+/// an app would (other upstreams never see it): a connecting payload and request headers.
+struct Credential: ParsableArguments {
+    @Option(
+        name: .customLong("payload-file"),
+        help: ArgumentHelp(
+            "A file holding a JSON object: the upstream connecting payload to present for identity = \"client\" upstreams.",
+            valueName: "file"
+        )
+    )
+    var payloadFile: String?
+
+    @Option(
+        name: .customLong("header"),
+        help: ArgumentHelp(
+            "A request header to present for identity = \"client\" upstreams, as 'Name: value' (repeatable; those in the upstream's forward_headers go upstream).",
+            valueName: "header"
+        )
+    )
+    var headers: [String] = []
+
+    /// The largest payload file read: far above any `[limits] max_credential_bytes` worth setting.
+    static let largestPayloadFile = 1 << 20
+
+    func validate() throws {
+        _ = try payloadJSON()
+        _ = try headerTable()
+    }
+
+    /// The payload file's JSON object, as text; nil without `--payload-file`.
+    func payloadJSON() throws -> String? {
+        guard let payloadFile else { return nil }
+        let text: String
+        do {
+            text = try readWholeFile(payloadFile, atMost: Self.largestPayloadFile)
+        } catch {
+            throw ValidationError("--payload-file \(payloadFile): \(error)")
+        }
+        guard JSONValue.parse(text)?.isObject == true else {
+            throw ValidationError("--payload-file \(payloadFile): not a JSON object")
+        }
+        return text
+    }
+
+    /// The `--header` values by name; a malformed or repeated one is a usage error.
+    func headerTable() throws -> [String: String] {
+        var table: [String: String] = [:]
+        for header in headers {
+            guard let colon = header.firstIndex(of: ":") else {
+                throw ValidationError("--header '\(header)': write it as 'Name: value'")
+            }
+            let name = String(header[..<colon])
+            let value = String(header[header.index(after: colon)...].drop(while: { $0 == " " || $0 == "\t" }))
+            let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            guard !name.isEmpty, name.allSatisfy(token.contains) else {
+                throw ValidationError("--header '\(header)': '\(name)' is not a header name")
+            }
+            // By scalar: "\r\n" is one Character, equal to neither "\r" nor "\n".
+            guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+                throw ValidationError("--header \(name): the value holds a line break or NUL")
+            }
+            guard table.updateValue(value, forKey: name.lowercased()) == nil else {
+                throw ValidationError("--header \(name): given twice")
+            }
+        }
+        return table
+    }
+}
+
+/// A file's whole text (UTF-8), at most `limit` bytes; throws its error's text.
+func readWholeFile(_ path: String, atMost limit: Int) throws -> String {
+    struct FileError: Error, CustomStringConvertible { var description: String }
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw FileError(description: String(cString: strerror(errno))) }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0, errno == EINTR { continue }
+        guard n >= 0 else { throw FileError(description: String(cString: strerror(errno))) }
+        if n == 0 { break }
+        bytes += chunk[..<n]
+        guard bytes.count <= limit else { throw FileError(description: "larger than \(limit) bytes") }
+    }
+    guard let text = String(validating: bytes, as: UTF8.self) else { throw FileError(description: "not UTF-8") }
+    return text
 }
 
 struct Request: ParsableArguments {
@@ -205,6 +302,7 @@ struct Subscribe: AsyncParsableCommand {
     )
     @OptionGroup var connection: Connection
     @OptionGroup var request: Request
+    @OptionGroup var credential: Credential
     @OptionGroup var output: Output
     @Option(name: .long, help: "Stop after this many results.")
     var count: Int?
@@ -221,7 +319,7 @@ struct Subscribe: AsyncParsableCommand {
     func run() async throws {
         let states = self.states
         let json = output.json
-        try await withClient(connection.client(reconnect: true), json: json) { client in
+        try await withClient(connection.client(reconnect: true, presenting: credential), json: json) { client in
             // The gap is told just before the `active` it belongs to, on the same thread.
             let gap = NIOLockedValueBox<Duration?>(nil)
             let subscription = client.subscribe(
@@ -236,7 +334,11 @@ struct Subscribe: AsyncParsableCommand {
                         var line: [String: JSONValue] = ["state": .string(state.rawValue)]
                         if let gapMs { line["gapMs"] = .number(String(gapMs)) }
                         printLine(jsonLine(line))
-                    } else if !json {
+                    } else if json {
+                        var line: [String: JSONValue] = ["state": .string(state.rawValue)]
+                        if let gapMs { line["gapMs"] = .number(String(gapMs)) }
+                        printError(jsonLine(line))
+                    } else {
                         printError("state: \(state.rawValue)" + (gapMs.map { " (the stream was down \($0) ms; events meanwhile are lost)" } ?? ""))
                     }
                 },
@@ -256,10 +358,11 @@ struct Query: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run a query or a mutation; print its result.")
     @OptionGroup var connection: Connection
     @OptionGroup var request: Request
+    @OptionGroup var credential: Credential
     @OptionGroup var output: Output
 
     func run() async throws {
-        try await withClient(connection.client(), json: output.json) { client in
+        try await withClient(connection.client(presenting: credential), json: output.json) { client in
             let result = try await client.single(requestJSON: request.json, upstream: request.upstream)
             printLine(result.json)
             if let errors = JSONValue.parse(result.json)?["errors"]?.arrayValue, !errors.isEmpty { throw ExitCode(ExitStatus.operationFailed) }

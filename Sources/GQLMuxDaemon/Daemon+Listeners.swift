@@ -88,7 +88,7 @@ extension Daemon {
         let restricted = !security.allowedUIDs.isEmpty || !security.allowedGIDs.isEmpty
         let peers =
             restricted
-            ? "root, gqlmuxd's own user, allowed_uids \(security.allowedUIDs) and allowed_gids \(security.allowedGIDs) (checked with SO_PEERCRED)"
+            ? "root, gqlmuxd's own user, allowed_uids \(security.allowedUIDs) and allowed_gids \(security.allowedGIDs) (checked with SO_PEERCRED and SO_PEERGROUPS: primary and supplementary groups)"
             : "every user who can open the socket file (no allowed_uids/allowed_gids)"
         var listeners: [(ClientSession.Origin, String, String)] = [
             (.lineSocket, "line protocol, Unix socket mode \(String(configuration.socketMode, radix: 8))", peers)

@@ -395,7 +395,7 @@ package final class Daemon: @unchecked Sendable {
 
     private static func peer(_ peer: PeerCredentials?, isRootSelfOrIn uids: [UInt32], _ gids: [UInt32]) -> Bool {
         guard let peer else { return false }
-        return peer.uid == 0 || peer.uid == getuid() || uids.contains(peer.uid) || gids.contains(peer.gid)
+        return peer.uid == 0 || peer.uid == getuid() || uids.contains(peer.uid) || peer.isInAnyGroup(of: gids)
     }
 
     // MARK: - Sessions

@@ -4,11 +4,21 @@ import NIOCore
 import Glibc
 #endif
 
-/// The peer of a Unix socket as the kernel reports it (SO_PEERCRED).
+/// The peer of a Unix socket as the kernel reports it: SO_PEERCRED (pid, uid, primary gid) and
+/// SO_PEERGROUPS (its supplementary groups), both as they were when it connected.
 package struct PeerCredentials: Sendable, Equatable {
     package var pid: Int32
     package var uid: UInt32
+    /// The primary (effective) group.
     package var gid: UInt32
+    /// The supplementary groups (`usermod -aG`), ascending. Empty when the kernel could not give
+    /// them (more than ``PeerGroups/capacity``).
+    package var groups: [UInt32] = []
+
+    /// Whether the peer is in any of `gids`, by its primary group or a supplementary one.
+    package func isInAnyGroup(of gids: [UInt32]) -> Bool {
+        gids.contains(gid) || groups.contains(where: gids.contains)
+    }
 
     /// Mirrors `struct ucred`, which Glibc does not export to Swift.
     private struct UCred {
@@ -28,6 +38,12 @@ package struct PeerCredentials: Sendable, Equatable {
         )
         let box = ResultBox()
         future.whenSuccess { box.value = PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+        guard box.value != nil else { return nil }
+        let groups: EventLoopFuture<PeerGroups> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(PeerGroups.option)
+        )
+        groups.whenSuccess { box.value?.groups = $0.gids }
         return box.value
     }
 
@@ -36,5 +52,28 @@ package struct PeerCredentials: Sendable, Equatable {
     /// on this thread.
     private final class ResultBox: @unchecked Sendable {
         var value: PeerCredentials?
+    }
+}
+
+/// The buffer SO_PEERGROUPS fills: up to ``capacity`` gids (a peer with more gets ERANGE, and
+/// is matched by its primary group only).
+struct PeerGroups: Sendable {
+    /// SO_PEERGROUPS (Linux 4.13), which Glibc's Swift overlay does not name.
+    static let option: Int32 = 59
+    static let capacity = 256
+    private var storage = InlineArray<256, UInt32>(repeating: 0)
+
+    /// The groups held. The kernel gives them sorted ascending and NIO zero-fills the buffer
+    /// past them, so the zeros after the first entry are not groups; a first 0 is group 0 (root)
+    /// when a group follows it. (Group 0 as a peer's only supplementary group reads as none:
+    /// it is still matched as a primary group.)
+    var gids: [UInt32] {
+        var held: [UInt32] = []
+        for index in 0..<Self.capacity {
+            let gid = storage[index]
+            if gid == 0, index > 0 { break }
+            held.append(gid)
+        }
+        return held == [0] ? [] : held
     }
 }

@@ -46,6 +46,25 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
         }
     }
 
+    @Test func allowedAndAdminGIDsMatchSupplementaryGroups() async throws {
+        // Users added with `usermod -aG`: the group is supplementary, the primary one is their own.
+        let config = "[security]\nallowed_gids = [4343]\nadmin_gids = [4343]"
+        try await DaemonRig.with(socketConfig: "mode = \"0666\"", extraConfig: config) { rig in
+            func asNobody(groups: String, _ lines: String) async throws -> String {
+                try await run(
+                    ["setpriv", "--reuid=65534", "--regid=65534", "--groups=\(groups)", "socat", "-t", "2", "-", "UNIX-CONNECT:\(rig.socketPath)"],
+                    stdin: lines
+                ).output
+            }
+            let member = try await asNobody(groups: "100,4343,5000", #"{"type":"pause","id":"p"}"# + "\n" + #"{"type":"resume","id":"r"}"# + "\n")
+            #expect(member.contains(#"{"type":"ok","id":"p"}"#) && member.contains(#"{"type":"ok","id":"r"}"#), "output: \(member)")
+            #expect(!member.contains("FORBIDDEN"), "output: \(member)")
+            let outsider = try await asNobody(groups: "100,4344", #"{"type":"ping"}"# + "\n")
+            #expect(outsider.contains("FORBIDDEN"), "output: \(outsider)")
+            #expect(rig.log.count(.clientRefused) == 1)
+        }
+    }
+
     @Test func adminVerbsNeedAnAdmin() async throws {
         try await DaemonRig.with(socketConfig: "mode = \"0666\"") { rig in
             let nobody = try await run(
