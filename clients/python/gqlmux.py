@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright 2026 the gqlmux developers
 """gqlmux: a Python client for gqlmuxd's local protocol (docs/protocol.md).
 
 One file, standard library only (asyncio). It behaves like the Swift ``GQLMuxClient``:
