@@ -46,10 +46,15 @@ struct GQLMuxd: AsyncParsableCommand {
         commandName: "gqlmuxd",
         abstract: "Share one upstream GraphQL subscription connection with every process on this host.",
         discussion: """
-            Keeps one graphql-transport-ws WebSocket to the upstream and serves local clients on a \
-            Unix socket (protocol v1). Under systemd it reports its state with sd_notify, adopts a \
-            socket-activated listener, and logs native journald entries. SIGHUP reloads the \
-            configuration and credentials; SIGTERM and SIGINT stop gracefully.
+            Shares its connections to each configured upstream GraphQL server among every local \
+            client, over the transport the upstream's configuration names: a WebSocket speaking \
+            graphql-transport-ws or the legacy graphql-ws, AWS AppSync's real-time WebSocket, Apollo \
+            multipart subscriptions over HTTP, or GraphQL over Server-Sent Events (SSE). Serves local \
+            clients on a Unix socket (protocol v1) and as a local GraphQL endpoint. Under systemd it \
+            reports its state with sd_notify, adopts socket-activated listeners, and logs native \
+            journald entries. SIGHUP reloads the configuration and credentials; SIGTERM and SIGINT \
+            stop gracefully (under systemd with a file descriptor store, a restart hands every client \
+            to the next process).
             """,
         version: Daemon.version
     )
