@@ -19,14 +19,14 @@ install -m 0644 systemd/gqlmuxd.socket /etc/systemd/system/gqlmuxd.socket
 install -m 0644 systemd/gqlmuxd-graphql.socket /etc/systemd/system/gqlmuxd-graphql.socket
 install -m 0644 systemd/gqlmuxd.catalog "$prefix/lib/systemd/catalog/gqlmuxd.catalog"
 install -m 0644 README.md "$prefix/share/doc/gqlmux/README.md"
-[ -e /etc/gqlmux/gqlmuxd.toml ] || install -m 0640 config/gqlmuxd.toml /etc/gqlmux/gqlmuxd.toml
-# LoadCredential= needs the file to exist; "{}" is an empty connecting payload.
-[ -e /etc/gqlmux/token.json ] || (umask 077 && echo '{}' >/etc/gqlmux/token.json)
-
 # The socket's group: members may use gqlmuxd. The service runs as this static user.
 getent group gqlmux >/dev/null || groupadd --system gqlmux
 getent passwd gqlmux >/dev/null || useradd --system --gid gqlmux --no-create-home --shell /usr/sbin/nologin gqlmux
-chgrp gqlmux /etc/gqlmux/gqlmuxd.toml
+# Its configuration and token: the service's user reads them, nobody else (not even the members
+# of group gqlmux, who may use the socket). LoadCredential= needs the token file to exist; "{}"
+# is an empty connecting payload. (docs/secrets.md)
+[ -e /etc/gqlmux/gqlmuxd.toml ] || install -o gqlmux -g root -m 0600 config/gqlmuxd.toml /etc/gqlmux/gqlmuxd.toml
+[ -e /etc/gqlmux/token.json ] || (umask 077 && echo '{}' >/etc/gqlmux/token.json && chown gqlmux:root /etc/gqlmux/token.json)
 
 journalctl --update-catalog
 systemctl daemon-reload

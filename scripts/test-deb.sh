@@ -97,6 +97,47 @@ timeout 30 gqlmuxctl subscribe 'subscription { tick }' --count 3 >"$out/subscrip
 echo $? >"$out/subscription.rc"
 systemctl is-active gqlmuxd.service >"$out/service-active.txt"
 gqlmuxctl status >"$out/status.txt" 2>&1
+# Secrets as docs/secrets.md says, each way rotated under a subscriber that must not be closed:
+# (1) a file in /etc/gqlmux only the service's user reads (gqlmux:root 0600; the members of group
+#     gqlmux, who may use the socket, may not): install the new one, then
+#     `systemctl reload gqlmuxd`; (2) the LoadCredential= copy in /run/credentials: replace
+#     /etc/gqlmux/token.json, then `systemctl restart gqlmuxd` (systemd 252 copies credentials only
+#     when the service starts; the restart is online). The test upstream prints each connection_init.
+inits() { journalctl -u gqlmux-test-upstream.service -o cat --no-pager | grep '^connection_init' || true; }
+wait_init() {  # wait_init TEXT: a connection_init carrying TEXT reaches the upstream within 15 s
+    for _ in $(seq 150); do inits | tail -1 | grep -q "$1" && return 0; sleep 0.1; done
+    return 1
+}
+ticks_of() { grep -c '"tick"' "$out/rotation-ticks.txt" || true; }
+more_ticks() {  # more_ticks: the subscriber receives 5 more results within 15 s
+    local before; before=$(ticks_of)
+    for _ in $(seq 150); do (( $(ticks_of) >= before + 5 )) && return 0; sleep 0.1; done
+    return 1
+}
+# (The first connecting_payload_file line is [upstream]'s; a later one is an example of another section.)
+sed -i '0,/^\(# \)\?connecting_payload_file = .*/s##connecting_payload_file = "/etc/gqlmux/token.json"#' /etc/gqlmux/gqlmuxd.toml
+printf '{"token":"rotation-one"}\n' >/tmp/token.json
+install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/token.json
+systemctl reload gqlmuxd.service
+gqlmuxctl subscribe 'subscription { tick }' >"$out/rotation-ticks.txt" 2>"$out/rotation-ticks.err" &
+subscriber=$!
+{
+    wait_init rotation-one && more_ticks && echo "one: the upstream saw rotation-one"
+    printf '{"token":"rotation-two"}\n' >/tmp/token.json
+    install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/token.json
+    systemctl reload gqlmuxd.service
+    wait_init rotation-two && more_ticks && echo "two: after install and systemctl reload, the upstream saw rotation-two"
+    sed -i 's#^connecting_payload_file = .*#connecting_payload_file = "/run/credentials/gqlmuxd.service/token.json"#' /etc/gqlmux/gqlmuxd.toml
+    printf '{"token":"rotation-three"}\n' >/tmp/token.json
+    install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/token.json
+    systemctl reload gqlmuxd.service
+    wait_init ': {}$' && more_ticks && echo "three: a reload reads the LoadCredential copy systemd made when the service started ({}), not rotation-three"
+    systemctl restart gqlmuxd.service
+    wait_init rotation-three && more_ticks && echo "four: after systemctl restart, the upstream saw rotation-three"
+    kill -0 "$subscriber" && echo "five: the subscriber was never closed"
+} >"$out/rotation.txt" 2>&1
+kill "$subscriber" 2>/dev/null
+inits >"$out/rotation-inits.txt"
 # The online restart across `systemctl restart` and an install of the newer package over this
 # one (its postinst restarts gqlmuxd): 100 line-protocol clients, 100 endpoint WebSockets and
 # 20 endpoint SSE or multipart streams stay connected, and every subscription receives again.
@@ -137,13 +178,15 @@ fi
 check "apt-get install ./$(basename "$deb")" test "$(read_file install.rc)" = 0
 check "dpkg says installed" test "$(read_file status-installed.txt)" = "install ok installed"
 check "sysusers made the user gqlmux" grep -q '^gqlmux:' "$o/user.txt"
-check "/etc/gqlmux/gqlmuxd.toml is 640 root:gqlmux" test "$(read_file config-mode.txt)" = "640 root:gqlmux"
-check "tmpfiles made /etc/gqlmux/token.json 600" test "$(read_file token-mode.txt)" = "600 root:root"
+check "/etc/gqlmux/gqlmuxd.toml is 600 gqlmux:root (the service reads it, socket users may not)" test "$(read_file config-mode.txt)" = "600 gqlmux:root"
 check "gqlmuxd.socket is enabled" test "$(read_file socket-enabled.txt)" = enabled
 check "man pages gqlmuxd(8) and gqlmuxctl(1)" grep -q 'man8/gqlmuxd.8.gz' "$o/man.txt"
 check "a subscription streams through /run/gqlmux/gqlmux.sock" test "$(read_file subscription.rc)" = 0 -a "$(grep -c '"tick"' "$o/subscription.txt")" = 3
 check "gqlmuxd.service was started by its socket" test "$(read_file service-active.txt)" = active
 check "journalctl -x explains events with the catalog" grep -q "Subject: gqlmuxd started" "$o/journal.txt"
+check "token rotation: a file in /etc/gqlmux, install + systemctl reload; the LoadCredential copy, systemctl restart; the subscriber kept" \
+    test "$(grep -c '^\(one\|two\|three\|four\|five\):' "$o/rotation.txt")" = 5
+check "tmpfiles made /etc/gqlmux/token.json 600 gqlmux:root (the service reads it, socket users may not)" test "$(read_file token-mode.txt)" = "600 gqlmux:root"
 check "no client closed across systemctl restart and an upgrade to $old_version+upgrade1 (100 line, 100 WebSocket, 20 SSE/multipart)" \
     test "$(read_file upgrade-probe.rc)" = 0
 check "the newer package is installed" test "$(read_file version-after-upgrade.txt)" = "$old_version+upgrade1"
@@ -151,6 +194,8 @@ check "apt-get purge gqlmux" test "$(read_file purge.rc)" = 0
 check "dpkg no longer knows gqlmux" test "$(read_file dpkg-s-after.rc)" != 0
 check "nothing of the package is left" test ! -s "$o/left-behind.txt"
 echo "    subscription: $(tr '\n' ' ' <"$o/subscription.txt")"
+sed 's/^/    rotation: /' "$o/rotation.txt"
+sed 's/^/    upstream saw: /' "$o/rotation-inits.txt"
 sed -n '1,5p' "$o/upgrade-probe.txt" | sed 's/^/    /'
 if ((failed > 0)); then
     echo "--- inside log" >&2

@@ -171,6 +171,7 @@ extension DaemonConfiguration {
             "connection_ack_timeout", "ping_interval", "pong_timeout", "max_message_bytes", "reconnect_if_connected", "tls",
             "protocol", "http_url", "http_timeout", "max_operations_per_connection", "max_connections", "operation_timeout",
             "transport", "multipart_accept", "heartbeat_timeout", "max_streams", "proxy", "appsync", "identity", "forward_headers", "peers",
+            "header_files",
         ])
         var carrier = UpstreamCarrierKind.websocket
         if let name = try t.string("transport") {
@@ -246,6 +247,21 @@ extension DaemonConfiguration {
                     !value.contains("\r"), !value.contains("\n")
                 else { throw ConfigurationError("[\(s).headers] \(key): not a valid HTTP header") }
                 c.headers.append((key, value))
+            }
+        }
+        if let files = try t.table("header_files") {
+            for key in files.keys {
+                guard let path = try files.string(key) else { continue }
+                guard !key.isEmpty, key.utf8.allSatisfy({ $0 > 32 && $0 < 127 && $0 != UInt8(ascii: ":") }) else {
+                    throw ConfigurationError("[\(s).header_files] \(key): not a valid HTTP header name")
+                }
+                guard path.hasPrefix("/") else {
+                    throw ConfigurationError("[\(s).header_files] \(key): \(path) is not an absolute path")
+                }
+                guard !c.headers.contains(where: { $0.name.lowercased() == key.lowercased() }) else {
+                    throw ConfigurationError("[\(s).header_files] \(key): also set in [\(s).headers]; set it in one of them")
+                }
+                c.headerFiles.append((key, path))
             }
         }
         let inline = try t.jsonObject("connecting_payload")

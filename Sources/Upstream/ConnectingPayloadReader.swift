@@ -70,6 +70,16 @@ package enum ConnectingPayloadReader {
         return secret
     }
 
+    /// Reads a header's value from `path` (`[upstream.header_files]`): one line of printable
+    /// text, a final newline dropped.
+    package static func readHeaderValue(_ path: String, naming name: String) throws -> String {
+        let buffer = try readFile(path, naming: name)
+        guard let value = AppSyncSettings.secret(fromFile: String(buffer: buffer)) else {
+            throw Failure(description: "\(name) \(path) is empty or holds characters no HTTP header may carry")
+        }
+        return value
+    }
+
     private static func readFile(_ path: String, naming name: String = "connecting_payload_file") throws -> ByteBuffer {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {

@@ -40,8 +40,10 @@ package struct PreparedUpstream: Sendable {
     /// Blocking: reads the CA file (once per secure endpoint) and, with `checkPayloadFile`, a
     /// regular `connecting_payload_file` (a FIFO or device is left for the connect to read:
     /// reading it here would consume what a credentials helper writes for the connect).
+    /// Reads each `header_files` file too, into the configuration's headers (a file rotated
+    /// before a reload is read by it).
     package init(_ configuration: UpstreamConfiguration, checkPayloadFile: Bool) throws(Failure) {
-        self.configuration = configuration
+        self.configuration = try Self.readingHeaderFiles(configuration)
         do {
             websocketTLS = try configuration.tls.clientContext(secure: configuration.url.secure)
             httpTLS = try configuration.httpURL.flatMap { try configuration.tls.clientContext(secure: $0.secure, alpn: ["h2", "http/1.1"]) }
@@ -64,5 +66,22 @@ package struct PreparedUpstream: Sendable {
                 }
             }
         }
+    }
+
+    /// `configuration` with each header file's value in its headers, replacing what an earlier
+    /// preparation put there.
+    private static func readingHeaderFiles(_ configuration: UpstreamConfiguration) throws(Failure) -> UpstreamConfiguration {
+        guard !configuration.headerFiles.isEmpty else { return configuration }
+        var resolved = configuration
+        let names = Set(configuration.headerFiles.map { $0.name.lowercased() })
+        resolved.headers.removeAll { names.contains($0.name.lowercased()) }
+        for (name, path) in configuration.headerFiles {
+            do {
+                resolved.headers.append((name, try ConnectingPayloadReader.readHeaderValue(path, naming: "header_files \(name)")))
+            } catch {
+                throw Failure(description: "[upstream] \(error)")
+            }
+        }
+        return resolved
     }
 }

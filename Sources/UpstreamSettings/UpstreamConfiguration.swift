@@ -26,6 +26,10 @@ package struct UpstreamConfiguration: Sendable {
     package var url: UpstreamURL
     /// Extra upgrade request headers, e.g. Authorization.
     package var headers: [(name: String, value: String)]
+    /// `[upstream.header_files]`: headers whose value is a file's one line (a secret kept out of
+    /// gqlmuxd.toml). Read off the loop when the upstream is prepared (at start and at every
+    /// reload) into ``headers`` (``PreparedUpstream``).
+    package var headerFiles: [(name: String, path: String)] = []
     package var connectingPayload: ConnectingPayload
     package var clientName: String?
     package var clientVersion: String?
@@ -111,6 +115,7 @@ package enum UpstreamCarrierKind: String, Sendable, Equatable, CaseIterable {
 extension UpstreamConfiguration: Equatable {
     package static func == (a: UpstreamConfiguration, b: UpstreamConfiguration) -> Bool {
         a.url == b.url && a.headers.map { [$0.name, $0.value] } == b.headers.map { [$0.name, $0.value] }
+            && a.headerFiles.map { [$0.name, $0.path] } == b.headerFiles.map { [$0.name, $0.path] }
             && a.connectingPayload == b.connectingPayload && a.clientName == b.clientName && a.clientVersion == b.clientVersion
             && a.tls == b.tls && a.maxMessageBytes == b.maxMessageBytes && a.reconnectIfConnected == b.reconnectIfConnected
             && a.transport == b.transport && a.protocols == b.protocols && a.httpURL == b.httpURL && a.httpTimeout == b.httpTimeout
@@ -119,10 +124,10 @@ extension UpstreamConfiguration: Equatable {
     }
 
     /// Whether it reads a file at every connect or the reload rebuilds from one
-    /// (`connecting_payload_file`, `tls.ca_file`, AppSync's secrets): a reload applies it anew
-    /// even when no key changed, so a rotated file takes effect.
+    /// (`connecting_payload_file`, `header_files`, `tls.ca_file`, AppSync's secrets): a reload
+    /// applies it anew even when no key changed, so a rotated file takes effect.
     package var readsFiles: Bool {
         if case .file = connectingPayload { return true }
-        return tls.caFile != nil || appSync != nil
+        return tls.caFile != nil || appSync != nil || !headerFiles.isEmpty
     }
 }

@@ -109,6 +109,15 @@ import Upstream
         ("", "[upstream] url: required"),
         ("[upstream\nurl=", "TOML syntax error"),
         ("[upstream]\nurl = \"ws://h/\"\nconnecting_payload = {a=1}\nconnecting_payload_file = \"/x\"\n", "set only one"),
+        (
+            "[upstream]\nurl = \"ws://h/\"\n[upstream.header_files]\nAuthorization = \"token\"\n",
+            "[upstream.header_files] Authorization: token is not an absolute path"
+        ),
+        ("[upstream]\nurl = \"ws://h/\"\n[upstream.header_files]\n\"Bad Name\" = \"/x\"\n", "[upstream.header_files] Bad Name: not a valid HTTP header name"),
+        (
+            "[upstream]\nurl = \"ws://h/\"\n[upstream.headers]\nauthorization = \"x\"\n[upstream.header_files]\nAuthorization = \"/x\"\n",
+            "[upstream.header_files] Authorization: also set in [upstream.headers]"
+        ),
     ])
     func invalidConfigurationNamesTheKeyAndWhy(text: String, expected: String) {
         do {
