@@ -24,6 +24,20 @@ package enum LocalErrorCode: String, Sendable, CaseIterable {
     case unknownUpstream = "UNKNOWN_UPSTREAM"
 }
 
+extension LocalErrorCode {
+    /// The limits a `LIMIT_EXCEEDED` can name (their configuration keys): its message names the
+    /// one it hit, and `extensions.limit` carries that name for programs.
+    package static let limits: Set<String> = [
+        "max_clients", "max_operations_per_client", "max_streams", "max_connections", "max_identities",
+        "max_identities_per_uid", "max_credential_bytes", "total_buffer_bytes", "max_document_tokens", "max_document_depth",
+    ]
+
+    /// The limit `message` names: its first word that is one of ``limits``.
+    package static func limit(namedIn message: String) -> String? {
+        message.split(whereSeparator: { !($0.isLetter || $0 == "_") }).lazy.map(String.init).first(where: limits.contains)
+    }
+}
+
 /// Every message type of the local protocol, both directions (docs/protocol.md).
 package enum LocalMessageType: String, Sendable, CaseIterable {
     // Client → daemon.

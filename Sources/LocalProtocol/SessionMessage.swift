@@ -64,7 +64,8 @@ package enum SessionError: Sendable, Equatable {
         if case .local(let code, _, _) = self { code } else { nil }
     }
 
-    /// The GraphQL `errors` array: `[{"message":…,"extensions":{"code":…}}]`.
+    /// The GraphQL `errors` array: `[{"message":…,"extensions":{"code":…}}]`; a
+    /// `LIMIT_EXCEEDED` adds `"limit"`, the configuration key of the limit it hit.
     package var errors: ByteBuffer {
         switch self {
         case .upstream(let errors):
@@ -92,6 +93,10 @@ package enum SessionError: Sendable, Equatable {
             out.writeJSONString(message)
             out.writeStaticString(#","extensions":{"code":"#)
             out.writeJSONString(code.rawValue)
+            if code == .limitExceeded, !extra.contains(where: { $0.name == "limit" }), let limit = LocalErrorCode.limit(namedIn: message) {
+                out.writeStaticString(#","limit":"#)
+                out.writeJSONString(limit)
+            }
             for member in extra {
                 out.writeStaticString(",")
                 out.writeJSONString(member.name)

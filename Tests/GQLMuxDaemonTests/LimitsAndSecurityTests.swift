@@ -18,7 +18,7 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             await until("two served", on: a, b) { a.lines.count == 1 && b.lines.count == 1 }
             let c = try await rig.connect()
             await until("third refused", on: c) { c.isClosed }
-            #expect(c.lines.first?.contains("LIMIT_EXCEEDED") == true)
+            #expect(c.lines.first?.contains(#""extensions":{"code":"LIMIT_EXCEEDED","limit":"max_clients"}"#) == true, "\(c.lines)")
             #expect(!a.isClosed && !b.isClosed)
         }
     }
@@ -31,6 +31,7 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             c.subscribe(id: "3")
             await until("third refused", on: c) { !c.lines(containing: "LIMIT_EXCEEDED").isEmpty }
             #expect(c.lines(containing: "LIMIT_EXCEEDED").first?.contains(#""id":"3""#) == true)
+            #expect(c.lines(containing: "LIMIT_EXCEEDED").first?.contains(#""limit":"max_operations_per_client""#) == true)
             #expect(!c.isClosed)
         }
     }

@@ -90,6 +90,8 @@ class _Operation:
         self.limit = limit
         self.finished = False
         self.last_state: Optional[str] = None
+        # The connection (Client._connections) it was last sent on: sent once per connection.
+        self.sent_on = 0
 
     def state(self, state: str) -> None:
         """Tells ``on_state`` of a change; the same state twice in a row is one change (a
@@ -156,6 +158,7 @@ class Client:
         self._connect_lock = asyncio.Lock()
         self._ever_connected = False
         self._reconnecting = False  # the connection was lost and the reconnect loop runs
+        self._connections = 0  # connections opened so far; the current one's number
         self._closed = False
         self._room = asyncio.Event()  # set while no subscription's buffer is full
         self._room.set()
@@ -319,7 +322,11 @@ class Client:
                     raise GQLMuxError("DAEMON_UNAVAILABLE",
                                       f"cannot connect to {self.path}: {error.strerror or error}") from None
                 return
+            # Operations started while another connected were sent by that connect already.
+            if operation.sent_on == self._connections:
+                return
             with contextlib.suppress(ConnectionError, OSError):
+                operation.sent_on = self._connections
                 await self._send(self._line_for(operation))
 
     @staticmethod
@@ -332,6 +339,7 @@ class Client:
         """Opens the connection, says hello, and sends every registered operation in order."""
         reader, writer = await asyncio.open_unix_connection(self.path, limit=MAX_LINE_BYTES)
         self._writer = writer
+        self._connections += 1
         self._ever_connected = True
         self._reconnecting = False
         self._held_back = False
@@ -342,6 +350,7 @@ class Client:
                 hello["upstream"] = self.upstream_credentials
             await self._send({"type": "connection_init", "payload": hello})
             for operation in sorted(self._operations.values(), key=lambda op: int(op.id)):
+                operation.sent_on = self._connections
                 await self._send(self._line_for(operation))
 
     async def _send(self, message: Dict[str, Any]) -> None:

@@ -120,6 +120,12 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         second = await self.client.query("mutation { increment }")
         self.assertEqual(second["data"]["increment"], first["data"]["increment"] + 1)
 
+    async def test_operations_started_together_on_a_new_client_are_each_sent_once(self) -> None:
+        # The first connects and sends every operation registered by then; the others must not
+        # send theirs again (the daemon would answer DUPLICATE_ID).
+        results = await asyncio.gather(*(self.client.query("{ hello }") for _ in range(5)))
+        self.assertEqual(results, [{"data": {"hello": "world"}}] * 5)
+
     async def test_errors_are_typed_with_the_contract_codes(self) -> None:
         with self.assertRaises(gqlmux.GQLMuxError) as caught:
             await self.client.query("{ hello ")
