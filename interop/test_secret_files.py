@@ -85,6 +85,15 @@ class SecretFileRotationTests(unittest.IsolatedAsyncioTestCase):
         before = ticks()
         await wait_for(lambda: ticks() >= before + 3, 15, "ticks after the failed reload")
         self.assertEqual(len(connections()), count)
+        # One every user may read is refused the same way, naming the mode.
+        replace(header, "Bearer leaked-header\n")
+        os.chmod(header, 0o644)
+        bad = subprocess.run([os.path.join(BIN, "gqlmuxctl"), "reload", "--socket", daemon.socket],
+                             capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("may be read by every user", bad.stderr + bad.stdout)
+        self.assertEqual(len(connections()), count)
+        self.assertNotIn("leaked-header", peer.raw_transcript())
         self.assertNotIn("new-header", daemon.log(), "a header's value reached the log")
         self.assertNotIn("new-token", daemon.log(), "a token reached the log")
 

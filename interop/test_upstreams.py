@@ -490,6 +490,13 @@ class CtlIdentityTests(unittest.IsolatedAsyncioTestCase):
                     bad = ctl(daemon, "query", "{ me }", "--upstream", "who", "--header", header)
                     self.assertEqual(bad.returncode, 64, bad.stderr)
                     self.assertIn("--header", bad.stderr)
+                    self.assertNotIn("yan", bad.stderr, "a usage error repeated the header's value")
+                # --header-file: the same headers from a file, off the command line.
+                with tempfile.NamedTemporaryFile("w") as headers:
+                    headers.write("Authorization: Bearer vic\n\nX-Other: 1\n")
+                    headers.flush()
+                    filed = ctl(daemon, "query", "{ me }", "--upstream", "who", "--header-file", headers.name)
+                    self.assertEqual(json.loads(filed.stdout), {"data": {"me": "vic"}}, filed.stderr)
                 missing = ctl(daemon, "query", "{ me }", "--upstream", "who", "--payload-file", "/nonexistent/token.json")
                 self.assertEqual(missing.returncode, 64, missing.stderr)
                 self.assertIn("No such file", missing.stderr)

@@ -22,9 +22,14 @@ root=$PWD
 out=$(mkdir -p "${1:-.build/deb}" && cd "${1:-.build/deb}" && pwd)
 
 scripts/prerequisites.sh build
-for tool in dpkg-deb dpkg-shlibdeps; do
-    command -v "$tool" >/dev/null || { echo "build-deb.sh needs $tool (Debian package dpkg-dev)" >&2; exit 1; }
-done
+if ! command -v dpkg-shlibdeps >/dev/null; then
+    if (( EUID == 0 )); then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends dpkg-dev >&2
+    else
+        echo "build-deb.sh needs dpkg-shlibdeps: sudo apt-get install dpkg-dev" >&2
+        exit 1
+    fi
+fi
 
 version=$(sed -n 's/.*static let release = "\(.*\)".*/\1/p' Sources/LocalProtocol/LocalMessages.swift)
 [[ -n $version ]] || { echo "build-deb.sh: cannot read the release from LocalProtocol" >&2; exit 1; }
@@ -85,6 +90,9 @@ rm -f "$out/gqlmuxd.8" "$out/gqlmuxctl.1"
 chmod 0644 "$pkg"/usr/share/*/*completion*/* "$pkg"/usr/share/zsh/vendor-completions/*
 
 install -m 0644 README.md "$pkg/usr/share/doc/gqlmux/README.md"
+# The pages the README and the shipped configuration link to (docs/NAME.md).
+install -d "$pkg/usr/share/doc/gqlmux/docs"
+install -m 0644 docs/*.md "$pkg/usr/share/doc/gqlmux/docs/"
 install -m 0644 packaging/debian/copyright "$pkg/usr/share/doc/gqlmux/copyright"
 sed "s/@VERSION@/$version/" packaging/debian/changelog | gzip -9n >"$pkg/usr/share/doc/gqlmux/changelog.gz"
 chmod 0644 "$pkg/usr/share/doc/gqlmux/changelog.gz"

@@ -25,8 +25,11 @@ getent passwd gqlmux >/dev/null || useradd --system --gid gqlmux --no-create-hom
 # Its configuration and token: the service's user reads them, nobody else (not even the members
 # of group gqlmux, who may use the socket). LoadCredential= needs the token file to exist; "{}"
 # is an empty connecting payload. (docs/secrets.md)
-[ -e /etc/gqlmux/gqlmuxd.toml ] || install -o gqlmux -g root -m 0600 config/gqlmuxd.toml /etc/gqlmux/gqlmuxd.toml
-[ -e /etc/gqlmux/token.json ] || (umask 077 && echo '{}' >/etc/gqlmux/token.json && chown gqlmux:root /etc/gqlmux/token.json)
+# An earlier install made gqlmuxd.toml root:gqlmux 0640: the modes are set whatever was there.
+[ -e /etc/gqlmux/gqlmuxd.toml ] || install -m 0600 config/gqlmuxd.toml /etc/gqlmux/gqlmuxd.toml
+[ -e /etc/gqlmux/token.json ] || (umask 077 && echo '{}' >/etc/gqlmux/token.json)
+chown gqlmux:root /etc/gqlmux/gqlmuxd.toml /etc/gqlmux/token.json
+chmod 0600 /etc/gqlmux/gqlmuxd.toml /etc/gqlmux/token.json
 
 journalctl --update-catalog
 systemctl daemon-reload

@@ -108,6 +108,10 @@ wait_init() {  # wait_init TEXT: a connection_init carrying TEXT reaches the ups
     for _ in $(seq 150); do inits | tail -1 | grep -q "$1" && return 0; sleep 0.1; done
     return 1
 }
+rotate_token() {  # as docs/secrets.md says: install to a temporary name, then rename over the old
+    install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/.token.json.new
+    mv -f /etc/gqlmux/.token.json.new /etc/gqlmux/token.json
+}
 ticks_of() { grep -c '"tick"' "$out/rotation-ticks.txt" || true; }
 more_ticks() {  # more_ticks: the subscriber receives 5 more results within 15 s
     local before; before=$(ticks_of)
@@ -117,7 +121,7 @@ more_ticks() {  # more_ticks: the subscriber receives 5 more results within 15 s
 # (The first connecting_payload_file line is [upstream]'s; a later one is an example of another section.)
 sed -i '0,/^\(# \)\?connecting_payload_file = .*/s##connecting_payload_file = "/etc/gqlmux/token.json"#' /etc/gqlmux/gqlmuxd.toml
 printf '{"token":"rotation-one"}\n' >/tmp/token.json
-install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/token.json
+rotate_token
 systemctl reload gqlmuxd.service
 gqlmuxctl subscribe 'subscription { tick }' >"$out/rotation-ticks.txt" 2>"$out/rotation-ticks.err" &
 subscriber=$!
@@ -125,12 +129,12 @@ subscriber=$!
     set +x
     wait_init rotation-one && more_ticks && echo "one: the upstream saw rotation-one"
     printf '{"token":"rotation-two"}\n' >/tmp/token.json
-    install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/token.json
-    systemctl reload gqlmuxd.service
-    wait_init rotation-two && more_ticks && echo "two: after install and systemctl reload, the upstream saw rotation-two"
+    rotate_token
+    gqlmuxctl reload
+    wait_init rotation-two && more_ticks && echo "two: after install, mv and gqlmuxctl reload, the upstream saw rotation-two"
     sed -i 's#^connecting_payload_file = .*#connecting_payload_file = "/run/credentials/gqlmuxd.service/token.json"#' /etc/gqlmux/gqlmuxd.toml
     printf '{"token":"rotation-three"}\n' >/tmp/token.json
-    install -o gqlmux -g root -m 0600 /tmp/token.json /etc/gqlmux/token.json
+    rotate_token
     systemctl reload gqlmuxd.service
     wait_init ': {}$' && more_ticks && echo "three: a reload reads the LoadCredential copy systemd made when the service started ({}), not rotation-three"
     systemctl restart gqlmuxd.service
@@ -141,6 +145,16 @@ subscriber=$!
 } >"$out/rotation.txt" 2>&1
 kill "$subscriber" 2>/dev/null
 inits >"$out/rotation-inits.txt"
+# gqlmuxd's user owns its configuration and token, yet inside the service (its mount namespace,
+# its uid and groups) neither can be written: all of /etc is read-only there.
+main=$(systemctl show -P MainPID gqlmuxd.service)
+for file in /etc/gqlmux/gqlmuxd.toml /etc/gqlmux/token.json; do
+    if nsenter -t "$main" -m -S "$(id -u gqlmux)" -G "$(id -g gqlmux)" sh -c "echo >>$file" 2>>"$out/service-write.err"; then
+        echo "$file" >>"$out/service-wrote.txt"
+    fi
+done
+nsenter -t "$main" -m -S "$(id -u gqlmux)" -G "$(id -g gqlmux)" cat /etc/gqlmux/token.json >"$out/service-read.txt" 2>&1
+touch "$out/service-wrote.txt"
 # The online restart across `systemctl restart` and an install of the newer package over this
 # one (its postinst restarts gqlmuxd): 100 line-protocol clients, 100 endpoint WebSockets and
 # 20 endpoint SSE or multipart streams stay connected, and every subscription receives again.
@@ -189,6 +203,8 @@ check "gqlmuxd.service was started by its socket" test "$(read_file service-acti
 check "journalctl -x explains events with the catalog" grep -q "Subject: gqlmuxd started" "$o/journal.txt"
 check "token rotation: a file in /etc/gqlmux, install + systemctl reload; the LoadCredential copy, systemctl restart; the subscriber kept" \
     test "$(grep -c '^\(one\|two\|three\|four\|five\):' "$o/rotation.txt")" = 5
+check "inside the service its user reads token.json and can write neither it nor gqlmuxd.toml" \
+    test ! -s "$o/service-wrote.txt" -a "$(grep -c rotation-three "$o/service-read.txt")" = 1
 check "tmpfiles made /etc/gqlmux/token.json 600 gqlmux:root (the service reads it, socket users may not)" test "$(read_file token-mode.txt)" = "600 gqlmux:root"
 check "no client closed across systemctl restart and an upgrade to $old_version+upgrade1 (100 line, 100 WebSocket, 20 SSE/multipart)" \
     test "$(read_file upgrade-probe.rc)" = 0

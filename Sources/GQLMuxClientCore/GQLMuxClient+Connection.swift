@@ -242,7 +242,8 @@ extension GQLMuxClient {
         let code = extensions?["code"]?.stringValue ?? GQLMuxError.upstreamError.code
         let closeCode: Int? =
             if case .number(let text) = extensions?["closeCode"] { Int(text) } else { nil }
-        return GQLMuxError(code: code, message: message, closeCode: closeCode)
+        let limit: String? = if case .string(let name) = extensions?["limit"] { name } else { nil }
+        return GQLMuxError(code: code, message: message, closeCode: closeCode, limit: limit)
     }
 }
 

@@ -11,17 +11,20 @@ public struct GQLMuxError: Error, Sendable, Hashable, CustomStringConvertible {
     public let message: String
     /// For `UPSTREAM_CLOSED`: the WebSocket close code the upstream used.
     public let closeCode: Int?
+    /// For `LIMIT_EXCEEDED`: the configuration key of the limit hit (`max_operations_per_client`, …).
+    public let limit: String?
 
     /// An error with `code` (one of the contract's codes, or a server's), a message, and for
     /// `UPSTREAM_CLOSED` the WebSocket close code.
-    public init(code: String, message: String = "", closeCode: Int? = nil) {
+    public init(code: String, message: String = "", closeCode: Int? = nil, limit: String? = nil) {
         self.code = code
         self.message = message
         self.closeCode = closeCode
+        self.limit = limit
     }
 
     /// This code with a message, for the client's own errors.
-    func with(message: String) -> GQLMuxError { GQLMuxError(code: code, message: message, closeCode: closeCode) }
+    func with(message: String) -> GQLMuxError { GQLMuxError(code: code, message: message, closeCode: closeCode, limit: limit) }
 
     /// `CODE: message`.
     public var description: String { message.isEmpty ? code : "\(code): \(message)" }

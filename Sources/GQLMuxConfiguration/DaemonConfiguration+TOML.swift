@@ -405,6 +405,9 @@ extension DaemonConfiguration {
             if let header = upstream.headers.first(where: { names.contains($0.name.lowercased()) }) {
                 throw ConfigurationError("[\(s).headers] \(header.name): not with identity = \"client\", which forwards each app's own")
             }
+            if let header = upstream.headerFiles.first(where: { names.contains($0.name.lowercased()) }) {
+                throw ConfigurationError("[\(s).header_files] \(header.name): not with identity = \"client\", which forwards each app's own")
+            }
         case "peer":
             guard let peers, !peers.keys.isEmpty else {
                 throw ConfigurationError("[\(s).peers]: required with identity = \"peer\" (\"uid:1001\" = \"/etc/gqlmux/alice.json\")")

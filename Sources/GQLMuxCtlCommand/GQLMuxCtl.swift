@@ -89,6 +89,15 @@ struct Credential: ParsableArguments {
     )
     var headers: [String] = []
 
+    @Option(
+        name: .customLong("header-file"),
+        help: ArgumentHelp(
+            "A file of request headers to present for identity = \"client\" upstreams, one 'Name: value' per line (keeps secrets off the command line, which every local user can read).",
+            valueName: "file"
+        )
+    )
+    var headerFile: String?
+
     /// The largest payload file read: far above any `[limits] max_credential_bytes` worth setting.
     static let largestPayloadFile = 1 << 20
 
@@ -112,25 +121,37 @@ struct Credential: ParsableArguments {
         return text
     }
 
-    /// The `--header` values by name; a malformed or repeated one is a usage error.
+    /// The `--header` and `--header-file` values by name; a malformed or repeated one is a
+    /// usage error. Errors never repeat a value (it may be a secret).
     func headerTable() throws -> [String: String] {
+        var lines = headers.map { (flag: "--header", text: $0) }
+        if let headerFile {
+            let text: String
+            do {
+                text = try readWholeFile(headerFile, atMost: Self.largestPayloadFile)
+            } catch {
+                throw ValidationError("--header-file \(headerFile): \(error)")
+            }
+            let fileLines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+            lines += fileLines.map(String.init).filter { !$0.allSatisfy(\.isWhitespace) }.map { (flag: "--header-file \(headerFile)", text: $0) }
+        }
         var table: [String: String] = [:]
-        for header in headers {
+        let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        for (flag, header) in lines {
             guard let colon = header.firstIndex(of: ":") else {
-                throw ValidationError("--header '\(header)': write it as 'Name: value'")
+                throw ValidationError("\(flag): write each header as 'Name: value'")
             }
             let name = String(header[..<colon])
             let value = String(header[header.index(after: colon)...].drop(while: { $0 == " " || $0 == "\t" }))
-            let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
             guard !name.isEmpty, name.allSatisfy(token.contains) else {
-                throw ValidationError("--header '\(header)': '\(name)' is not a header name")
+                throw ValidationError("\(flag): a header name may hold only letters, digits and !#$%&'*+-.^_`|~")
             }
             // By scalar: "\r\n" is one Character, equal to neither "\r" nor "\n".
             guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
-                throw ValidationError("--header \(name): the value holds a line break or NUL")
+                throw ValidationError("\(flag) \(name): the value holds a line break or NUL")
             }
             guard table.updateValue(value, forKey: name.lowercased()) == nil else {
-                throw ValidationError("--header \(name): given twice")
+                throw ValidationError("\(flag) \(name): given twice")
             }
         }
         return table
@@ -211,6 +232,7 @@ func fail(_ error: any Error, json: Bool) -> ExitCode {
         if let error = error as? GQLMuxError {
             object = ["code": .string(error.code), "message": .string(error.message)]
             if let closeCode = error.closeCode { object["closeCode"] = .number(closeCode) }
+            if let limit = error.limit { object["limit"] = .string(limit) }
         }
         printError(jsonLine(["error": .object(object)]))
     } else {

@@ -71,8 +71,23 @@ package enum ConnectingPayloadReader {
     }
 
     /// Reads a header's value from `path` (`[upstream.header_files]`): one line of printable
-    /// text, a final newline dropped.
+    /// text, a final newline dropped. The file must be a regular file others may not read (a
+    /// FIFO would hold a start or reload; a world-readable secret is a leak already).
     package static func readHeaderValue(_ path: String, naming name: String) throws -> String {
+        let probe = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard probe >= 0 else { throw Failure(description: "cannot read \(name) \(path): \(String(cString: strerror(errno)))") }
+        var info = stat()
+        let statted = fstat(probe, &info)
+        close(probe)
+        guard statted == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw Failure(description: "\(name) \(path) is not a regular file")
+        }
+        guard info.st_mode & 0o007 == 0 else {
+            throw Failure(
+                description:
+                    "\(name) \(path) may be read by every user (mode \(String(info.st_mode & 0o777, radix: 8))); make it readable by gqlmuxd's user only"
+            )
+        }
         let buffer = try readFile(path, naming: name)
         guard let value = AppSyncSettings.secret(fromFile: String(buffer: buffer)) else {
             throw Failure(description: "\(name) \(path) is empty or holds characters no HTTP header may carry")

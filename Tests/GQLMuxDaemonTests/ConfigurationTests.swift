@@ -118,6 +118,10 @@ import Upstream
             "[upstream]\nurl = \"ws://h/\"\n[upstream.headers]\nauthorization = \"x\"\n[upstream.header_files]\nAuthorization = \"/x\"\n",
             "[upstream.header_files] Authorization: also set in [upstream.headers]"
         ),
+        (
+            "[upstream]\nurl = \"ws://h/\"\nidentity = \"client\"\n[upstream.header_files]\nAuthorization = \"/x\"\n",
+            "[upstream.header_files] Authorization: not with identity = \"client\""
+        ),
     ])
     func invalidConfigurationNamesTheKeyAndWhy(text: String, expected: String) {
         do {

@@ -52,13 +52,17 @@ MAX_LINE_BYTES = 64 << 20
 
 
 class GQLMuxError(Exception):
-    """An operation failed: ``code`` is one of the contract's codes, ``message`` says why."""
+    """An operation failed: ``code`` is one of the contract's codes, ``message`` says why.
+    ``close_code``: for ``UPSTREAM_CLOSED``, the upstream's WebSocket close code; ``limit``: for
+    ``LIMIT_EXCEEDED``, the configuration key of the limit hit (``max_operations_per_client``, …)."""
 
-    def __init__(self, code: str, message: str = "", close_code: Optional[int] = None):
+    def __init__(self, code: str, message: str = "", close_code: Optional[int] = None,
+                 limit: Optional[str] = None):
         super().__init__(f"{code}: {message}" if message else code)
         self.code = code
         self.message = message
         self.close_code = close_code
+        self.limit = limit
 
     @classmethod
     def from_payload(cls, payload: Any) -> "GQLMuxError":
@@ -68,7 +72,9 @@ class GQLMuxError(Exception):
             extensions = first.get("extensions") or {}
             code = extensions.get("code") if isinstance(extensions, dict) else None
             close_code = extensions.get("closeCode") if isinstance(extensions, dict) else None
-            return cls(str(code or "UPSTREAM_ERROR"), str(first.get("message", "")), close_code)
+            limit = extensions.get("limit") if isinstance(extensions, dict) else None
+            return cls(str(code or "UPSTREAM_ERROR"), str(first.get("message", "")), close_code,
+                       limit if isinstance(limit, str) else None)
         if isinstance(payload, dict):
             return cls("UPSTREAM_ERROR", str(payload.get("message", json.dumps(payload))))
         return cls("UPSTREAM_ERROR", json.dumps(payload))
@@ -280,6 +286,10 @@ class Client:
                on_gap: Optional[Callable[[int], Any]] = None) -> _Operation:
         if self._closed:
             raise GQLMuxError("CLIENT_CLOSED", "the client was closed")
+        try:  # here, so the caller whose request is not JSON is told, before anything is sent
+            json.dumps(line)
+        except (TypeError, ValueError) as error:
+            raise GQLMuxError("BAD_REQUEST", f"the request is not JSON: {error}") from None
         operation = _Operation(str(next(self._ids)), line, subscription, self.buffered_results, on_state, on_gap)
         self._operations[operation.id] = operation
         return operation

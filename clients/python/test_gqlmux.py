@@ -125,6 +125,14 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         # send theirs again (the daemon would answer DUPLICATE_ID).
         results = await asyncio.gather(*(self.client.query("{ hello }") for _ in range(5)))
         self.assertEqual(results, [{"data": {"hello": "world"}}] * 5)
+        # One that is not JSON fails alone, for its own caller, beside one that connects.
+        fresh = gqlmux.Client(self.rig.socket)
+        good, bad = await asyncio.gather(fresh.query("{ hello }"), fresh.query("{ hello }", variables={"at": object()}),
+                                         return_exceptions=True)
+        await fresh.close()
+        self.assertEqual(good, {"data": {"hello": "world"}})
+        self.assertIsInstance(bad, gqlmux.GQLMuxError)
+        self.assertEqual(bad.code, "BAD_REQUEST")
 
     async def test_errors_are_typed_with_the_contract_codes(self) -> None:
         with self.assertRaises(gqlmux.GQLMuxError) as caught:
@@ -134,6 +142,9 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         with self.assertRaises(gqlmux.GQLMuxError) as caught:
             await self.client.query("{ hello }", variables=[1])  # type: ignore[arg-type]
         self.assertEqual(caught.exception.code, "BAD_REQUEST")
+        with self.assertRaises(gqlmux.GQLMuxError) as caught:
+            await self.client.query("{ a " * 200 + "}" * 200)
+        self.assertEqual((caught.exception.code, caught.exception.limit), ("LIMIT_EXCEEDED", "max_document_depth"))
         unreachable = gqlmux.Client(os.path.join(self.rig.directory, "none.sock"))
         with self.assertRaises(gqlmux.GQLMuxError) as caught:
             await unreachable.query("{ hello }")
