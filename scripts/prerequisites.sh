@@ -3,6 +3,7 @@
 #   scripts/prerequisites.sh build   what `swift build` needs (libsystemd-dev, pkg-config)
 #   scripts/prerequisites.sh test    plus what the tests use (nspawn, socat, setpriv, openssl, venv)
 #   scripts/prerequisites.sh ci      plus what .ci/run's fresh machines are made with (debootstrap)
+#                                    and its package test uses (dpkg-dev, lintian)
 # As root it installs what is missing (apt-get); otherwise it prints the exact command and exits 1.
 set -euo pipefail
 need=(libsystemd-dev pkg-config)
@@ -15,7 +16,7 @@ if [[ ${1:-build} == test || ${1:-build} == ci ]]; then
     # clients of the stop-and-start test under systemd.
     need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium tinyproxy curl)
 fi
-[[ ${1:-build} == ci ]] && need+=(debootstrap)
+[[ ${1:-build} == ci ]] && need+=(debootstrap dpkg-dev lintian)
 missing=()
 for package in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -201,7 +201,7 @@ check "man pages gqlmuxd(8) and gqlmuxctl(1)" grep -q 'man8/gqlmuxd.8.gz' "$o/ma
 check "a subscription streams through /run/gqlmux/gqlmux.sock" test "$(read_file subscription.rc)" = 0 -a "$(grep -c '"tick"' "$o/subscription.txt")" = 3
 check "gqlmuxd.service was started by its socket" test "$(read_file service-active.txt)" = active
 check "journalctl -x explains events with the catalog" grep -q "Subject: gqlmuxd started" "$o/journal.txt"
-check "token rotation: a file in /etc/gqlmux, install + systemctl reload; the LoadCredential copy, systemctl restart; the subscriber kept" \
+check "token rotation: a file in /etc/gqlmux, install, mv and gqlmuxctl or systemctl reload; the LoadCredential copy, systemctl restart; the subscriber kept" \
     test "$(grep -c '^\(one\|two\|three\|four\|five\):' "$o/rotation.txt")" = 5
 check "inside the service its user reads token.json and can write neither it nor gqlmuxd.toml" \
     test ! -s "$o/service-wrote.txt" -a "$(grep -c rotation-three "$o/service-read.txt")" = 1
