@@ -37,5 +37,21 @@ if ! find "$stamp" -newermt '-60 minutes' 2>/dev/null | grep -q .; then
     apt-get update -qq >&2
     touch "$stamp"
 fi
+# prometheus and tinyproxy come with system services that would listen on every interface; the
+# tests run their own instances on loopback ports. While installing, no service may start
+# (policy-rc.d), and those two are left disabled, so installing them opens no port here.
+policy=/usr/sbin/policy-rc.d
+if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 0755 "$policy"
+    trap 'rm -f "$policy"' EXIT
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
     || { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; }
+for service in prometheus tinyproxy; do
+    if [[ " ${missing[*]} " == *" $service "* ]]; then
+        systemctl disable "$service.service" >/dev/null 2>&1 || true
+        systemctl stop "$service.service" >/dev/null 2>&1 || true
+        echo "==> $service: installed for the tests, its system service left disabled and stopped" >&2
+    fi
+done
