@@ -243,7 +243,10 @@ class ReadmeSnippetTests(unittest.TestCase):
         first_result_line: List[str] = []
 
         def done(out: str) -> bool:
-            for printed in out.splitlines():
+            # Whole lines only: print() writes its arguments one by one, so a line can arrive as
+            # "{'price': 41}" before its " True".
+            seen.clear()
+            for printed in out[:out.rfind("\n") + 1].splitlines():
                 for value in dicts_in(printed):
                     got = real_fields(value)
                     if got and not first_result_line:
