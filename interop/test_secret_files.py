@@ -94,6 +94,14 @@ class SecretFileRotationTests(unittest.IsolatedAsyncioTestCase):
         self.assertIn("may be read by every user", bad.stderr + bad.stdout)
         self.assertEqual(len(connections()), count)
         self.assertNotIn("leaked-header", peer.raw_transcript())
+        # A FIFO (nothing ever writes it) fails the reload at once instead of holding it.
+        os.unlink(header)
+        os.mkfifo(header, 0o600)
+        fifo = subprocess.run([os.path.join(BIN, "gqlmuxctl"), "reload", "--socket", daemon.socket],
+                              capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(fifo.returncode, 0)
+        self.assertIn("is not a regular file", fifo.stderr + fifo.stdout)
+        self.assertEqual(len(connections()), count)
         self.assertNotIn("new-header", daemon.log(), "a header's value reached the log")
         self.assertNotIn("new-token", daemon.log(), "a token reached the log")
 

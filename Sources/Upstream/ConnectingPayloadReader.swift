@@ -74,12 +74,12 @@ package enum ConnectingPayloadReader {
     /// text, a final newline dropped. The file must be a regular file others may not read (a
     /// FIFO would hold a start or reload; a world-readable secret is a leak already).
     package static func readHeaderValue(_ path: String, naming name: String) throws -> String {
-        let probe = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard probe >= 0 else { throw Failure(description: "cannot read \(name) \(path): \(String(cString: strerror(errno)))") }
+        // One descriptor, checked and then read: the file cannot be swapped in between.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { throw Failure(description: "cannot read \(name) \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
         var info = stat()
-        let statted = fstat(probe, &info)
-        close(probe)
-        guard statted == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             throw Failure(description: "\(name) \(path) is not a regular file")
         }
         guard info.st_mode & 0o007 == 0 else {
@@ -88,7 +88,7 @@ package enum ConnectingPayloadReader {
                     "\(name) \(path) may be read by every user (mode \(String(info.st_mode & 0o777, radix: 8))); make it readable by gqlmuxd's user only"
             )
         }
-        let buffer = try readFile(path, naming: name)
+        let buffer = try read(opened: fd, path, naming: name)
         guard let value = AppSyncSettings.secret(fromFile: String(buffer: buffer)) else {
             throw Failure(description: "\(name) \(path) is empty or holds characters no HTTP header may carry")
         }
@@ -101,6 +101,11 @@ package enum ConnectingPayloadReader {
             throw Failure(description: "cannot read \(name) \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
+        return try read(opened: fd, path, naming: name)
+    }
+
+    /// The whole of open file `fd` (at most 1 MiB); `path` and `name` only name it in errors.
+    private static func read(opened fd: Int32, _ path: String, naming name: String) throws -> ByteBuffer {
         var buffer = ByteBuffer()
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
