@@ -223,7 +223,7 @@ extension GQLMuxClient {
             operations[id] = nil
             forgetPressure(id)
             operation.onFinish(error)
-        case .status, .ok, .metrics:
+        case .status, .ok, .metrics, .clients, .operations:
             operations[id] = nil
             operation.onNext(GQLMuxResult(json: payload ?? "{}"))
             operation.onFinish(nil)

@@ -185,6 +185,13 @@ public final class GQLMuxClient: @unchecked Sendable {
     /// The daemon's `status` payload as JSON text.
     public func status() async throws -> String { try await admin(.status) }
 
+    /// One JSON object per client connection (the `clients` verb): an admin gets every one,
+    /// another peer those of its own uid. The members are described in docs/protocol.md.
+    public func clients() async throws -> String { try await admin(.clients) }
+
+    /// One JSON object per upstream operation (the `operations` verb), as ``clients()`` filters.
+    public func operations() async throws -> String { try await admin(.operations) }
+
     /// The daemon's metrics in the Prometheus text exposition format (the `metrics` verb;
     /// the same text `[metrics] listen` serves at `GET /metrics`).
     public func metrics() async throws -> String {

@@ -8,6 +8,10 @@ import Multiplexing
 import NIOCore
 import RequestValidation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One local client connection: parses its lines, owns its operations, writes to it.
 ///
 /// `@unchecked Sendable` — safe because NIO calls a channel handler only on its channel's
@@ -210,6 +214,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         guard !opened else { return }
         opened = true
         credentials = origin == .endpointTCP ? nil : PeerCredentials.of(channel)
+        process = credentials.flatMap { PeerCredentials.processName(pid: $0.pid) }
         host.sessionOpened(self)
     }
 
@@ -225,6 +230,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable { budget.outboundChanged(by: refreshBuffered()) }
         if !context.channel.isWritable, !closing {
+            _ = queuedNow()
+            host.slowConsumerCut(self)
             events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
             fail(code: LocalErrorCode.slowConsumer, "client did not read fast enough (client_buffer_bytes exceeded)", force: true)
             budget.scheduleTrim()
@@ -264,6 +271,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             send(.status(id: id, payload: host.statusPayload(wholeURLs: host.isAdmin(credentials))))
         case .metrics(let id):
             send(.metrics(id: id, text: String(decoding: host.metricsText(), as: UTF8.self)))
+        case .table(let table, let id):
+            send(.table(table == .clients ? .clients : .operations, id: id, payload: host.table(table, for: credentials)))
         case .admin(let verb, let id, let upstream):
             admin(verb, id: id, upstream: upstream)
         case .invalid(let reason):
@@ -499,6 +508,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
             written += frame.readableBytes
         }
         buffered += written
+        bytesSent &+= written
         unreported += written
         unflushed = true
         return true
@@ -580,6 +590,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         unflushed = false
         lastBatchBytes = written
         buffered += written
+        bytesSent &+= written
         return written
     }
 
@@ -635,9 +646,66 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// Measures how many bytes NIO holds unwritten for this client; returns the change.
     @discardableResult
     func refreshBuffered() -> Int {
-        let now = closing ? 0 : ((try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
+        let now = queuedNow()
         defer { buffered = now }
         return now - buffered
+    }
+
+    // MARK: - The operator's view (`clients`)
+
+    /// The daemon's number for this connection, unique in this process (set when it opens).
+    var number = 0
+    /// When it first connected (Unix time, ms): a client carried over a restart keeps its own.
+    var connectedAtMs = ClientSession.unixMilliseconds()
+    /// When it opened in this process (the loop's clock, ns): where its rates start.
+    let openedAt = NIODeadline.now().uptimeNanoseconds
+    /// Online restarts it was carried across.
+    var restarts = 0
+    /// Its process's name (`/proc/PID/comm` when it connected); nil without peer credentials.
+    private(set) var process: String?
+    /// Results and bytes written to it, counted per batch (a subscriber's share of a run), never
+    /// per result; and the same over the last seconds.
+    private(set) var resultsSent = 0
+    private(set) var bytesSent = 0
+    private var bytesCounted = 0
+    private(set) var resultWindow = RateWindow()
+    private(set) var byteWindow = RateWindow()
+    /// The most bytes NIO was seen holding for it (each exact measurement).
+    private(set) var peakQueued = 0
+
+    /// `count` results were written to it in second `second` of the loop's clock.
+    @inline(__always)
+    func noteDelivered(_ count: Int, second: Int64) {
+        resultsSent &+= count
+        resultWindow.add(count, second: second)
+        byteWindow.add(bytesSent &- bytesCounted, second: second)
+        bytesCounted = bytesSent
+    }
+
+    /// The bytes NIO holds for it now, unwritten (measured, and kept as the peak if it is one).
+    @discardableResult
+    func queuedNow() -> Int {
+        let now = closing ? 0 : ((try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
+        if now > peakQueued { peakQueued = now }
+        return now
+    }
+
+    /// Its kind as operators name it: the wire it speaks now.
+    var kindName: String {
+        guard origin != .lineSocket else { return "line" }
+        switch framing {
+        case .webSocket(.transportWS): return "graphql-transport-ws"
+        case .webSocket(.legacyWS): return "graphql-ws"
+        case .sse: return "sse"
+        case .multipart: return "multipart"
+        case .line, .answer: return "http"
+        }
+    }
+
+    static func unixMilliseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return now.tv_sec * 1_000 + now.tv_nsec / 1_000_000
     }
 
     /// Sends an `error` without id and closes this client only.

@@ -158,6 +158,8 @@ extension Daemon {
                         session = built
                     }
                     session.name = record.name
+                    if let connectedAtMs = record.connectedAtMs { session.connectedAtMs = connectedAtMs }
+                    session.restarts = (record.restarts ?? 0) + 1
                     session.present(PresentedCredential(payload: record.presentedPayload.map { Array($0.utf8) }, headers: record.presentedHeaders))
                 }
             }

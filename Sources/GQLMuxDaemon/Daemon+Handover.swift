@@ -231,7 +231,9 @@ extension Daemon {
             subscriptions: subscriptions,
             upstream: carriage.upstream,
             presentedPayload: session.presented.payload.map { String(decoding: $0, as: UTF8.self) },
-            presentedHeaders: session.presented.headers
+            presentedHeaders: session.presented.headers,
+            connectedAtMs: session.connectedAtMs,
+            restarts: session.restarts
         )
     }
 

@@ -142,6 +142,7 @@ extension Daemon {
 
     /// An identity's lane closed, its last client gone: the core forgets its places.
     func identityClosed(_ lane: LaneID) {
+        view.forget(lane)
         switchboard.endLane(lane, .connectionLost(reason: "the identity's last client left"))
     }
 

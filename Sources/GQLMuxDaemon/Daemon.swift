@@ -33,6 +33,8 @@ package final class Daemon: @unchecked Sendable {
     /// How the carriers reach the switchboard; disconnected once the upstreams are shut down.
     private let carrierSink: CarrierSink
     var sessions: [ObjectIdentifier: ClientSession] = [:]
+    /// Connection numbers, cuts per app and each upstream lane's health (`clients`, `status`).
+    let view = OperatorView()
     var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
     let listeners: AdoptedListeners
@@ -414,6 +416,7 @@ package final class Daemon: @unchecked Sendable {
             return
         }
         sessions[ObjectIdentifier(session)] = session
+        if session.number == 0 { session.number = view.number() }
         events.emit(.clientConnected, session.fields(), message: "client connected (\(session.peerDescription))")
         statusChanged()
     }
@@ -456,7 +459,11 @@ package final class Daemon: @unchecked Sendable {
     }
 
     /// The `status` answer (docs/protocol.md).
-    func statusPayload(wholeURLs: Bool) -> ByteBuffer { reportOnLoop.json(wholeURLs: wholeURLs) }
+    func statusPayload(wholeURLs: Bool) -> ByteBuffer {
+        var report = reportOnLoop
+        report.health = laneHealth()
+        return report.json(wholeURLs: wholeURLs)
+    }
 
     /// The Prometheus text exposition (docs/metrics.md). On the loop.
     package func metricsText() -> [UInt8] {
@@ -484,6 +491,9 @@ package final class Daemon: @unchecked Sendable {
         if let identity = lane.identity { fields["GQLMUX_IDENTITY"] = identity }
         UpstreamEventLog(events: events.adding(fields), metrics: metrics)
             .record(event, lane: lane.id, connection: connection, context: carriers.eventContextOnLoop(connection: connection))
+        if let roundTrip = view.transportEvent(event, lane: lane.id, connection: connection, now: NIODeadline.now().uptimeNanoseconds) {
+            metrics.pingAnswered(upstream: lane.upstream, after: roundTrip)
+        }
         if case .stateChanged = event { statusChanged() }
     }
 }

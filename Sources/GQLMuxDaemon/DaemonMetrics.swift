@@ -31,6 +31,8 @@ final class DaemonMetrics {
     private let deliveries: Counter
     private let slowConsumers: Counter
     private let reconnectDuration: DurationHistogram
+    /// `gqlmux_upstream_ping_rtt_seconds{upstream}`, made as upstreams answer a ping.
+    private var pingRoundTrips: [String: DurationHistogram] = [:]
     private var exportedIn = 0
     private var exportedDeliveries = 0
     /// When each acknowledged connection was lost, until its next ack.
@@ -105,6 +107,25 @@ final class DaemonMetrics {
     }
 
     func slowConsumerCut() { slowConsumers.increment() }
+
+    /// Upstream `upstream` answered a keep-alive `ping` after `roundTrip`.
+    func pingAnswered(upstream: String, after roundTrip: Duration) {
+        let histogram =
+            pingRoundTrips[upstream]
+            ?? registry.makeDurationHistogram(
+                descriptor: Self.describe(
+                    "gqlmux_upstream_ping_rtt_seconds",
+                    "Round-trip time of the keep-alive ping (graphql-transport-ws ping to pong), by upstream"
+                ),
+                labels: [("upstream", upstream)],
+                buckets: [
+                    .milliseconds(1), .milliseconds(2.5), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                    .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+                ]
+            )
+        pingRoundTrips[upstream] = histogram
+        histogram.record(roundTrip)
+    }
 
     /// A reconnect was scheduled for `cause`: its labels come from the typed cause.
     func reconnectScheduled(cause: DisconnectCause) {

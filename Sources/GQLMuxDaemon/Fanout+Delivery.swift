@@ -92,6 +92,10 @@ extension Fanout {
     func writeRun(flushing: Bool = false) -> Int {
         guard !run.writing, let id = run.id, !run.payloads.isEmpty else { return 0 }
         var change = 0
+        // One reading of the clock per run: the second each subscriber's and the operation's
+        // counts go to (the operator's view).
+        runAt = NIODeadline.now().uptimeNanoseconds
+        runSecond = Int64(runAt / 1_000_000_000)
         serially {
             run.writing = true
             var payloads: [ByteBuffer] = []
@@ -110,9 +114,10 @@ extension Fanout {
             change = flushed
             messagesOut += delivered
             let last = payloads[payloads.count - 1]
+            let count = payloads.count
             payloads.removeAll(keepingCapacity: true)
             run = ResultRun(payloads: payloads)
-            runWritten(id, last)
+            runWritten(id, last, count)
         }
         return change
     }
@@ -177,7 +182,7 @@ extension Fanout {
                         delivered += bodies.count
                         // Shared frames are flushed at once, so that NIO lets go of them before
                         // the next subscriber's prefix is written in.
-                        flushed += finishDelivery(to: handle, flushing: flushing || framed)
+                        flushed += finishDelivery(to: handle, results: bodies.count, flushing: flushing || framed)
                     }
                 }
             }
@@ -216,7 +221,7 @@ extension Fanout {
                 }
                 guard wrote > 0 else { continue }
                 delivered += wrote
-                flushed += finishDelivery(to: handle, flushing: flushing)
+                flushed += finishDelivery(to: handle, results: wrote, flushing: flushing)
             }
         }
         return (delivered, flushed)
@@ -225,8 +230,9 @@ extension Fanout {
     /// A subscriber was written to: marked for the end of the turn's flush, or flushed now when
     /// `flushing`. Returns the bytes that flush handed to NIO.
     @inline(__always)
-    private func finishDelivery(to handle: Unmanaged<ClientSession>, flushing: Bool) -> Int {
+    private func finishDelivery(to handle: Unmanaged<ClientSession>, results: Int, flushing: Bool) -> Int {
         handle._withUnsafeGuaranteedRef { session in
+            session.noteDelivered(results, second: runSecond)
             markDirty(session)
             return flushing ? session.flush() : 0
         }
@@ -264,6 +270,7 @@ extension Fanout {
     {
         handle._withUnsafeGuaranteedRef { session in
             guard session.writeNext(prefix: head, body: body, payload: payload) else { return false }
+            session.noteDelivered(1, second: Self.second())
             markDirty(session)
             return true
         }

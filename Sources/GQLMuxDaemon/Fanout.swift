@@ -32,7 +32,15 @@ final class Fanout: @unchecked Sendable {
     /// one NIO has written is reused without an allocation.
     var frameStock: [ByteBuffer] = []
     /// Told each run's operation and last result once the run is written (kept for replays).
-    var runWritten: (Core.OperationID, ByteBuffer) -> Void = { _, _ in }
+    var runWritten: (Core.OperationID, _ last: ByteBuffer, _ count: Int) -> Void = { _, _, _ in }
+    /// When the run being written is written (the loop's clock, read once per run), and its
+    /// whole second: what each subscriber's and the operation's counts go to.
+    var runAt: UInt64 = 0
+    var runSecond: Int64 = 0
+
+    /// The loop clock's whole second now.
+    @inline(__always)
+    static func second() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000_000) }
     /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
     private var dirty: [ClientSession] = []
     private var flushScheduled = false
@@ -74,6 +82,7 @@ final class Fanout: @unchecked Sendable {
         eventLoop.assertInEventLoop()
         let session = subscriber.tag.session
         session.send(.next(id: subscriber.localID, payload: payload, mark: mark), flush: false)
+        session.noteDelivered(1, second: Self.second())
         messagesOut += 1
         markDirty(session)
     }

@@ -1,3 +1,4 @@
+import GQLMuxVocabulary
 import NIOCore
 
 #if canImport(Glibc)
@@ -18,6 +19,20 @@ package struct PeerCredentials: Sendable, Equatable {
     /// Whether the peer is in any of `gids`, by its primary group or a supplementary one.
     package func isInAnyGroup(of gids: [UInt32]) -> Bool {
         gids.contains(gid) || groups.contains(where: gids.contains)
+    }
+
+    /// The name of process `pid` as the kernel keeps it (`/proc/PID/comm`, at most 15
+    /// characters); nil when it cannot be read (the process is gone, or /proc is not mounted).
+    static func processName(pid: Int32) -> String? {
+        guard pid > 0 else { return nil }
+        let fd = Glibc.open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 64)
+        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        let name = String(decoding: bytes[..<count], as: UTF8.self).trimming(" \t\r\n")
+        return name.isEmpty ? nil : String(name.prefix(64))
     }
 
     /// Mirrors `struct ucred`, which Glibc does not export to Swift.

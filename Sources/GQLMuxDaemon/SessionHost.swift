@@ -40,6 +40,11 @@ protocol SessionHost: AnyObject {
     var credentialLimit: Int? { get }
     /// A client no longer uses identity lane `lane`.
     func releaseLane(_ lane: LaneID)
+    /// The answer to `clients` or `operations`: every row for an admin, else those of `peer`'s
+    /// uid (none for a peer without credentials that is not an admin).
+    func table(_ table: ClientRequest.Table, for peer: PeerCredentials?) -> ByteBuffer
+    /// `session` is being cut for falling behind (counted for its uid and process).
+    func slowConsumerCut(_ session: ClientSession)
 }
 
 extension Daemon: SessionHost {

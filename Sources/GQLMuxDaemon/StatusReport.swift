@@ -22,8 +22,21 @@ struct StatusReport {
         var upstreamSubscriptions = 0
     }
 
+    /// A lane's keep-alive health, in seconds (nil: not known yet): the last ping's round
+    /// trip, the last gap between the server's keep-alives, the age of its last message.
+    struct Health {
+        var pingRTT: Double?
+        var keepAliveGap: Double?
+        var lastMessageAge: Double?
+    }
+
     var version: String
     var upstream: UpstreamSnapshot
+    /// Each lane's health by upstream and identity (``healthKey(upstream:identity:)``); only
+    /// the `status` answer carries it.
+    var health: [String: Health] = [:]
+
+    static func healthKey(upstream: String, identity: String?) -> String { upstream + "\u{0}" + (identity ?? "host") }
     /// Every upstream, `default` first.
     var upstreams: [Upstream] = []
     /// The last reload's error, until a reload succeeds.
@@ -58,6 +71,7 @@ struct StatusReport {
                 table.field(entry.name) { object in
                     Self.write(entry.snapshot, wholeURLs: wholeURLs, to: &object)
                     object.field("identity", entry.identity)
+                    if entry.identity == "host" { Self.write(health[Self.healthKey(upstream: entry.name, identity: nil)], to: &object) }
                     object.field("subscriptions") { subscriptions in
                         subscriptions.field("local", entry.localSubscriptions)
                         subscriptions.field("upstream", entry.upstreamSubscriptions)
@@ -71,6 +85,7 @@ struct StatusReport {
                                     item.field("state", identity.snapshot.state.name.rawValue)
                                     item.field("connections", identity.snapshot.connections.count)
                                     item.field("reconnects", identity.snapshot.reconnects)
+                                    Self.write(health[Self.healthKey(upstream: entry.name, identity: identity.name)], to: &item)
                                 }
                             }
                         )
@@ -97,6 +112,12 @@ struct StatusReport {
             buffers.field("limit", bufferLimit)
         }
         return status.finish()
+    }
+
+    private static func write(_ health: Health?, to object: inout JSONObjectWriter) {
+        object.field("pingRTT", number: health?.pingRTT)
+        object.field("keepAliveGap", number: health?.keepAliveGap)
+        object.field("lastMessageAge", number: health?.lastMessageAge)
     }
 
     private static func write(_ upstream: UpstreamSnapshot, wholeURLs: Bool, to object: inout JSONObjectWriter) {

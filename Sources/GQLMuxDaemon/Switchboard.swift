@@ -40,6 +40,10 @@ final class Switchboard: @unchecked Sendable {
     /// The drain's waits for every answer (``noAnswerPending(within:)``), each with its limit.
     private var answerWaiters: [(promise: EventLoopPromise<Void>, limit: Scheduled<Void>)] = []
     private(set) var messagesIn = 0
+    /// Each upstream operation's figures for the operator's view (`operations`).
+    private(set) var stats: [Core.OperationID: OperationStats] = [:]
+    /// The label of the operation the `subscribe` being handled may open.
+    private var labelOfNext: String?
     /// Results written to clients (the fan-out counts them).
     var messagesOut: Int { fanout.messagesOut }
     /// What the clients' unwritten bytes may take.
@@ -86,8 +90,9 @@ final class Switchboard: @unchecked Sendable {
         self.upstream = upstream
         self.fanout = Fanout(eventLoop: eventLoop, budget: budget, turn: turn)
         // A run's last result is kept for replays, as far as the budget has room.
-        fanout.runWritten = { [unowned self] id, last in
+        fanout.runWritten = { [unowned self] id, last, count in
             self.multiplexer.remember(id, last, budget: self.budget.room)
+            self.stats[id]?.noteRun(count, at: self.fanout.runAt)
         }
         turn.whenIdle = { [unowned self] in
             if !self.answerWaiters.isEmpty { self.answersMaybeSettled() }
@@ -170,8 +175,23 @@ final class Switchboard: @unchecked Sendable {
                     lane: lane
                 )
             }
+            labelOfNext = request.label
             perform(actions, asker: session, lane: lane)
+            labelOfNext = nil
         }
+    }
+
+    /// Every upstream operation with its figures, oldest first (the `operations` verb). Reads
+    /// the core in place: nothing is written to clients by asking. Figures of operations the
+    /// core no longer has are dropped here.
+    func operationRows() -> [(summary: Core.Summary, stats: OperationStats?)] {
+        eventLoop.assertInEventLoop()
+        let summaries = inPlace { $0.summaries }
+        if stats.count > summaries.count {
+            let live = Set(summaries.map(\.id))
+            stats = stats.filter { live.contains($0.key) }
+        }
+        return summaries.map { ($0, stats[$0.id]) }
     }
 
     /// A local `complete`.
@@ -278,6 +298,7 @@ final class Switchboard: @unchecked Sendable {
             guard !plainly else {
                 return fanout.append(payload, of: id, subscribers: self.inPlace { $0.subscribers(of: id) })
             }
+            stats[id]?.noteRun(1, at: NIODeadline.now().uptimeNanoseconds)
             if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
             let waiting = settled { $0.waiting(on: id) }
@@ -285,6 +306,7 @@ final class Switchboard: @unchecked Sendable {
             perform(settled { $0.hold(id, payload) })
             settled { $0.remember(id, payload, budget: budget.room) }
         case .state(let state):
+            stats[id]?.stateChanged(to: state, at: NIODeadline.now().uptimeNanoseconds)
             perform(settled { $0.upstreamState(id, state, now: .loopNow) })
         case .finished(let finish):
             perform(settled { $0.upstreamFinished(id, finish) })
@@ -301,6 +323,11 @@ final class Switchboard: @unchecked Sendable {
         for action in actions {
             switch action {
             case .open(let id, let kind, let payload, let placement, let first, let lane):
+                if stats[id] == nil {
+                    let label = labelOfNext ?? (kind == .query ? "(resnapshot)" : "\(kind)")
+                    stats[id] = OperationStats(label: label, startedAtMs: ClientSession.unixMilliseconds(), openedAt: NIODeadline.now().uptimeNanoseconds)
+                }
+                labelOfNext = nil
                 open(id, kind: kind, payload: payload, on: placement, first: first, lane: lane)
             case .joined(let id, let subscriber, let state, let count):
                 fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
@@ -322,6 +349,7 @@ final class Switchboard: @unchecked Sendable {
                     message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .close(let id, let placement, let lane):
+                stats[id] = nil
                 upstream.cancelOnLoop(id, on: placement, lane: lane)
                 events.emit(
                     .completed,
@@ -340,6 +368,7 @@ final class Switchboard: @unchecked Sendable {
             case .finish(let subscriber, let finish):
                 fanout.tell(subscriber.tag.session, Self.message(finish, localID: subscriber.localID))
             case .finished(let id, let finish, let count, let lane):
+                stats[id] = nil
                 finished("\(id)", finish, subscribers: count, upstream: upstream.upstreamName(of: lane) ?? "?")
             case .refuse(_, let localID, let refusal):
                 assert(asker != nil, "a refusal answers a subscribe")

@@ -52,6 +52,8 @@ struct UpstreamEventLog {
             events.emit(.ping, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "ping received" : "ping sent")
         case .pong(let received):
             events.emit(.pong, ["GQLMUX_DIRECTION": received ? "in" : "out"], message: received ? "pong received" : "pong sent")
+        case .keepAlive:
+            break  // every few seconds: the operator's view shows its gap, the journal does not
         case .protocolFallback(let refused, let next):
             events.emit(
                 .protocolFallback,

@@ -107,6 +107,8 @@ package enum TransportEvent: Sendable, Equatable {
     case disconnected(closeCode: CloseCode?, reason: String)
     case ping(received: Bool)
     case pong(received: Bool)
+    /// The server's keep-alive (`ka` of graphql-ws and AppSync): it is there.
+    case keepAlive
     /// Operation `id` was singled out by a client-blaming close (4400, 1007, 1009, 4409) and is
     /// never sent again.
     case quarantined(id: OperationID, closeCode: CloseCode)

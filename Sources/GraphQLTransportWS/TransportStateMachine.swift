@@ -448,7 +448,9 @@ package struct TransportStateMachine {
             c.pongDeadline = silenceDeadline(c, now: now)
             phase = .connected(c)
             switch message {
-            case .connectionAck, .keepAlive, .started, .connectionNotice:
+            case .keepAlive:
+                actions.append(.event(.keepAlive))
+            case .connectionAck, .started, .connectionNotice:
                 break
             case .connectionError(let payload):
                 refused(generation: gen, payload, into: &actions)

@@ -56,6 +56,11 @@ package struct HandoverState: Equatable, Sendable {
         /// text) and headers. A secret: it travels only inside this record.
         package var presentedPayload: String?
         package var presentedHeaders: [Header]
+        /// When it first connected (Unix time, milliseconds), for the operator's view; nil in a
+        /// record written before it was kept.
+        package var connectedAtMs: Int?
+        /// Online restarts it was carried across before this one.
+        package var restarts: Int?
 
         package typealias Header = HeaderField
 
@@ -79,7 +84,9 @@ package struct HandoverState: Equatable, Sendable {
             subscriptions: [Subscription] = [],
             upstream: String? = nil,
             presentedPayload: String? = nil,
-            presentedHeaders: [Header] = []
+            presentedHeaders: [Header] = [],
+            connectedAtMs: Int? = nil,
+            restarts: Int? = nil
         ) {
             self.cookie = cookie
             self.origin = origin
@@ -90,6 +97,8 @@ package struct HandoverState: Equatable, Sendable {
             self.upstream = upstream
             self.presentedPayload = presentedPayload
             self.presentedHeaders = presentedHeaders
+            self.connectedAtMs = connectedAtMs
+            self.restarts = restarts
         }
     }
 
@@ -155,6 +164,8 @@ package struct HandoverState: Equatable, Sendable {
                     if let upstream = client.upstream { out.field("upstream", upstream) }
                     if let payload = client.presentedPayload { out.field("presentedPayload", payload) }
                     if !client.presentedHeaders.isEmpty { Self.writeHeaders(client.presentedHeaders, as: "presentedHeaders", to: &out) }
+                    if let connectedAtMs = client.connectedAtMs { out.field("connectedAtMs", connectedAtMs) }
+                    if let restarts = client.restarts { out.field("restarts", restarts) }
 
                     out.field(
                         "subscriptions",
@@ -292,11 +303,20 @@ package struct HandoverState: Equatable, Sendable {
                     subscriptions: carried,
                     upstream: entry["upstream"]?.stringValue,
                     presentedPayload: entry["presentedPayload"]?.stringValue,
-                    presentedHeaders: headers
+                    presentedHeaders: headers,
+                    connectedAtMs: Self.count(entry["connectedAtMs"]),
+                    restarts: Self.count(entry["restarts"])
                 )
             )
         }
         self.init(handedAt: Instant(nanoseconds: nanoseconds), clients: clients, laneCredentials: laneCredentials)
+    }
+
+    /// A member that counts something (a whole number ≥ 0); nil when absent or not one (the
+    /// operator's view does without it).
+    private static func count(_ value: JSONValue?) -> Int? {
+        guard case .number(let text)? = value, let number = Int(text), number >= 0 else { return nil }
+        return number
     }
 
     private static func readHeaders(_ value: JSONValue?) throws(Unreadable) -> [Client.Header] {

@@ -33,6 +33,37 @@ package struct JSONObjectWriter {
         buffer.writeString(String(value))
     }
 
+    /// A number to a thousandth (seconds, rates), or null for nil or a value that is not finite.
+    package mutating func field(_ name: String, number value: Double?) {
+        key(name)
+        guard let value, value.isFinite else {
+            buffer.writeStaticString("null")
+            return
+        }
+        let rounded = (value * 1_000).rounded() / 1_000
+        buffer.writeString(rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded))
+    }
+
+    /// A whole number, or null for nil.
+    package mutating func field(_ name: String, count value: Int?) {
+        key(name)
+        if let value { buffer.writeString(String(value)) } else { buffer.writeStaticString("null") }
+    }
+
+    /// An array of objects, outside any object (an answer whose payload is a list).
+    package static func array(_ objects: [(inout JSONObjectWriter) -> Void]) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeStaticString("[")
+        for (index, write) in objects.enumerated() {
+            if index > 0 { buffer.writeStaticString(",") }
+            var nested = JSONObjectWriter()
+            write(&nested)
+            buffer.writeImmutableBuffer(nested.finish())
+        }
+        buffer.writeStaticString("]")
+        return buffer
+    }
+
     /// `value` is complete JSON (an object, array or literal written elsewhere).
     package mutating func field(_ name: String, json value: ByteBuffer) {
         key(name)

@@ -146,7 +146,7 @@ package struct WebSocketServerSession: Sendable {
                 return close(.subscriberAlreadyExists, "Subscriber for \(id) already exists")
             }
             return [.send(Self.message("error", id: id, payload: wire == .legacyWS ? error.firstError : error.errors))]
-        case .connectionAck, .state, .pong, .ok, .status, .metrics:
+        case .connectionAck, .state, .pong, .ok, .status, .metrics, .table:
             return []  // the daemon's own vocabulary: this wire answers init and ping itself
         }
     }

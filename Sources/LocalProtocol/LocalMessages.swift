@@ -52,11 +52,13 @@ package enum LocalMessageType: String, Sendable, CaseIterable {
     case state
     case pong
     case ok
-    // Both: `complete` stops (client) or ends (daemon) an operation; `status` and `metrics`
-    // ask (client) and answer (daemon).
+    // Both: `complete` stops (client) or ends (daemon) an operation; `status`, `metrics`,
+    // `clients` and `operations` ask (client) and answer (daemon).
     case complete
     case status
     case metrics
+    case clients
+    case operations
 }
 
 /// The lifecycle words of a `state` message (docs/protocol.md), owned by the local protocol:
@@ -121,6 +123,8 @@ package enum LocalEncode {
             return envelope(.ok, id: id)
         case .status(let id, let payload):
             return envelope(.status, id: id, payload: payload)
+        case .table(let type, let id, let payload):
+            return envelope(type, id: id, payload: payload)
         case .metrics(let id, let text):
             // The exposition text as one JSON string.
             var payload = ByteBuffer()

@@ -21,6 +21,8 @@ package enum SessionMessage: Sendable, Equatable {
     /// An admin verb was done.
     case ok(id: String?)
     case status(id: String?, payload: ByteBuffer)
+    /// The answer to `clients` or `operations` (`type`): a JSON array, one object per row.
+    case table(LocalMessageType, id: String?, payload: ByteBuffer)
     case metrics(id: String?, text: String)
 }
 

@@ -187,6 +187,23 @@ package struct Multiplexer<Client: Hashable, Tag> {
 
     /// The live upstream operations.
     package var upstreamCount: Int { operations.count }
+
+    /// One upstream operation as the operator's view lists it.
+    package struct Summary {
+        package let id: OperationID
+        package let kind: OperationKind
+        package let lane: LaneID
+        package let state: OperationState
+        /// The client of each local operation reading it.
+        package let readers: [Client]
+    }
+
+    /// Every upstream operation, oldest first.
+    package var summaries: [Summary] {
+        operations.sorted { $0.key < $1.key }.map { id, operation in
+            Summary(id: id, kind: operation.kind, lane: operation.lane, state: operation.state, readers: operation.subscribers.map(\.client))
+        }
+    }
     /// The live local operations of every client.
     package var localCount: Int { clients.values.reduce(0) { $0 + $1.count } }
     /// The local operations of one client.

@@ -17,10 +17,17 @@ package enum ClientRequest {
     case pong
     case status(id: String?)
     case metrics(id: String?)
+    /// `clients` or `operations`: one row per client connection or upstream operation (an admin
+    /// sees every row, another peer its own uid's).
+    case table(Table, id: String?)
     /// `pause`, `resume`, `reload` or `restart`; `pause` and `resume` may name one upstream.
     case admin(AdminVerb, id: String?, upstream: String? = nil)
     /// Not a request of the protocol: answered with an error, and the connection ends.
     case invalid(reason: String)
+
+    package enum Table: String, Sendable, CaseIterable {
+        case clients, operations
+    }
 
     package enum AdminVerb: String, Sendable, CaseIterable {
         case pause, resume, reload, restart
@@ -83,6 +90,8 @@ package enum ClientRequest {
             self = .status(id: envelope.id)
         case .metrics:
             self = .metrics(id: envelope.id)
+        case .clients, .operations:
+            self = .table(Table(rawValue: type.rawValue)!, id: envelope.id)
         case .pause, .resume, .reload, .restart:
             self = .admin(AdminVerb(rawValue: type.rawValue)!, id: envelope.id, upstream: envelope.upstream)
         case .connectionAck, .next, .error, .state, .ok:

@@ -12,6 +12,9 @@ package struct SubscribeRequest {
     /// Document (its tokens, so whitespace, commas and comments do not matter),
     /// operationName, canonical variables and extensions (without `gqlmux`).
     package var dedupKey: String
+    /// What operators see it called (`gqlmuxctl operations`): its operation's name, else its
+    /// first selection's field; never a variable's value.
+    package var label = ""
     /// What the client asked of gqlmuxd itself (`extensions.gqlmux`); never sent upstream.
     package var options = Options()
     /// `extensions.gqlmux.resnapshot` as it goes upstream at each resume of the stream: the
@@ -155,7 +158,9 @@ package struct SubscribeRequest {
             snapshot.writeStaticString("}")
             snapshotPayload = snapshot
         }
-        return SubscribeRequest(payload: forwarded, kind: kind, dedupKey: key, options: options, snapshotPayload: snapshotPayload)
+        var request = SubscribeRequest(payload: forwarded, kind: kind, dedupKey: key, options: options, snapshotPayload: snapshotPayload)
+        request.label = String((selected.name ?? OperationLabel.firstSelection(of: query) ?? "\(kind)").prefix(64))
+        return request
     }
 
     /// A document's operations: bounded first (`max_document_tokens`, `max_document_depth`),

@@ -47,6 +47,9 @@ import Upstream
         var credentialLimit: Int? = 64
         var released: [LaneID] = []
         func releaseLane(_ lane: LaneID) { released.append(lane) }
+        var cuts = 0
+        func slowConsumerCut(_ session: ClientSession) { cuts += 1 }
+        func table(_ table: ClientRequest.Table, for peer: PeerCredentials?) -> ByteBuffer { ByteBuffer(string: "[]") }
         func lane(upstream: String?, for session: ClientSession) -> Result<LaneID, LaneRefusal> {
             upstream == nil ? .success(.primary) : .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(upstream!)'"))
         }

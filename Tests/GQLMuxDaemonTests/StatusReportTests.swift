@@ -63,11 +63,18 @@ import Upstream
             value.line
                 == "3 upstreams: 2 connected, 1 reconnecting; default connected, telemetry reconnecting, accounts connected; 3 clients, 7 subscriptions (2 upstream)"
         )
+        var withHealth = value
+        withHealth.health[StatusReport.healthKey(upstream: "default", identity: nil)] = StatusReport.Health(
+            pingRTT: 0.0123456,
+            keepAliveGap: nil,
+            lastMessageAge: 2
+        )
+        #expect(String(buffer: withHealth.json()).contains(#""identity":"host","pingRTT":0.012,"keepAliveGap":null,"lastMessageAge":2,"#))
         let json = String(buffer: value.json())
         #expect(json.contains(#""upstreams":{"default":{"state":"connected""#))
         #expect(
             json.contains(
-                #""identity":"client","subscriptions":{"local":0,"upstream":0},"identities":[{"id":"0123456789ab","state":"connected","connections":1,"reconnects":4}]"#
+                #""identity":"client","subscriptions":{"local":0,"upstream":0},"identities":[{"id":"0123456789ab","state":"connected","connections":1,"reconnects":4,"pingRTT":null,"keepAliveGap":null,"lastMessageAge":null}]"#
             )
         )
         // One upstream: the line it always was.

@@ -1,0 +1,126 @@
+import GQLMuxVocabulary
+import JSONEnvelope
+import Multiplexing
+import NIOCore
+import RequestValidation
+import Upstream
+
+/// The operator's view: `clients` and `operations`, one row per client connection and per
+/// upstream operation (docs/protocol.md). An admin sees every row; any other peer the rows of
+/// its own uid, and of an operation only its own readers.
+extension Daemon {
+    func table(_ table: ClientRequest.Table, for peer: PeerCredentials?) -> ByteBuffer {
+        eventLoop.assertInEventLoop()
+        let everyone = isAdmin(peer)
+        let uid = peer?.uid
+        let visible = { (session: ClientSession) in
+            everyone || (uid != nil && session.origin != .endpointTCP && session.credentials?.uid == uid)
+        }
+        switch table {
+        case .clients: return clientRows(sessions.values.filter(visible).sorted { $0.number < $1.number })
+        case .operations: return operationRows(everyone: everyone, visible: visible)
+        }
+    }
+
+    /// Each lane's keep-alive health now: its last message is the latest of its keep-alives,
+    /// pongs and acks and of its operations' results.
+    func laneHealth() -> [String: StatusReport.Health] {
+        let now = NIODeadline.now().uptimeNanoseconds
+        var lastResult: [LaneID: UInt64] = [:]
+        for (summary, stats) in switchboard.operationRows() {
+            if let at = stats?.lastResultAt { lastResult[summary.lane] = max(lastResult[summary.lane] ?? 0, at) }
+        }
+        var table: [String: StatusReport.Health] = [:]
+        for lane in upstreams.allLanes {
+            let health = view.health[lane.id]
+            let last = max(health?.lastMessageAt ?? 0, lastResult[lane.id] ?? 0)
+            table[StatusReport.healthKey(upstream: lane.upstream, identity: lane.identity)] = StatusReport.Health(
+                pingRTT: health?.roundTrip.map(Self.seconds),
+                keepAliveGap: health?.keepAliveGap.map(Self.seconds),
+                lastMessageAge: last > 0 ? Double(now &- min(last, now)) / 1e9 : nil
+            )
+        }
+        return table
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    func slowConsumerCut(_ session: ClientSession) {
+        view.cut(uid: session.credentials?.uid, process: session.process)
+    }
+
+    /// The upstream and identity (its short name, or `host`) of `lane`.
+    private func names(of lane: LaneID) -> (upstream: String, identity: String) {
+        let found = upstreams.lane(lane)
+        return (found?.upstream ?? "?", found?.identity ?? "host")
+    }
+
+    private func clientRows(_ shown: [ClientSession]) -> ByteBuffer {
+        let now = NIODeadline.now().uptimeNanoseconds
+        return JSONObjectWriter.array(
+            shown.map { session in
+                { row in
+                    let peer = session.credentials
+                    row.field("id", session.number)
+                    row.field("kind", session.kindName)
+                    row.field("listener", session.origin.rawValue)
+                    row.field("uid", count: peer.map { Int($0.uid) })
+                    row.field("gid", count: peer.map { Int($0.gid) })
+                    row.field("pid", count: peer.map { Int($0.pid) })
+                    row.field("process", session.process)
+                    row.field("name", session.name)
+                    let lanes = self.switchboard.lanes(of: session).union(session.heldLanes).sorted { $0.value < $1.value }
+                    row.field(
+                        "upstreams",
+                        objects: lanes.map { lane in
+                            { entry in
+                                let names = self.names(of: lane)
+                                entry.field("upstream", names.upstream)
+                                entry.field("identity", names.identity)
+                            }
+                        }
+                    )
+                    row.field("subscriptions", self.switchboard.openOperations(of: session).count)
+                    row.field("results", session.resultsSent)
+                    row.field("bytes", session.bytesSent)
+                    row.field("rate", number: session.resultWindow.perSecond(at: now, since: session.openedAt))
+                    row.field("byteRate", number: session.byteWindow.perSecond(at: now, since: session.openedAt))
+                    row.field("queuedBytes", session.queuedNow())
+                    row.field("queuedPeakBytes", session.peakQueued)
+                    row.field("slowConsumerCuts", self.view.cuts(uid: peer?.uid, process: session.process))
+                    row.field("connectedAt", number: Double(session.connectedAtMs) / 1_000)
+                    row.field("restarts", session.restarts)
+                }
+            }
+        )
+    }
+
+    private func operationRows(everyone: Bool, visible: (ClientSession) -> Bool) -> ByteBuffer {
+        let now = NIODeadline.now().uptimeNanoseconds
+        var rows: [(inout JSONObjectWriter) -> Void] = []
+        for (summary, stats) in switchboard.operationRows() {
+            let readers = summary.readers.compactMap { sessions[$0] }
+            let shown = everyone ? readers.count : readers.filter(visible).count
+            guard everyone || shown > 0 else { continue }
+            let names = names(of: summary.lane)
+            rows.append { row in
+                row.field("id", "\(summary.id)")
+                row.field("upstream", names.upstream)
+                row.field("identity", names.identity)
+                row.field("kind", "\(summary.kind)")
+                row.field("operation", stats?.label ?? "\(summary.kind)")
+                row.field("state", summary.state.rawValue)
+                row.field("subscribers", shown)
+                row.field("results", stats?.results ?? 0)
+                row.field("rate", number: stats.map { $0.window.perSecond(at: now, since: $0.openedAt) } ?? 0)
+                row.field("lastResultAge", number: stats?.lastResultAt.map { Double(now &- min($0, now)) / 1e9 })
+                row.field("outages", stats?.outages ?? 0)
+                row.field("gapSeconds", number: Double(stats?.gap(at: now) ?? 0) / 1e9)
+                row.field("startedAt", number: stats.map { Double($0.startedAtMs) / 1_000 })
+            }
+        }
+        return JSONObjectWriter.array(rows)
+    }
+}

@@ -1,0 +1,53 @@
+import GQLMuxVocabulary
+
+/// What the operator's view shows of one upstream operation beside what the core knows of it:
+/// its name for people, its results (counted once per run), and its outages. Pure: the caller
+/// passes the loop clock's nanoseconds.
+struct OperationStats {
+    /// Its operation's name, or its first selection (``RequestValidation/OperationLabel``).
+    let label: String
+    /// When it was opened (Unix time, ms) and on the loop's clock (ns).
+    let startedAtMs: Int
+    let openedAt: UInt64
+    private(set) var results = 0
+    private(set) var window = RateWindow()
+    private(set) var lastResultAt: UInt64?
+    /// Times its stream went down (`reconnecting` or `paused`), and for how long in all.
+    private(set) var outages = 0
+    private var downSince: UInt64?
+    private var downTotal: UInt64 = 0
+
+    init(label: String, startedAtMs: Int, openedAt: UInt64) {
+        self.label = label
+        self.startedAtMs = startedAtMs
+        self.openedAt = openedAt
+    }
+
+    /// A run of `count` results was written at `nanoseconds`.
+    mutating func noteRun(_ count: Int, at nanoseconds: UInt64) {
+        results &+= count
+        window.add(count, second: Int64(nanoseconds / 1_000_000_000))
+        lastResultAt = nanoseconds
+    }
+
+    /// Its state is now `state`: an outage begins when it goes down and ends when it is active.
+    mutating func stateChanged(to state: OperationState, at nanoseconds: UInt64) {
+        switch state {
+        case .reconnecting, .paused:
+            guard downSince == nil else { return }
+            downSince = nanoseconds
+            outages += 1
+        case .active:
+            guard let since = downSince else { return }
+            downTotal &+= nanoseconds &- min(since, nanoseconds)
+            downSince = nil
+        case .pending:
+            break
+        }
+    }
+
+    /// Time down in all as of `nanoseconds`, the outage under way included.
+    func gap(at nanoseconds: UInt64) -> UInt64 {
+        downTotal &+ (downSince.map { nanoseconds &- min($0, nanoseconds) } ?? 0)
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import GQLMuxVocabulary
+import NIOCore
+import RequestValidation
+import TestUpstream
+import Testing
+
+@testable import GQLMuxDaemon
+
+/// The operator's view: its pure parts on a manual clock, then `clients` and `operations`
+/// through a real daemon and real sockets.
+@Suite struct RateWindowTests {
+    private static let second: UInt64 = 1_000_000_000
+
+    @Test func aSteadyRateReadsAsItselfAndOldSecondsDropOut() {
+        var window = RateWindow()
+        for s in Int64(100)..<120 { window.add(5, second: s) }
+        // At 119.5 s the window is 110…119.5: ten seconds of 5 in 9.5 s.
+        #expect(abs(window.perSecond(at: 119 * Self.second + Self.second / 2, since: 0) - 50.0 / 9.5) < 0.001)
+        // Nothing for 20 s: nothing in the window.
+        #expect(window.perSecond(at: 140 * Self.second, since: 0) == 0)
+        // Seconds skipped while idle are cleared, not read again: at 125.5 s the window is
+        // 116…125.5, which holds 116…119's 5 each and 125's 3; 120…124 were cleared.
+        window.add(3, second: 125)
+        #expect(abs(window.perSecond(at: 125 * Self.second + Self.second / 2, since: 0) - 23.0 / 9.5) < 0.001)
+        // Ten seconds on, only 125's 3 is left in it.
+        #expect(abs(window.perSecond(at: 134 * Self.second + Self.second / 2, since: 0) - 3.0 / 9.5) < 0.001)
+    }
+
+    @Test func aYoungCounterIsReadOverItsOwnLife() {
+        var window = RateWindow()
+        window.add(10, second: 50)
+        // Opened at 50.0 s, read at 52.0 s: 10 in 2 s.
+        #expect(abs(window.perSecond(at: 52 * Self.second, since: 50 * Self.second) - 5) < 0.001)
+    }
+
+    @Test func anOlderSecondCountsInTheNewest() {
+        var window = RateWindow()
+        window.add(1, second: 10)
+        window.add(1, second: 9)  // a reading taken before the last one
+        #expect(abs(window.perSecond(at: 10 * Self.second, since: 0) * 9 - 2) < 0.001)
+    }
+}
+
+@Suite struct OperationStatsTests {
+    @Test func outagesAreCountedAndTheirGapAddsUpTheOneUnderWayIncluded() {
+        var stats = OperationStats(label: "tick", startedAtMs: 0, openedAt: 0)
+        stats.stateChanged(to: .active, at: 1_000)
+        stats.stateChanged(to: .reconnecting, at: 2_000)
+        stats.stateChanged(to: .reconnecting, at: 2_500)  // still the same outage
+        stats.stateChanged(to: .active, at: 5_000)
+        #expect(stats.outages == 1)
+        #expect(stats.gap(at: 9_000) == 3_000)
+        stats.stateChanged(to: .paused, at: 10_000)
+        #expect(stats.outages == 2)
+        #expect(stats.gap(at: 11_000) == 4_000)
+        stats.noteRun(3, at: 12_000)
+        #expect(stats.results == 3)
+        #expect(stats.lastResultAt == 12_000)
+    }
+}
+
+@Suite struct OperationLabelTests {
+    @Test func theFirstSelectionNamesAnAnonymousOperation() {
+        #expect(OperationLabel.firstSelection(of: "subscription { tick }") == "tick")
+        #expect(OperationLabel.firstSelection(of: "subscription($a: In = {x: 1}) { price(of: $a) { v } }") == "price")
+        #expect(OperationLabel.firstSelection(of: "subscription { renamed: tick }") == "tick")
+        #expect(OperationLabel.firstSelection(of: "# a comment {\n{ ...Parts }") == "...Parts")
+        #expect(OperationLabel.firstSelection(of: "{ ... on Query { a } }") == "... on Query")
+        #expect(OperationLabel.firstSelection(of: "not graphql") == nil)
+    }
+
+    @Test func aNamedOperationIsShownByItsNameAndVariablesNever() throws {
+        let named = try SubscribeRequest.parse(
+            ByteBuffer(string: #"{"query":"subscription OnPrice($s: String!) { price(symbol: $s) }","variables":{"s":"SECRET"}}"#)
+        )
+        #expect(named.label == "OnPrice")
+        let anonymous = try SubscribeRequest.parse(ByteBuffer(string: #"{"query":"subscription { price(symbol: \"SECRET\") }"}"#))
+        #expect(anonymous.label == "price")
+    }
+}
+
+@Suite(.serialized) struct OperatorViewDaemonTests {
+    private func payload(_ line: String) throws -> [[String: Any]] {
+        let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))
+        let object = try #require(parsed as? [String: Any])
+        return try #require(object["payload"] as? [[String: Any]])
+    }
+
+    private func ownProcessName() -> String {
+        (try? String(contentsOfFile: "/proc/self/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+    }
+
+    @Test func clientsAndOperationsListWhoHoldsWhatWithTheirFigures() async throws {
+        try await DaemonRig.with { rig in
+            let a = try await rig.connect()
+            a.send(#"{"type":"connection_init","payload":{"protocol":1,"client":"alpha"}}"#)
+            a.subscribe(id: "t")
+            let b = try await rig.connect()
+            b.send(#"{"type":"connection_init","payload":{"protocol":1,"client":"beta"}}"#)
+            b.subscribe(id: "t1")
+            b.send(#"{"type":"subscribe","id":"t2","payload":{"query":"subscription Ticks { tick }"}}"#)
+            await rig.upstreamActive(2)
+            for _ in 0..<3 { _ = await rig.server.tick() }
+            await until("the ticks", on: a, b) { a.lines(containing: #""type":"next""#).count == 3 && b.lines(containing: #""type":"next""#).count == 6 }
+
+            a.send(#"{"type":"clients","id":"c"}"#)
+            a.send(#"{"type":"operations","id":"o"}"#)
+            await until("both answers", on: a) { !a.lines(containing: #""type":"clients""#).isEmpty && !a.lines(containing: #""type":"operations""#).isEmpty }
+            let clientsLine = try #require(a.lines(containing: #""type":"clients""#).first)
+            let clients = try payload(clientsLine)
+            #expect(clients.count == 2)
+            let alpha = try #require(clients.first { $0["name"] as? String == "alpha" })
+            let beta = try #require(clients.first { $0["name"] as? String == "beta" })
+            #expect((alpha["id"] as? Int ?? 0) < (beta["id"] as? Int ?? 0))
+            for row in [alpha, beta] {
+                #expect(row["kind"] as? String == "line")
+                #expect(row["listener"] as? String == "line")
+                #expect(row["uid"] as? Int == Int(getuid()))
+                #expect(row["pid"] as? Int == Int(getpid()))
+                #expect(row["process"] as? String == ownProcessName())
+                #expect((row["upstreams"] as? [[String: Any]])?.first?["upstream"] as? String == "default")
+                #expect((row["upstreams"] as? [[String: Any]])?.first?["identity"] as? String == "host")
+                #expect(row["restarts"] as? Int == 0)
+                #expect(row["slowConsumerCuts"] as? Int == 0)
+                #expect((row["connectedAt"] as? Double ?? 0) > Date().timeIntervalSince1970 - 60)
+            }
+            #expect(alpha["subscriptions"] as? Int == 1)
+            #expect(beta["subscriptions"] as? Int == 2)
+            #expect(alpha["results"] as? Int == 3)
+            #expect(beta["results"] as? Int == 6)
+            // What was written: every next line counts, and the states before them.
+            let alphaNextBytes = a.lines(containing: #""type":"next""#).reduce(0) { $0 + $1.utf8.count + 1 }
+            #expect((alpha["bytes"] as? Int ?? 0) >= alphaNextBytes)
+            #expect((alpha["rate"] as? Double ?? 0) > 0)
+            #expect((beta["rate"] as? Double ?? 0) > (alpha["rate"] as? Double ?? 0))
+
+            let operationsLine = try #require(a.lines(containing: #""type":"operations""#).first)
+            let operations = try payload(operationsLine)
+            #expect(operations.count == 2)
+            let shared = try #require(operations.first { $0["operation"] as? String == "tick" })
+            let named = try #require(operations.first { $0["operation"] as? String == "Ticks" })
+            #expect(shared["subscribers"] as? Int == 2)
+            #expect(named["subscribers"] as? Int == 1)
+            for row in [shared, named] {
+                #expect(row["kind"] as? String == "subscription")
+                #expect(row["state"] as? String == "active")
+                #expect(row["upstream"] as? String == "default")
+                #expect(row["results"] as? Int == 3)
+                #expect(row["outages"] as? Int == 0)
+                #expect((row["lastResultAge"] as? Double).map { $0 >= 0 && $0 < 30 } == true)
+            }
+        }
+    }
+
+    @Test func anOutageIsCountedWithItsGapAndARestartCarriesTheClientsFigures() async throws {
+        try await DaemonRig.with { rig in
+            let a = try await rig.connect()
+            a.subscribe(id: "t")
+            await rig.upstreamActive(1)
+            await until("active", on: a) { a.lines(containing: #""state":"active""#).count == 1 }
+            await rig.server.closeAll(code: 1012, reason: "service restart")
+            await until("reconnecting, then active", on: a) { a.lines(containing: #""state":"active""#).count == 2 }
+            a.send(#"{"type":"operations","id":"o"}"#)
+            await until("the operations", on: a) { !a.lines(containing: #""type":"operations""#).isEmpty }
+            let operationsLine = try #require(a.lines(containing: #""type":"operations""#).first)
+            let row = try #require(try payload(operationsLine).first)
+            #expect(row["outages"] as? Int == 1)
+            #expect((row["gapSeconds"] as? Double ?? 0) > 0)
+
+            a.send(#"{"type":"clients","id":"before"}"#)
+            await until("the clients", on: a) { !a.lines(containing: #""id":"before""#).isEmpty }
+            let beforeLine = try #require(a.lines(containing: #""id":"before""#).first)
+            let before = try #require(try payload(beforeLine).first)
+            try await rig.restartOnline()
+            await rig.upstreamActive(1)
+            await until("active again after the restart", on: a) { a.lines(containing: "gapMs").count == 2 }
+            a.send(#"{"type":"clients","id":"after"}"#)
+            await until("the clients again", on: a) { !a.lines(containing: #""id":"after""#).isEmpty }
+            let afterLine = try #require(a.lines(containing: #""id":"after""#).first)
+            let after = try #require(try payload(afterLine).first)
+            #expect(after["restarts"] as? Int == 1)
+            #expect(after["connectedAt"] as? Double == before["connectedAt"] as? Double)
+        }
+    }
+}
