@@ -79,7 +79,13 @@ class OperatorViewTests(unittest.IsolatedAsyncioTestCase):
             client.start()
         await wait_for(lambda: all(c.results >= 2 for c in self.clients), 30, "every kind receiving")
 
-        rows = [json.loads(line) for line in ctl(self.daemon, "clients", "--json").splitlines()]
+        listed = [json.loads(line) for line in ctl(self.daemon, "clients", "--json").splitlines()]
+        # The asker is listed too: gqlmuxctl's own connection, with nothing open.
+        asker = [r for r in listed if r["process"] == "gqlmuxctl"]
+        self.assertEqual(len(asker), 1, listed)
+        self.assertEqual((asker[0]["kind"], asker[0]["subscriptions"], asker[0]["upstreams"]), ("line", 0, []))
+        rows = [r for r in listed if r["process"] != "gqlmuxctl"]
+        self.assertEqual(len(rows), 5, listed)
         kinds = sorted((r["kind"], r["listener"]) for r in rows)
         self.assertIn(("line", "line"), kinds)
         for kind in ("graphql-transport-ws", "graphql-ws", "sse"):

@@ -47,6 +47,15 @@ extension Daemon {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
+    /// `text` with every control character (C0, DEL, C1) as `?`: a process names itself and a
+    /// client names itself, and neither may send escape sequences to an operator's terminal.
+    static func printable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { isControl($0) ? "?" : $0 }))
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) }
+
     func slowConsumerCut(_ session: ClientSession) {
         view.cut(uid: session.credentials?.uid, process: session.process)
     }
@@ -69,9 +78,10 @@ extension Daemon {
                     row.field("uid", count: peer.map { Int($0.uid) })
                     row.field("gid", count: peer.map { Int($0.gid) })
                     row.field("pid", count: peer.map { Int($0.pid) })
-                    row.field("process", session.process)
-                    row.field("name", session.name)
-                    let lanes = self.switchboard.lanes(of: session).union(session.heldLanes).sorted { $0.value < $1.value }
+                    row.field("process", session.process.map(Self.printable))
+                    row.field("name", Self.printable(session.name))
+                    let held = self.switchboard.view(of: session)
+                    let lanes = held.lanes.union(session.heldLanes).sorted { $0.value < $1.value }
                     row.field(
                         "upstreams",
                         objects: lanes.map { lane in
@@ -82,7 +92,7 @@ extension Daemon {
                             }
                         }
                     )
-                    row.field("subscriptions", self.switchboard.openOperations(of: session).count)
+                    row.field("subscriptions", held.operations)
                     row.field("results", session.resultsSent)
                     row.field("bytes", session.bytesSent)
                     row.field("rate", number: session.resultWindow.perSecond(at: now, since: session.openedAt))

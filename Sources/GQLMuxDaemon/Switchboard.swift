@@ -181,6 +181,14 @@ final class Switchboard: @unchecked Sendable {
         }
     }
 
+    /// What the `clients` verb shows of `session`: how many operations it has open and on
+    /// which lanes. Read in place: asking writes nothing to any client.
+    func view(of session: ClientSession) -> (operations: Int, lanes: Set<LaneID>) {
+        eventLoop.assertInEventLoop()
+        let client = ObjectIdentifier(session)
+        return inPlace { ($0.operationCount(of: client), $0.lanes(of: client)) }
+    }
+
     /// Every upstream operation with its figures, oldest first (the `operations` verb). Reads
     /// the core in place: nothing is written to clients by asking. Figures of operations the
     /// core no longer has are dropped here.

@@ -80,6 +80,13 @@ import Testing
     }
 }
 
+@Suite struct PrintableTests {
+    @Test func controlCharactersNeverReachAnOperatorsTerminal() {
+        #expect(Daemon.printable("app\u{1B}[2J\u{07}x\u{9B}y") == "app?[2J?x?y")
+        #expect(Daemon.printable("plain name ✓") == "plain name ✓")
+    }
+}
+
 @Suite(.serialized) struct OperatorViewDaemonTests {
     private func payload(_ line: String) throws -> [[String: Any]] {
         let parsed = try JSONSerialization.jsonObject(with: Data(line.utf8))

@@ -42,7 +42,7 @@ import contextlib
 import itertools
 import json
 import os
-from typing import Any, AsyncIterator, Callable, Dict, Optional
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional
 
 __all__ = ["Client", "GQLMuxError", "DEFAULT_SOCKET"]
 
@@ -235,6 +235,15 @@ class Client:
     async def status(self) -> Dict[str, Any]:
         """The daemon's ``status`` verb, as a dict."""
         return await self._verb("status")
+
+    async def clients(self) -> List[Dict[str, Any]]:
+        """One dict per client connection (the ``clients`` verb): every one for an admin, else
+        those of this process's uid."""
+        return await self._verb("clients")
+
+    async def operations(self) -> List[Dict[str, Any]]:
+        """One dict per upstream operation (the ``operations`` verb), filtered as ``clients``."""
+        return await self._verb("operations")
 
     async def metrics(self) -> str:
         """The daemon's metrics in the Prometheus text format (the ``metrics`` verb)."""
@@ -445,7 +454,7 @@ class Client:
                 return
             self._operations.pop(operation.id, None)
             operation.finish(error)
-        elif kind in ("status", "ok", "metrics"):
+        elif kind in ("status", "ok", "metrics", "clients", "operations"):
             self._operations.pop(operation.id, None)
             operation.queue.put_nowait(("next", message.get("payload")))
 

@@ -175,6 +175,11 @@ class ClientTests(unittest.IsolatedAsyncioTestCase):
         self.assertIn("tick", (await second.__anext__())["data"])
         status = await self.client.status()
         self.assertEqual(status["subscriptions"], {"local": 2, "upstream": 1})
+        # The operator's view: two connections, one upstream operation read by both.
+        clients = await self.client.clients()
+        self.assertEqual(sorted(row["subscriptions"] for row in clients), [1, 1], clients)
+        operations = await other.operations()
+        self.assertEqual([(row["operation"], row["subscribers"]) for row in operations], [("tick", 2)], operations)
         await first.aclose()
         await second.aclose()
 
