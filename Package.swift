@@ -335,6 +335,7 @@ let package = Package(
         // for the tests, the strawberry rig and the benchmark.
         .target(name: "Spawn", dependencies: ["CSpawn"], swiftSettings: strict),
         .target(name: "CSpawn"),
+        .testTarget(name: "GQLMuxCtlCommandTests", dependencies: ["GQLMuxCtlCommand", "JSONEnvelope"], swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",
             dependencies: [

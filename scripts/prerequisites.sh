@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the Debian packages gqlmux needs beyond Swift, for the README's commands and .ci/run.
 #   scripts/prerequisites.sh build   what `swift build` needs (libsystemd-dev, pkg-config)
-#   scripts/prerequisites.sh test    plus what the tests use (nspawn, socat, setpriv, openssl, venv)
+#   scripts/prerequisites.sh test    plus what the tests use (nspawn, socat, setpriv, openssl, venv, tmux)
 #   scripts/prerequisites.sh ci      plus what .ci/run's fresh machines are made with (debootstrap)
 #                                    and its package test uses (dpkg-dev, lintian)
 # As root it installs what is missing (apt-get); otherwise it prints the exact command and exits 1.
@@ -13,8 +13,9 @@ if [[ ${1:-build} == test || ${1:-build} == ci ]]; then
     # and the Python client; prometheus: its promtool checks the metrics, its server scrapes them;
     # chromium: the browser that tries the local GraphQL endpoint as a hostile web page would;
     # tinyproxy: the HTTP proxy the upstream connections are tunnelled through; curl: the SSE
-    # clients of the stop-and-start test under systemd.
-    need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium tinyproxy curl)
+    # clients of the stop-and-start test under systemd; tmux: the terminal `gqlmuxctl top` is
+    # driven in (interop/test_top.py).
+    need+=(systemd-container socat util-linux openssl python3-venv prometheus chromium tinyproxy curl tmux)
 fi
 [[ ${1:-build} == ci ]] && need+=(debootstrap dpkg-dev lintian)
 missing=()

@@ -39,7 +39,7 @@ public enum GQLMuxCtlEntry {
 struct GQLMuxCtl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gqlmuxctl",
-        abstract: "Talk to gqlmuxd: subscribe, query, status, metrics, pause, resume, reload, restart.",
+        abstract: "Talk to gqlmuxd: subscribe, query, status, clients, operations, top, metrics, pause, resume, reload, restart.",
         discussion: """
             Exit codes: 0 success; 1 the operation failed (GraphQL or daemon error); 64 usage error; \
             69 gqlmuxd unreachable; 77 not allowed (not an admin, or not in allowed_uids/gids). \
@@ -47,7 +47,9 @@ struct GQLMuxCtl: AsyncParsableCommand {
             {"error":{"code":"...","message":"..."}}.
             """,
         version: LocalProtocol.release,
-        subcommands: [Status.self, Subscribe.self, Query.self, Metrics.self, Pause.self, Resume.self, Reload.self, Restart.self]
+        subcommands: [
+            Status.self, Subscribe.self, Query.self, Metrics.self, Clients.self, Operations.self, Top.self, Pause.self, Resume.self, Reload.self, Restart.self,
+        ]
     )
 }
 
