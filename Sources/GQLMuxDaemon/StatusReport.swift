@@ -115,7 +115,7 @@ struct StatusReport {
     }
 
     private static func write(_ health: Health?, to object: inout JSONObjectWriter) {
-        object.field("pingRTT", number: health?.pingRTT)
+        object.field("pingRTT", number: health?.pingRTT, decimals: 6)
         object.field("keepAliveGap", number: health?.keepAliveGap)
         object.field("lastMessageAge", number: health?.lastMessageAge)
     }

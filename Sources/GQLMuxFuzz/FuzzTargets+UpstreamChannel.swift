@@ -101,6 +101,7 @@ private final class UpstreamRecorder: UpstreamFrameSink {
         answer()
     }
     func activity(generation: Int) { told.append("activity") }
+    func pongReceived(generation: Int) { told.append("activity") }
     func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose {
         told.append("close")
         return .startsTheirs

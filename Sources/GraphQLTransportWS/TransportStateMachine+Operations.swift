@@ -148,7 +148,7 @@ extension TransportStateMachine {
     /// once the connection has stayed up for `healthyAfter` (an upstream that acks and fails at
     /// once must see the backoff grow). Operations charged with a close wait on probation.
     mutating func acknowledged(generation gen: Int, payload: ByteBuffer?, now: Instant, into actions: inout [TransportAction]) {
-        let nextPing = options.pingInterval > .zero && wire.hasClientPing ? now + options.pingInterval : nil
+        let nextPing = options.pingInterval > .zero && (wire.hasClientPing || measuresWithPingFrames) ? now + options.pingInterval : nil
         var connected = Connected(generation: gen, nextPing: nextPing)
         if options.dialect == .appSync {
             // AppSync says how long it may stay silent; it sends `ka` well within that.

@@ -294,9 +294,13 @@ package struct TransportStateMachine {
                 c = updated
             }
             if let at = c.nextPing, now >= at {
-                append(.ping(payload: nil), generation: c.generation, into: &actions)
+                if wire.hasClientPing {
+                    append(.ping(payload: nil), generation: c.generation, into: &actions)
+                    if c.pongDeadline == nil { c.pongDeadline = now + options.pongTimeout }
+                } else {
+                    actions.append(.pingFrame(generation: c.generation))
+                }
                 actions.append(.event(.ping(received: false)))
-                if c.pongDeadline == nil { c.pongDeadline = now + options.pongTimeout }
                 c.nextPing = now + options.pingInterval
                 phase = .connected(c)
             }
@@ -381,6 +385,18 @@ package struct TransportStateMachine {
         c.pongDeadline = silenceDeadline(c, now: now)
         phase = .connected(c)
     }
+
+    /// A WebSocket pong frame arrived: the peer is alive, and where the protocol has no ping of
+    /// its own (graphql-ws), it answers our ping frame (told as a pong, for its round trip).
+    package mutating func pongFrame(generation gen: Int, now: Instant) -> [TransportAction] {
+        guard case .connected(let c) = phase, c.generation == gen else { return [] }
+        activity(generation: gen, now: now)
+        return measuresWithPingFrames ? [.event(.pong(received: true))] : []
+    }
+
+    /// graphql-ws (not AppSync's dialect) has no client ping: WebSocket ping frames measure its
+    /// round trip every `ping_interval`.
+    var measuresWithPingFrames: Bool { !wire.hasClientPing && options.dialect != .appSync }
 
     /// After any inbound frame: graphql-transport-ws waits for the next ping's answer (none
     /// pending); graphql-ws, once the server has shown it sends `ka`, expects another frame

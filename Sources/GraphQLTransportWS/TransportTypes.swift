@@ -47,6 +47,9 @@ package enum TransportAction: Sendable, Equatable {
     /// Open connection number `generation` (TCP, TLS, upgrade), then report back.
     case connect(generation: Int)
     case send(generation: Int, ByteBuffer)
+    /// Send a WebSocket ping frame: graphql-ws has no ping of its own, and the server's pong
+    /// frame gives the round trip (it is not a liveness check: graphql-ws's is the `ka`).
+    case pingFrame(generation: Int)
     /// Close with a close frame; the machine has already forgotten this connection.
     case close(generation: Int, code: CloseCode, reason: String)
     /// Drop the TCP connection at once (dead peer, connect timeout).

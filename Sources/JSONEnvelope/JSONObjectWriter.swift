@@ -33,14 +33,17 @@ package struct JSONObjectWriter {
         buffer.writeString(String(value))
     }
 
-    /// A number to a thousandth (seconds, rates), or null for nil or a value that is not finite.
-    package mutating func field(_ name: String, number value: Double?) {
+    /// A number to `decimals` places (seconds, rates: a thousandth by default), or null for nil
+    /// or a value that is not finite.
+    package mutating func field(_ name: String, number value: Double?, decimals: Int = 3) {
         key(name)
         guard let value, value.isFinite else {
             buffer.writeStaticString("null")
             return
         }
-        let rounded = (value * 1_000).rounded() / 1_000
+        var scale = 1.0
+        for _ in 0..<decimals { scale *= 10 }
+        let rounded = (value * scale).rounded() / scale
         buffer.writeString(rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded))
     }
 

@@ -240,6 +240,11 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
         machine.activity(generation: generation, now: self.now)
     }
 
+    package func pongReceived(generation: Int) {
+        eventLoop.assertInEventLoop()
+        perform(machine.pongFrame(generation: generation, now: self.now))
+    }
+
     /// The peer's close frame arrived on `generation`: whether it answers ours (then only the
     /// socket is left to close) or starts the peer's own close.
     package func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose {
@@ -281,6 +286,10 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
             case .send(let generation, let bytes):
                 guard let channel = channels[generation] else { continue }
                 channel.write(WebSocketFrame(fin: true, opcode: .text, maskKey: .random(), data: bytes), promise: nil)
+                toFlush[generation] = channel
+            case .pingFrame(let generation):
+                guard let channel = channels[generation] else { continue }
+                channel.write(WebSocketFrame(fin: true, opcode: .ping, maskKey: .random(), data: channel.allocator.buffer(capacity: 0)), promise: nil)
                 toFlush[generation] = channel
             case .close(let generation, let code, let reason):
                 pendingConnects.remove(generation)

@@ -72,7 +72,7 @@ package final class UpstreamFrameHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
             transport.activity(generation: generation)
         case .pong:
-            transport.activity(generation: generation)
+            transport.pongReceived(generation: generation)
         case .close(var data):
             failed = true  // nothing after a close frame is read (RFC 6455 §5.5.1)
             if transport.closeFrameReceived(generation: generation) == .completesOurs {

@@ -9,8 +9,10 @@ package protocol UpstreamFrameSink: AnyObject {
     func frameReceived(generation: Int, _ frame: ByteBuffer)
     /// A whole binary message (the GraphQL protocols have none).
     func binaryReceived(generation: Int)
-    /// Any sign of life (a ping, a pong).
+    /// Any sign of life (a ping frame).
     func activity(generation: Int)
+    /// A pong frame: a sign of life, and the answer to a ping frame we sent.
+    func pongReceived(generation: Int)
     /// The server's close frame came: whether it answers ours.
     func closeFrameReceived(generation: Int) -> CloseHandshake.PeerClose
     /// The server broke a rule the transport closes for with `code`.

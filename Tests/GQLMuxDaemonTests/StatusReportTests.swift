@@ -69,7 +69,7 @@ import Upstream
             keepAliveGap: nil,
             lastMessageAge: 2
         )
-        #expect(String(buffer: withHealth.json()).contains(#""identity":"host","pingRTT":0.012,"keepAliveGap":null,"lastMessageAge":2,"#))
+        #expect(String(buffer: withHealth.json()).contains(#""identity":"host","pingRTT":0.012346,"keepAliveGap":null,"lastMessageAge":2,"#))
         let json = String(buffer: value.json())
         #expect(json.contains(#""upstreams":{"default":{"state":"connected""#))
         #expect(

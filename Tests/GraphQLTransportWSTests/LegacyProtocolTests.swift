@@ -45,6 +45,27 @@ import Testing
         #expect(h.machine.connectionState == .connected, "a server that never sends ka is not declared dead")
     }
 
+    @Test func aPingFrameEachIntervalMeasuresTheRoundTripAndDecidesNothing() {
+        var h = Harness {
+            $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10)
+        }
+        h.start()
+        h.subscribe()
+        h.connectAndAck(protocol: .legacyWS)
+        let gen = h.lastGeneration!
+        let first = h.advance(ms: 20_000)
+        #expect(first.contains(.pingFrame(generation: gen)))
+        #expect(first.events.contains(.ping(received: false)))
+        #expect(first.sentTexts.isEmpty, "graphql-ws has no ping message")
+        // Its pong frame is told as the pong, for the round trip.
+        #expect(h.record(h.machine.pongFrame(generation: gen, now: h.now)).events == [.pong(received: true)])
+        // A server that never answers ping frames is not declared dead for it (only `ka` silence is).
+        h.advance(ms: 600_000)
+        #expect(h.machine.connectionState == .connected)
+        // A pong frame of a connection left behind is nothing.
+        #expect(h.machine.pongFrame(generation: gen + 1, now: h.now).isEmpty)
+    }
+
     @Test func silenceAfterKeepAlivesIsADeadPeer() {
         var h = Harness {
             $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10)
