@@ -2,11 +2,24 @@
 # The test command: prepares the interop virtualenv, builds every product (the systemd tests
 # run the real gqlmuxd, gqlmuxctl and test upstream binaries), runs the Python client's tests
 # and the interop tests (rolling restart, legacy servers) against them, then `swift test`.
+# The build (every product and the Swift tests) runs beside the test set-up (Debian packages,
+# the interop virtualenvs), which waits on the network more than on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/prerequisites.sh test
-scripts/setup-interop.sh
-swift build
+scripts/prerequisites.sh build
+build_log=$(mktemp)
+trap 'rm -f "$build_log"' EXIT
+swift build --build-tests >"$build_log" 2>&1 &
+build=$!
+setup=0
+{ scripts/prerequisites.sh test && scripts/setup-interop.sh; } || setup=$?
+if ! wait "$build"; then
+    cat "$build_log"
+    echo "==> test.sh: the build failed (its output above)" >&2
+    exit 1
+fi
+grep -E "warning: |error: |Build complete" "$build_log" || true
+(( setup == 0 )) || { echo "==> test.sh: the test set-up failed (exit $setup)" >&2; exit "$setup"; }
 echo "==> Python client (clients/python) against the real gqlmuxd"
 GQLMUX_BIN_DIR="$(swift build --show-bin-path)" python3 -m unittest discover -s clients/python -t clients/python
 echo "==> Interop (interop/): outages and legacy servers, real strawberry and ariadne against the real gqlmuxd"
