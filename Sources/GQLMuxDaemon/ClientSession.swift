@@ -230,8 +230,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable { budget.outboundChanged(by: refreshBuffered()) }
         if !context.channel.isWritable, !closing {
-            _ = queuedNow()
-            host.slowConsumerCut(self)
+            queuedNow()
             events.emit(.slowConsumer, fields(), message: "client fell behind by more than client_buffer_bytes; disconnected")
             fail(code: LocalErrorCode.slowConsumer, "client did not read fast enough (client_buffer_bytes exceeded)", force: true)
             budget.scheduleTrim()
@@ -670,7 +669,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     private var bytesCounted = 0
     private(set) var resultWindow = RateWindow()
     private(set) var byteWindow = RateWindow()
-    /// The most bytes NIO was seen holding for it (each exact measurement).
+    /// The most bytes seen queued for it (NIO's, measured when its buffer fills, when the
+    /// memory budget is checked and at each `clients` question; the kernel's at the question).
     private(set) var peakQueued = 0
 
     /// `count` results were written to it in second `second` of the loop's clock.
@@ -688,6 +688,14 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         let now = closing ? 0 : ((try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
         if now > peakQueued { peakQueued = now }
         return now
+    }
+
+    /// Everything written for it that it has not read: NIO's queue and its socket's (the
+    /// `clients` verb's `queuedBytes`; kept as the peak if it is one).
+    func unreadNow() -> Int {
+        let unread = queuedNow() + (closing ? 0 : KernelQueue.bytes(of: channel))
+        if unread > peakQueued { peakQueued = unread }
+        return unread
     }
 
     /// Its kind as operators name it: the wire it speaks now.
@@ -720,7 +728,10 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         guard !closing else { return }
         dropOperations()
         metrics.errorSent(code)
-        if code == LocalErrorCode.slowConsumer { metrics.slowConsumerCut() }
+        if code == LocalErrorCode.slowConsumer {
+            metrics.slowConsumerCut()
+            host.slowConsumerCut(self)  // its own buffer or the memory budget: both count for its app
+        }
         if !force { flush() }
         closing = true
         let channel = self.channel

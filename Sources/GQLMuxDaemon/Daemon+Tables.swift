@@ -18,22 +18,20 @@ extension Daemon {
         }
         switch table {
         case .clients: return clientRows(sessions.values.filter(visible).sorted { $0.number < $1.number })
-        case .operations: return operationRows(everyone: everyone, visible: visible)
+        case .operations: return operationRows(everyone: everyone, uid: uid)
         }
     }
 
     /// Each lane's keep-alive health now: its last message is the latest of its keep-alives,
-    /// pongs and acks and of its operations' results.
-    func laneHealth() -> [String: StatusReport.Health] {
+    /// pings and acks and of its operations' results. One pass over the lanes, none over the
+    /// operations. `identities`: the identity lanes' too (an admin asks: when another user's
+    /// identity last had a result is theirs to know).
+    func laneHealth(identities: Bool) -> [String: StatusReport.Health] {
         let now = NIODeadline.now().uptimeNanoseconds
-        var lastResult: [LaneID: UInt64] = [:]
-        for (summary, stats) in switchboard.operationRows() {
-            if let at = stats?.lastResultAt { lastResult[summary.lane] = max(lastResult[summary.lane] ?? 0, at) }
-        }
         var table: [String: StatusReport.Health] = [:]
-        for lane in upstreams.allLanes {
+        for lane in upstreams.allLanes where identities || lane.identity == nil {
             let health = view.health[lane.id]
-            let last = max(health?.lastMessageAt ?? 0, lastResult[lane.id] ?? 0)
+            let last = max(health?.lastMessageAt ?? 0, switchboard.lastResultOfLane[lane.id] ?? 0)
             table[StatusReport.healthKey(upstream: lane.upstream, identity: lane.identity)] = StatusReport.Health(
                 pingRTT: health?.roundTrip.map(Self.seconds),
                 keepAliveGap: health?.keepAliveGap.map(Self.seconds),
@@ -97,7 +95,7 @@ extension Daemon {
                     row.field("bytes", session.bytesSent)
                     row.field("rate", number: session.resultWindow.perSecond(at: now, since: session.openedAt))
                     row.field("byteRate", number: session.byteWindow.perSecond(at: now, since: session.openedAt))
-                    row.field("queuedBytes", session.queuedNow())
+                    row.field("queuedBytes", session.unreadNow())
                     row.field("queuedPeakBytes", session.peakQueued)
                     row.field("slowConsumerCuts", self.view.cuts(uid: peer?.uid, process: session.process))
                     row.field("connectedAt", number: Double(session.connectedAtMs) / 1_000)
@@ -107,30 +105,59 @@ extension Daemon {
         )
     }
 
-    private func operationRows(everyone: Bool, visible: (ClientSession) -> Bool) -> ByteBuffer {
+    /// The operations, from a table made at most every ``OperatorView/tableLife`` (one pass
+    /// over every operation and its readers): any number of questions within it costs one pass,
+    /// and each asker's share of it only the rows it may see.
+    private func operationRows(everyone: Bool, uid: UInt32?) -> ByteBuffer {
         let now = NIODeadline.now().uptimeNanoseconds
+        let table = view.operations(now: now, changes: switchboard.changes) { makeOperationTable(now: now) }
         var rows: [(inout JSONObjectWriter) -> Void] = []
-        for (summary, stats) in switchboard.operationRows() {
-            let readers = summary.readers.compactMap { sessions[$0] }
-            let shown = everyone ? readers.count : readers.filter(visible).count
+        for entry in table {
+            let shown = everyone ? entry.readers : (uid.flatMap { entry.readersByUID[$0] } ?? 0)
             guard everyone || shown > 0 else { continue }
-            let names = names(of: summary.lane)
             rows.append { row in
-                row.field("id", "\(summary.id)")
-                row.field("upstream", names.upstream)
-                row.field("identity", names.identity)
-                row.field("kind", "\(summary.kind)")
-                row.field("operation", stats?.label ?? "\(summary.kind)")
-                row.field("state", summary.state.rawValue)
+                row.field("id", entry.id)
+                row.field("upstream", entry.upstream)
+                row.field("identity", entry.identity)
+                row.field("kind", entry.kind)
+                row.field("operation", entry.label)
+                row.field("state", entry.state)
                 row.field("subscribers", shown)
-                row.field("results", stats?.results ?? 0)
-                row.field("rate", number: stats.map { $0.window.perSecond(at: now, since: $0.openedAt) } ?? 0)
-                row.field("lastResultAge", number: stats?.lastResultAt.map { Double(now &- min($0, now)) / 1e9 })
-                row.field("outages", stats?.outages ?? 0)
-                row.field("gapSeconds", number: Double(stats?.gap(at: now) ?? 0) / 1e9)
-                row.field("startedAt", number: stats.map { Double($0.startedAtMs) / 1_000 })
+                row.field("results", entry.results)
+                row.field("rate", number: entry.rate)
+                row.field("lastResultAge", number: entry.lastResultAge)
+                row.field("outages", entry.outages)
+                row.field("gapSeconds", number: entry.gapSeconds)
+                row.field("startedAt", number: entry.startedAt)
             }
         }
         return JSONObjectWriter.array(rows)
+    }
+
+    private func makeOperationTable(now: UInt64) -> [OperatorView.OperationEntry] {
+        switchboard.operationRows().map { summary, stats in
+            var byUID: [UInt32: Int] = [:]
+            for reader in summary.readers {
+                guard let session = sessions[reader], session.origin != .endpointTCP, let uid = session.credentials?.uid else { continue }
+                byUID[uid, default: 0] += 1
+            }
+            let names = names(of: summary.lane)
+            return OperatorView.OperationEntry(
+                id: "\(summary.id)",
+                upstream: names.upstream,
+                identity: names.identity,
+                kind: "\(summary.kind)",
+                label: stats?.label ?? "\(summary.kind)",
+                state: summary.state.rawValue,
+                readers: summary.readers.count,
+                readersByUID: byUID,
+                results: stats?.results ?? 0,
+                rate: stats.map { $0.window.perSecond(at: now, since: $0.openedAt) } ?? 0,
+                lastResultAge: stats?.lastResultAt.map { Double(now &- min($0, now)) / 1e9 },
+                outages: stats?.outages ?? 0,
+                gapSeconds: Double(stats?.gap(at: now) ?? 0) / 1e9,
+                startedAt: stats.map { Double($0.startedAtMs) / 1_000 }
+            )
+        }
     }
 }

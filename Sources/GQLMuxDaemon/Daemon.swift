@@ -461,7 +461,7 @@ package final class Daemon: @unchecked Sendable {
     /// The `status` answer (docs/protocol.md).
     func statusPayload(wholeURLs: Bool) -> ByteBuffer {
         var report = reportOnLoop
-        report.health = laneHealth()
+        report.health = laneHealth(identities: wholeURLs)
         return report.json(wholeURLs: wholeURLs)
     }
 

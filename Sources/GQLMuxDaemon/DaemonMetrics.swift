@@ -115,7 +115,7 @@ final class DaemonMetrics {
             ?? registry.makeDurationHistogram(
                 descriptor: Self.describe(
                     "gqlmux_upstream_ping_rtt_seconds",
-                    "Round-trip time of the keep-alive ping (graphql-transport-ws ping to pong), by upstream"
+                    "Round-trip time of the keep-alive ping (graphql-transport-ws ping to pong; graphql-ws: a WebSocket ping frame to its pong frame), by upstream"
                 ),
                 labels: [("upstream", upstream)],
                 buckets: [

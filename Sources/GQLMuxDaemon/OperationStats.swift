@@ -6,6 +6,8 @@ import GQLMuxVocabulary
 struct OperationStats {
     /// Its operation's name, or its first selection (``RequestValidation/OperationLabel``).
     let label: String
+    /// The lane it runs on.
+    let lane: LaneID
     /// When it was opened (Unix time, ms) and on the loop's clock (ns).
     let startedAtMs: Int
     let openedAt: UInt64
@@ -17,8 +19,9 @@ struct OperationStats {
     private var downSince: UInt64?
     private var downTotal: UInt64 = 0
 
-    init(label: String, startedAtMs: Int, openedAt: UInt64) {
+    init(label: String, lane: LaneID = .primary, startedAtMs: Int, openedAt: UInt64) {
         self.label = label
+        self.lane = lane
         self.startedAtMs = startedAtMs
         self.openedAt = openedAt
     }

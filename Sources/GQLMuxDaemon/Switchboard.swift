@@ -44,6 +44,18 @@ final class Switchboard: @unchecked Sendable {
     private(set) var stats: [Core.OperationID: OperationStats] = [:]
     /// The label of the operation the `subscribe` being handled may open.
     private var labelOfNext: String?
+    /// Counts the core's changes (operations opened, joined, left, told a state): a table made
+    /// of the core is current while it stays the same.
+    private(set) var changes = 0
+    /// When each lane last had a result (the loop's clock, ns): `status` reads it per lane.
+    private(set) var lastResultOfLane: [LaneID: UInt64] = [:]
+
+    /// `count` results of operation `id` were written at `nanoseconds`: once per run.
+    private func noteResults(_ count: Int, of id: Core.OperationID, at nanoseconds: UInt64) {
+        guard let lane = stats[id]?.lane else { return }
+        stats[id]?.noteRun(count, at: nanoseconds)
+        lastResultOfLane[lane] = nanoseconds
+    }
     /// Results written to clients (the fan-out counts them).
     var messagesOut: Int { fanout.messagesOut }
     /// What the clients' unwritten bytes may take.
@@ -92,7 +104,7 @@ final class Switchboard: @unchecked Sendable {
         // A run's last result is kept for replays, as far as the budget has room.
         fanout.runWritten = { [unowned self] id, last, count in
             self.multiplexer.remember(id, last, budget: self.budget.room)
-            self.stats[id]?.noteRun(count, at: self.fanout.runAt)
+            self.noteResults(count, of: id, at: self.fanout.runAt)
         }
         turn.whenIdle = { [unowned self] in
             if !self.answerWaiters.isEmpty { self.answersMaybeSettled() }
@@ -122,6 +134,7 @@ final class Switchboard: @unchecked Sendable {
     /// operations ends with `failure` for every subscriber.
     func endLane(_ lane: LaneID, _ failure: TransportFailure) {
         eventLoop.assertInEventLoop()
+        lastResultOfLane[lane] = nil
         serially { perform(settled { $0.endLane(lane, failure) }) }
     }
 
@@ -306,7 +319,7 @@ final class Switchboard: @unchecked Sendable {
             guard !plainly else {
                 return fanout.append(payload, of: id, subscribers: self.inPlace { $0.subscribers(of: id) })
             }
-            stats[id]?.noteRun(1, at: NIODeadline.now().uptimeNanoseconds)
+            noteResults(1, of: id, at: NIODeadline.now().uptimeNanoseconds)
             if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
             let waiting = settled { $0.waiting(on: id) }
@@ -328,12 +341,18 @@ final class Switchboard: @unchecked Sendable {
     /// Performs the core's actions in order. `asker`: the session whose `subscribe` is being
     /// handled; the core refuses only in answer to one, so refusals go to it.
     private func perform(_ actions: [Core.Action], asker: ClientSession? = nil, lane askedLane: LaneID = .primary) {
+        if !actions.isEmpty { changes &+= 1 }
         for action in actions {
             switch action {
             case .open(let id, let kind, let payload, let placement, let first, let lane):
                 if stats[id] == nil {
                     let label = labelOfNext ?? (kind == .query ? "(resnapshot)" : "\(kind)")
-                    stats[id] = OperationStats(label: label, startedAtMs: ClientSession.unixMilliseconds(), openedAt: NIODeadline.now().uptimeNanoseconds)
+                    stats[id] = OperationStats(
+                        label: label,
+                        lane: lane,
+                        startedAtMs: ClientSession.unixMilliseconds(),
+                        openedAt: NIODeadline.now().uptimeNanoseconds
+                    )
                 }
                 labelOfNext = nil
                 open(id, kind: kind, payload: payload, on: placement, first: first, lane: lane)

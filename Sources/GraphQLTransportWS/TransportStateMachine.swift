@@ -386,12 +386,17 @@ package struct TransportStateMachine {
         phase = .connected(c)
     }
 
-    /// A WebSocket pong frame arrived: the peer is alive, and where the protocol has no ping of
-    /// its own (graphql-ws), it answers our ping frame (told as a pong, for its round trip).
+    /// A WebSocket pong frame arrived. Where the protocol has no ping of its own (graphql-ws)
+    /// it answers our ping frame: told as a pong, for its round trip, and nothing more, so a
+    /// server whose library answers ping frames on its own while the server itself hangs is
+    /// still found by its missing `ka`. Elsewhere it is a sign of life.
     package mutating func pongFrame(generation gen: Int, now: Instant) -> [TransportAction] {
         guard case .connected(let c) = phase, c.generation == gen else { return [] }
-        activity(generation: gen, now: now)
-        return measuresWithPingFrames ? [.event(.pong(received: true))] : []
+        guard measuresWithPingFrames else {
+            activity(generation: gen, now: now)
+            return []
+        }
+        return [.event(.pong(received: true))]
     }
 
     /// graphql-ws (not AppSync's dialect) has no client ping: WebSocket ping frames measure its

@@ -99,12 +99,14 @@ package enum ClientRequest {
         }
     }
 
-    /// `payload.client` of a `connection_init`, at most 64 characters.
+    /// `payload.client` of a `connection_init`, at most 64 Unicode scalars (characters could
+    /// carry any number of combining marks each).
     private static func clientName(_ payload: ByteBuffer) -> String? {
         guard let members = try? payload.withUnsafeReadableBytes({ bytes throws(JSONScanError) in try JSONScanner.scanObject(bytes) }),
             let member = members.first(where: { $0.key == "client" && $0.kind == .string })
         else { return nil }
-        return String(payload.withUnsafeReadableBytes { JSONScanner.decodeString($0, member.range) }.prefix(64))
+        let name = payload.withUnsafeReadableBytes { JSONScanner.decodeString($0, member.range) }
+        return String(String.UnicodeScalarView(name.unicodeScalars.prefix(64)))
     }
 }
 

@@ -160,6 +160,34 @@ import Testing
         }
     }
 
+    @Test func aClientThatStopsReadingShowsWhatItHasNotReadTheKernelsShareIncluded() async throws {
+        try await DaemonRig.with { rig in
+            let stalled = try await rig.connect(autoRead: false)
+            stalled.subscribe(id: "t")
+            let asker = try await rig.connect()
+            asker.subscribe(id: "t")
+            await rig.upstreamActive(1)
+            await until("the subscription is active", on: asker) { !asker.lines(containing: #""state":"active""#).isEmpty }
+            // 20 results of about 1 KiB: far under the socket's buffer, so NIO holds none of it.
+            await rig.server.tick(count: 20, padding: 1_000)
+            await until("the reader has them all", on: asker) { asker.lines(containing: #""type":"next""#).count == 20 }
+            asker.send(#"{"type":"clients","id":"c"}"#)
+            await until("the clients", on: asker) { !asker.lines(containing: #""type":"clients""#).isEmpty }
+            let line = try #require(asker.lines(containing: #""type":"clients""#).first)
+            let rows = try payload(line)
+            // The stalled client connected first: the lower number.
+            let byNumber = rows.sorted { ($0["id"] as? Int ?? 0) < ($1["id"] as? Int ?? 0) }
+            #expect(byNumber.count == 2)
+            let quiet = try #require(byNumber.first)
+            let reader = try #require(byNumber.last)
+            #expect(reader["results"] as? Int == 20)
+            #expect(quiet["results"] as? Int == 20, "written to it: it reads none of them")
+            #expect((quiet["queuedBytes"] as? Int ?? 0) >= 20_000, "\(quiet)")
+            #expect((quiet["queuedPeakBytes"] as? Int ?? 0) >= (quiet["queuedBytes"] as? Int ?? 0))
+            #expect((reader["queuedBytes"] as? Int ?? -1) < 4_096, "\(reader)")
+        }
+    }
+
     @Test func anOutageIsCountedWithItsGapAndARestartCarriesTheClientsFigures() async throws {
         try await DaemonRig.with { rig in
             let a = try await rig.connect()
@@ -189,5 +217,58 @@ import Testing
             #expect(after["restarts"] as? Int == 1)
             #expect(after["connectedAt"] as? Double == before["connectedAt"] as? Double)
         }
+    }
+}
+
+@Suite struct OperatorViewStoreTests {
+    @Test func oneUserNamingItsProcessesAtWillCannotFillTheCutsOfOthers() {
+        let view = OperatorView()
+        for n in 0..<5_000 { view.cut(uid: 1_000, process: "p\(n)") }
+        #expect(view.cuts(uid: 1_000, process: "p0") == 1)
+        #expect(view.cuts(uid: 1_000, process: "p4999") == 5_000 - OperatorView.cutKeysPerUID)
+        view.cut(uid: 2_000, process: "victim")
+        #expect(view.cuts(uid: 2_000, process: "victim") == 1)
+    }
+
+    @Test func aTableServesQuestionsUntilTheCoreChangesOrItIsOld() {
+        let view = OperatorView()
+        var made = 0
+        let make = { () -> [OperatorView.OperationEntry] in
+            made += 1
+            return []
+        }
+        _ = view.operations(now: 1_000, changes: 1, make: make)
+        _ = view.operations(now: 1_000 + OperatorView.tableLife - 1, changes: 1, make: make)
+        #expect(made == 1)
+        _ = view.operations(now: 2_000, changes: 2, make: make)
+        #expect(made == 2)
+        _ = view.operations(now: 2_000 + OperatorView.tableLife, changes: 2, make: make)
+        #expect(made == 3)
+    }
+
+    @Test func aPongIsARoundTripOnlyForThePingItAnswersAndNotAMessage() {
+        let view = OperatorView()
+        #expect(view.transportEvent(.pong(received: true), lane: .primary, connection: 0, now: 5) == nil, "no ping out: no round trip")
+        #expect(view.health[.primary]?.lastMessageAt == nil)
+        _ = view.transportEvent(.ping(received: false), lane: .primary, connection: 0, now: 1_000)
+        #expect(view.transportEvent(.pong(received: true), lane: .primary, connection: 0, now: 3_500) == .nanoseconds(2_500))
+        // Keep-alives of two connections of one lane: each one's gap is its own.
+        _ = view.transportEvent(.keepAlive, lane: .primary, connection: 0, now: 10_000)
+        _ = view.transportEvent(.keepAlive, lane: .primary, connection: 1, now: 11_000)
+        _ = view.transportEvent(.keepAlive, lane: .primary, connection: 0, now: 20_000)
+        #expect(view.health[.primary]?.keepAliveGap == .nanoseconds(10_000))
+        #expect(view.health[.primary]?.lastMessageAt == 20_000)
+    }
+}
+
+@Suite struct ClientNameTests {
+    @Test func aNameIsCutAt64ScalarsHoweverManyMarksACharacterCarries() {
+        let marks = String(repeating: "\u{301}", count: 10_000)
+        let line = ByteBuffer(string: #"{"type":"connection_init","payload":{"client":"a\#(marks)"}}"#)
+        guard case .connectionInit(let name, _) = ClientRequest(line: line, limits: SubscribeRequest.Limits()) else {
+            Issue.record("not a connection_init")
+            return
+        }
+        #expect(name?.unicodeScalars.count == 64)
     }
 }

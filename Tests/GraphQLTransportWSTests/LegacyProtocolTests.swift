@@ -66,6 +66,23 @@ import Testing
         #expect(h.machine.pongFrame(generation: gen + 1, now: h.now).isEmpty)
     }
 
+    @Test func pongFramesDoNotHideAServerThatStoppedSendingKeepAlives() {
+        var h = Harness {
+            $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10)
+        }
+        h.start()
+        h.subscribe()
+        h.connectAndAck(protocol: .legacyWS)
+        let gen = h.lastGeneration!
+        h.receive(#"{"type":"ka"}"#)
+        // Its WebSocket library answers every ping frame; the server sends nothing else.
+        h.advance(ms: 20_000)
+        _ = h.record(h.machine.pongFrame(generation: gen, now: h.now))
+        #expect(h.machine.connectionState == .connected)
+        let dead = h.advance(ms: 10_000)
+        #expect(dead.aborts == 1, "30 s without a ka is a dead peer, pong frames or not")
+    }
+
     @Test func silenceAfterKeepAlivesIsADeadPeer() {
         var h = Harness {
             $0.pingInterval = .seconds(20); $0.pongTimeout = .seconds(10)

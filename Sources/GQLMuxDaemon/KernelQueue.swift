@@ -1,0 +1,48 @@
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the kernel holds for a client that it has not read yet: SO_MEMINFO of the client's
+/// socket (Linux 4.6), its write allocation for a Unix socket (sent, not yet read by the peer)
+/// and its send queue for TCP (not yet taken by the peer's window), with the kernel's
+/// bookkeeping. With what NIO holds, that is everything a client that stopped reading has
+/// not taken.
+enum KernelQueue {
+    /// SO_MEMINFO, which Glibc's Swift overlay does not name.
+    static let option: Int32 = 55
+
+    /// `struct sk_meminfo`'s nine counters, in the kernel's order (SK_MEMINFO_*).
+    struct MemInfo: Sendable {
+        var rmemAlloc: UInt32 = 0
+        var rcvbuf: UInt32 = 0
+        var wmemAlloc: UInt32 = 0
+        var sndbuf: UInt32 = 0
+        var fwdAlloc: UInt32 = 0
+        var wmemQueued: UInt32 = 0
+        var optmem: UInt32 = 0
+        var backlog: UInt32 = 0
+        var drops: UInt32 = 0
+    }
+
+    /// The bytes `channel`'s socket holds for its peer, unread; 0 when it cannot say. On the
+    /// channel's loop, where the option future is already complete.
+    static func bytes(of channel: any Channel) -> Int {
+        channel.eventLoop.preconditionInEventLoop()
+        guard let provider = channel as? any SocketOptionProvider else { return 0 }
+        let future: EventLoopFuture<MemInfo> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(option)
+        )
+        let box = Box()
+        future.whenSuccess { box.value = Int(max($0.wmemAlloc, $0.wmemQueued)) }
+        return box.value
+    }
+
+    /// `@unchecked Sendable` — safe because the option future is already completed (a
+    /// synchronous getsockopt on the channel's loop): `whenSuccess` runs before `return`.
+    private final class Box: @unchecked Sendable {
+        var value = 0
+    }
+}
