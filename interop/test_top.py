@@ -206,7 +206,15 @@ class TopTests(unittest.IsolatedAsyncioTestCase):
         self.tmux.keys("q")
         await wait_for(lambda: self.tmux.pane("#{pane_dead}") == "1", 10, "top exiting on q")
         # tmux may mark the pane dead (its terminal closed) before it has reaped the process.
-        await wait_for(lambda: self.tmux.pane("#{pane_dead_status}#{pane_dead_signal}") != "", 10, "tmux telling how top ended")
+        try:
+            await wait_for(lambda: self.tmux.pane("#{pane_dead_status}#{pane_dead_signal}") != "", 30, "tmux telling how top ended")
+        except AssertionError:
+            # What was left, for the log: the process (if still there) and the pane.
+            left = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:30,cmd"], capture_output=True, text=True).stdout
+            print("\n  top did not end as tmux saw it; processes:\n" + "\n".join(l for l in left.splitlines() if "gqlmuxctl top" in l)
+                  + "\n  pane: " + self.tmux.pane("#{pane_pid} dead #{pane_dead} status [#{pane_dead_status}] signal [#{pane_dead_signal}]"),
+                  file=sys.stderr)
+            raise
         self.assertEqual(self.tmux.pane("status #{pane_dead_status}, signal #{pane_dead_signal}"), "status 0, signal")
         screen = self.tmux.screen(history=True)
         text = "\n".join(screen)
