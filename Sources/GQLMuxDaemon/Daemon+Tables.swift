@@ -142,21 +142,22 @@ extension Daemon {
                 byUID[uid, default: 0] += 1
             }
             let names = names(of: summary.lane)
+            let opened = switchboard.openedAtLoop(summary.id) ?? 0
             return OperatorView.OperationEntry(
                 id: "\(summary.id)",
                 upstream: names.upstream,
                 identity: names.identity,
                 kind: "\(summary.kind)",
-                label: stats?.label ?? "\(summary.kind)",
+                label: OperationLabel.of(summary.payload) ?? "\(summary.kind)",
                 state: summary.state.rawValue,
                 readers: summary.readers.count,
                 readersByUID: byUID,
                 results: stats?.results ?? 0,
-                rate: stats.map { $0.window.perSecond(at: now, since: $0.openedAt) } ?? 0,
+                rate: stats.map { $0.window.perSecond(at: now, since: opened) } ?? 0,
                 lastResultAge: stats?.lastResultAt.map { Double(now &- min($0, now)) / 1e9 },
                 outages: stats?.outages ?? 0,
                 gapSeconds: Double(stats?.gap(at: now) ?? 0) / 1e9,
-                startedAt: stats.map { Double($0.startedAtMs) / 1_000 }
+                startedAt: switchboard.startedAt(summary.id)
             )
         }
     }

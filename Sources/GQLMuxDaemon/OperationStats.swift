@@ -1,16 +1,10 @@
 import GQLMuxVocabulary
 
 /// What the operator's view shows of one upstream operation beside what the core knows of it:
-/// its name for people, its results (counted once per run), and its outages. Pure: the caller
-/// passes the loop clock's nanoseconds.
+/// its results (counted once per run) and its outages. Made only once it has a result or an
+/// outage, so an idle subscription costs nothing here. Pure: the caller passes the loop
+/// clock's nanoseconds.
 struct OperationStats {
-    /// Its operation's name, or its first selection (``RequestValidation/OperationLabel``).
-    let label: String
-    /// The lane it runs on.
-    let lane: LaneID
-    /// When it was opened (Unix time, ms) and on the loop's clock (ns).
-    let startedAtMs: Int
-    let openedAt: UInt64
     private(set) var results = 0
     private(set) var window = RateWindow()
     private(set) var lastResultAt: UInt64?
@@ -19,19 +13,15 @@ struct OperationStats {
     private var downSince: UInt64?
     private var downTotal: UInt64 = 0
 
-    init(label: String, lane: LaneID = .primary, startedAtMs: Int, openedAt: UInt64) {
-        self.label = label
-        self.lane = lane
-        self.startedAtMs = startedAtMs
-        self.openedAt = openedAt
-    }
-
     /// A run of `count` results was written at `nanoseconds`.
     mutating func noteRun(_ count: Int, at nanoseconds: UInt64) {
         results &+= count
         window.add(count, second: Int64(nanoseconds / 1_000_000_000))
         lastResultAt = nanoseconds
     }
+
+    /// Whether going to `state` is anything these figures keep: an outage starts or ends.
+    static func counts(_ state: OperationState) -> Bool { state == .reconnecting || state == .paused }
 
     /// Its state is now `state`: an outage begins when it goes down and ends when it is active.
     mutating func stateChanged(to state: OperationState, at nanoseconds: UInt64) {

@@ -42,8 +42,11 @@ final class Switchboard: @unchecked Sendable {
     private(set) var messagesIn = 0
     /// Each upstream operation's figures for the operator's view (`operations`).
     private(set) var stats: [Core.OperationID: OperationStats] = [:]
-    /// The label of the operation the `subscribe` being handled may open.
-    private var labelOfNext: String?
+    /// When each upstream operation was opened: seconds of the loop's clock since this
+    /// switchboard was made (4 bytes an operation: an idle subscription's only cost here).
+    private var openedAt: [Core.OperationID: UInt32] = [:]
+    /// The loop's clock and Unix time (ms) when this switchboard was made.
+    let madeAt = (loop: NIODeadline.now().uptimeNanoseconds, unixMs: ClientSession.unixMilliseconds())
     /// Counts the core's changes (operations opened, joined, left, told a state): a table made
     /// of the core is current while it stays the same.
     private(set) var changes = 0
@@ -52,9 +55,24 @@ final class Switchboard: @unchecked Sendable {
 
     /// `count` results of operation `id` were written at `nanoseconds`: once per run.
     private func noteResults(_ count: Int, of id: Core.OperationID, at nanoseconds: UInt64) {
-        guard let lane = stats[id]?.lane else { return }
-        stats[id]?.noteRun(count, at: nanoseconds)
+        guard let lane = inPlace({ $0.lane(of: id) }) else { return }
+        stats[id, default: OperationStats()].noteRun(count, at: nanoseconds)
         lastResultOfLane[lane] = nanoseconds
+    }
+
+    private func forgetFigures(of id: Core.OperationID) {
+        stats[id] = nil
+        openedAt[id] = nil
+    }
+
+    /// When operation `id` was opened on the loop's clock (ns, to the second).
+    func openedAtLoop(_ id: Core.OperationID) -> UInt64? {
+        openedAt[id].map { madeAt.loop &+ UInt64($0) * 1_000_000_000 }
+    }
+
+    /// When operation `id` was opened, in Unix seconds; nil when it is not known.
+    func startedAt(_ id: Core.OperationID) -> Double? {
+        openedAt[id].map { Double(madeAt.unixMs) / 1_000 + Double($0) }
     }
     /// Results written to clients (the fan-out counts them).
     var messagesOut: Int { fanout.messagesOut }
@@ -188,9 +206,7 @@ final class Switchboard: @unchecked Sendable {
                     lane: lane
                 )
             }
-            labelOfNext = request.label
             perform(actions, asker: session, lane: lane)
-            labelOfNext = nil
         }
     }
 
@@ -208,9 +224,10 @@ final class Switchboard: @unchecked Sendable {
     func operationRows() -> [(summary: Core.Summary, stats: OperationStats?)] {
         eventLoop.assertInEventLoop()
         let summaries = inPlace { $0.summaries }
-        if stats.count > summaries.count {
+        if stats.count > summaries.count || openedAt.count > summaries.count {
             let live = Set(summaries.map(\.id))
             stats = stats.filter { live.contains($0.key) }
+            openedAt = openedAt.filter { live.contains($0.key) }
         }
         return summaries.map { ($0, stats[$0.id]) }
     }
@@ -327,7 +344,9 @@ final class Switchboard: @unchecked Sendable {
             perform(settled { $0.hold(id, payload) })
             settled { $0.remember(id, payload, budget: budget.room) }
         case .state(let state):
-            stats[id]?.stateChanged(to: state, at: NIODeadline.now().uptimeNanoseconds)
+            if stats[id] != nil || OperationStats.counts(state) {
+                stats[id, default: OperationStats()].stateChanged(to: state, at: NIODeadline.now().uptimeNanoseconds)
+            }
             perform(settled { $0.upstreamState(id, state, now: .loopNow) })
         case .finished(let finish):
             perform(settled { $0.upstreamFinished(id, finish) })
@@ -345,16 +364,7 @@ final class Switchboard: @unchecked Sendable {
         for action in actions {
             switch action {
             case .open(let id, let kind, let payload, let placement, let first, let lane):
-                if stats[id] == nil {
-                    let label = labelOfNext ?? (kind == .query ? "(resnapshot)" : "\(kind)")
-                    stats[id] = OperationStats(
-                        label: label,
-                        lane: lane,
-                        startedAtMs: ClientSession.unixMilliseconds(),
-                        openedAt: NIODeadline.now().uptimeNanoseconds
-                    )
-                }
-                labelOfNext = nil
+                if openedAt[id] == nil { openedAt[id] = UInt32(clamping: (NIODeadline.now().uptimeNanoseconds &- madeAt.loop) / 1_000_000_000) }
                 open(id, kind: kind, payload: payload, on: placement, first: first, lane: lane)
             case .joined(let id, let subscriber, let state, let count):
                 fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
@@ -376,7 +386,7 @@ final class Switchboard: @unchecked Sendable {
                     message: "operation \(subscriber.localID), carried over the restart, joined upstream subscription \(id) (\(count) subscribers)"
                 )
             case .close(let id, let placement, let lane):
-                stats[id] = nil
+                forgetFigures(of: id)
                 upstream.cancelOnLoop(id, on: placement, lane: lane)
                 events.emit(
                     .completed,
@@ -395,7 +405,7 @@ final class Switchboard: @unchecked Sendable {
             case .finish(let subscriber, let finish):
                 fanout.tell(subscriber.tag.session, Self.message(finish, localID: subscriber.localID))
             case .finished(let id, let finish, let count, let lane):
-                stats[id] = nil
+                forgetFigures(of: id)
                 finished("\(id)", finish, subscribers: count, upstream: upstream.upstreamName(of: lane) ?? "?")
             case .refuse(_, let localID, let refusal):
                 assert(asker != nil, "a refusal answers a subscribe")

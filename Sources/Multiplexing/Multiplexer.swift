@@ -194,6 +194,9 @@ package struct Multiplexer<Client: Hashable, Tag> {
         package let kind: OperationKind
         package let lane: LaneID
         package let state: OperationState
+        /// What was sent upstream, for a subscription (its document names it; its variables are
+        /// never shown); empty for a query or mutation.
+        package let payload: ByteBuffer
         /// The client of each local operation reading it.
         package let readers: [Client]
     }
@@ -201,7 +204,14 @@ package struct Multiplexer<Client: Hashable, Tag> {
     /// Every upstream operation, oldest first.
     package var summaries: [Summary] {
         operations.sorted { $0.key < $1.key }.map { id, operation in
-            Summary(id: id, kind: operation.kind, lane: operation.lane, state: operation.state, readers: operation.subscribers.map(\.client))
+            Summary(
+                id: id,
+                kind: operation.kind,
+                lane: operation.lane,
+                state: operation.state,
+                payload: operation.payload,
+                readers: operation.subscribers.map(\.client)
+            )
         }
     }
     /// The live local operations of every client.

@@ -1,6 +1,16 @@
+import NIOCore
+
 /// How operators see an operation named (`gqlmuxctl operations`): by its name when it has one,
 /// else by the first field it selects; never by its variables' values.
 package enum OperationLabel {
+    /// The label of a request `payload` (`{"query": …, "operationName": …}`): its
+    /// `operationName`, else the name of its one operation, else its first selection; nil when
+    /// the payload has no query. At most 64 characters.
+    package static func of(_ payload: ByteBuffer) -> String? {
+        guard payload.readableBytes > 0, let request = try? SubscribeRequest.parse(payload) else { return nil }
+        return request.label.isEmpty ? nil : request.label
+    }
+
     /// The first field of the document's first selection set outside any parentheses (an
     /// alias gives way to its field; a fragment spread is `...Name`), or nil when there is none.
     package static func firstSelection(of query: String) -> String? {

@@ -44,7 +44,7 @@ import Testing
 
 @Suite struct OperationStatsTests {
     @Test func outagesAreCountedAndTheirGapAddsUpTheOneUnderWayIncluded() {
-        var stats = OperationStats(label: "tick", startedAtMs: 0, openedAt: 0)
+        var stats = OperationStats()
         stats.stateChanged(to: .active, at: 1_000)
         stats.stateChanged(to: .reconnecting, at: 2_000)
         stats.stateChanged(to: .reconnecting, at: 2_500)  // still the same outage
@@ -68,6 +68,13 @@ import Testing
         #expect(OperationLabel.firstSelection(of: "# a comment {\n{ ...Parts }") == "...Parts")
         #expect(OperationLabel.firstSelection(of: "{ ... on Query { a } }") == "... on Query")
         #expect(OperationLabel.firstSelection(of: "not graphql") == nil)
+    }
+
+    @Test func aPayloadIsLabelledAsItsRequestWouldBe() {
+        #expect(OperationLabel.of(ByteBuffer(string: #"{"query":"subscription OnTick { tick }"}"#)) == "OnTick")
+        #expect(OperationLabel.of(ByteBuffer(string: #"{"query":"subscription { a } subscription B { b }","operationName":"B"}"#)) == "B")
+        #expect(OperationLabel.of(ByteBuffer(string: #"{"query":"subscription { tick(n: 1) }","variables":{"n":2}}"#)) == "tick")
+        #expect(OperationLabel.of(ByteBuffer()) == nil)
     }
 
     @Test func aNamedOperationIsShownByItsNameAndVariablesNever() throws {
