@@ -691,9 +691,10 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     }
 
     /// Everything written for it that it has not read: NIO's queue and its socket's (the
-    /// `clients` verb's `queuedBytes`; kept as the peak if it is one).
+    /// `clients` verb's `queuedBytes`; kept as the peak if it is one). The kernel counts its
+    /// bookkeeping too (several times the bytes of small writes), so never more than was sent.
     func unreadNow() -> Int {
-        let unread = queuedNow() + (closing ? 0 : KernelQueue.bytes(of: channel))
+        let unread = min(queuedNow() + (closing ? 0 : KernelQueue.bytes(of: channel)), bytesSent)
         if unread > peakQueued { peakQueued = unread }
         return unread
     }

@@ -16,7 +16,8 @@ struct RateWindow {
     }
 
     /// Counts per second over the window that ends at `nanoseconds`: the last nine whole
-    /// seconds and the current part-second, or since `start` when that is later.
+    /// seconds and the current part-second, or since `start` when that is later, but over one
+    /// second at least (a result in a counter's first milliseconds is not a rate of hundreds).
     func perSecond(at nanoseconds: UInt64, since start: UInt64) -> Double {
         let second = Int64(nanoseconds / 1_000_000_000)
         guard let newest, newest > second - Int64(Self.seconds) else { return 0 }
@@ -29,7 +30,7 @@ struct RateWindow {
         let windowStart = UInt64(max(0, second - Int64(Self.seconds) + 1)) * 1_000_000_000
         let from = max(windowStart, start)
         let span = Double(nanoseconds &- min(from, nanoseconds)) / 1e9
-        return Double(sum) / max(span, 0.001)
+        return Double(sum) / max(span, 1)
     }
 
     /// Moves the window so it ends at `second`, clearing the seconds it passes; the second the

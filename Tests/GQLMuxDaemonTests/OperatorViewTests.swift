@@ -34,6 +34,12 @@ import Testing
         #expect(abs(window.perSecond(at: 52 * Self.second, since: 50 * Self.second) - 5) < 0.001)
     }
 
+    @Test func aCounterYoungerThanASecondIsReadOverOne() {
+        var window = RateWindow()
+        window.add(1, second: 50)
+        #expect(window.perSecond(at: 50 * Self.second + Self.second / 40, since: 50 * Self.second) == 1)
+    }
+
     @Test func anOlderSecondCountsInTheNewest() {
         var window = RateWindow()
         window.add(1, second: 10)
