@@ -221,6 +221,21 @@ class TopTests(unittest.IsolatedAsyncioTestCase):
         self.assertNotIn("QUEUED", text)
         self.assertFalse(any(line.startswith("gqlmuxd ") for line in screen), text)
 
+        # Ctrl-C: the same, with the status of an interrupted program (130), and the terminal's
+        # settings as they were (stty's report before and after is the same).
+        self.tmux.kill()
+        interrupted = os.path.join(self.daemon.directory, "top-interrupted")
+        self.tmux.start(f"stty -a > {interrupted}.before; env LANG=C.UTF-8 {os.path.join(BIN, 'gqlmuxctl')} top "
+                        f"--socket {self.daemon.socket}; echo $? > {interrupted}; stty -a > {interrupted}.after", 100, 30)
+        await self.screen_until(lambda s: any(re.search(MARK + "QUEUED", line) for line in s), 20, "top again")
+        self.tmux.keys("C-c")
+        await wait_for(lambda: os.path.exists(interrupted + ".after") and os.path.getsize(interrupted + ".after") > 0, 10, "top ending on Ctrl-C")
+        with open(interrupted) as f:
+            self.assertEqual(f.read().strip(), "130", "top's exit status on Ctrl-C")
+        with open(interrupted + ".before") as before, open(interrupted + ".after") as after:
+            self.assertEqual(before.read(), after.read(), "the terminal's settings after Ctrl-C")
+        self.assertFalse(any(line.startswith("gqlmuxd ") for line in self.tmux.screen()), "the alternate screen was left")
+
 
 if __name__ == "__main__":
     unittest.main()
