@@ -29,20 +29,7 @@ enum KernelQueue {
     /// The bytes `channel`'s socket holds for its peer, unread; 0 when it cannot say. On the
     /// channel's loop, where the option future is already complete.
     static func bytes(of channel: any Channel) -> Int {
-        channel.eventLoop.preconditionInEventLoop()
-        guard let provider = channel as? any SocketOptionProvider else { return 0 }
-        let future: EventLoopFuture<MemInfo> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET),
-            name: SocketOptionName(option)
-        )
-        let box = Box()
-        future.whenSuccess { box.value = Int(max($0.wmemAlloc, $0.wmemQueued)) }
-        return box.value
-    }
-
-    /// `@unchecked Sendable` — safe because the option future is already completed (a
-    /// synchronous getsockopt on the channel's loop): `whenSuccess` runs before `return`.
-    private final class Box: @unchecked Sendable {
-        var value = 0
+        guard let info = SocketOptionNow.read(channel, level: SOL_SOCKET, name: option, as: MemInfo.self) else { return 0 }
+        return Int(max(info.wmemAlloc, info.wmemQueued))
     }
 }

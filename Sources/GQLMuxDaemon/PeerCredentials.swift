@@ -45,28 +45,12 @@ package struct PeerCredentials: Sendable, Equatable {
     /// Reads the credentials of `channel`'s peer; nil when the channel is not a Unix socket.
     /// Must be called on the channel's loop, where the option future is already complete.
     static func of(_ channel: any Channel) -> PeerCredentials? {
-        channel.eventLoop.preconditionInEventLoop()
-        guard let provider = channel as? any SocketOptionProvider else { return nil }
-        let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET),
-            name: SocketOptionName(SO_PEERCRED)
-        )
-        let box = ResultBox()
-        future.whenSuccess { box.value = PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
-        guard box.value != nil else { return nil }
-        let groups: EventLoopFuture<PeerGroups> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET),
-            name: SocketOptionName(PeerGroups.option)
-        )
-        groups.whenSuccess { box.value?.groups = $0.gids }
-        return box.value
-    }
-
-    /// `@unchecked Sendable` — safe because the socket option future is already completed
-    /// (a synchronous getsockopt on the channel's loop), so `whenSuccess` runs before `return`
-    /// on this thread.
-    private final class ResultBox: @unchecked Sendable {
-        var value: PeerCredentials?
+        guard let peer = SocketOptionNow.read(channel, level: SOL_SOCKET, name: SO_PEERCRED, as: UCred.self) else { return nil }
+        var credentials = PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid)
+        if let groups = SocketOptionNow.read(channel, level: SOL_SOCKET, name: PeerGroups.option, as: PeerGroups.self) {
+            credentials.groups = groups.gids
+        }
+        return credentials
     }
 }
 

@@ -80,15 +80,7 @@ package struct JSONObjectWriter {
     }
 
     package mutating func field(_ name: String, objects: [(inout JSONObjectWriter) -> Void]) {
-        key(name)
-        buffer.writeStaticString("[")
-        for (index, write) in objects.enumerated() {
-            if index > 0 { buffer.writeStaticString(",") }
-            var nested = JSONObjectWriter()
-            write(&nested)
-            buffer.writeImmutableBuffer(nested.finish())
-        }
-        buffer.writeStaticString("]")
+        field(name, json: Self.array(objects))
     }
 
     package mutating func finish() -> ByteBuffer {
