@@ -13,7 +13,8 @@
 #
 # The pristine root file system is cached in $GQLMUX_FRESH_CACHE (default
 # /var/cache/gqlmux/fresh-bookworm) and never changed: every run works in a throw-away copy
-# (nspawn --ephemeral), so packages installed by the project's scripts are never kept.
+# (nspawn --ephemeral), so packages installed by the project's scripts are never kept. The
+# files they download are ($GQLMUX_FRESH_DOWNLOADS, default the cache's path + "-downloads").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -102,6 +103,13 @@ done
 
 extra=()
 [[ -d /opt/wheels ]] && extra+=(--bind-ro=/opt/wheels)
+# What the README's commands download on the fresh machine (Debian packages, Python wheels) is
+# kept beside the cached root and lent to the next run: the same files, not fetched again. apt
+# still installs every package and pip every wheel; only the download is saved.
+downloads=${GQLMUX_FRESH_DOWNLOADS:-$cache-downloads}
+if mkdir -p "$downloads/apt-archives/partial" "$downloads/pip" 2>/dev/null; then
+    extra+=(--bind="$downloads/apt-archives:/var/cache/apt/archives" --bind="$downloads/pip:/root/.cache/pip")
+fi
 # This workplace reaches PyPI through a TLS proxy whose CA the machines trust: the same trust
 # store, read-only (it changes between sessions, so it is not part of the cached root).
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] && extra+=(--bind-ro=/etc/ssl/certs/ca-certificates.crt)
