@@ -2,8 +2,10 @@
 """The manifest tells the truth: every Swift target imports exactly the modules Package.swift
 declares for it (a declared module nothing imports, or an import of a module the target does not
 declare, is a finding), apart from the toolchain's own modules; and ARCHITECTURE.md's module
-table is the one this prints with --table. Reads the manifest through `swift package
-dump-package` (no build). Prints each target's imports with --graph.
+table is the one this prints with --table. The map matches too: ARCHITECTURE.md's diagram
+names every module and executable, the README's layout table names every folder of Sources/,
+and every source path either file names in backticks exists. Reads the manifest through `swift
+package dump-package` (no build). Prints each target's imports with --graph.
 
     scripts/check-imports.py [--graph] [--table]
 """
@@ -37,6 +39,41 @@ def target_path(target: dict) -> str:
         return os.path.join(ROOT, target["path"])
     folder = "Tests" if target["type"] == "test" else "Sources"
     return os.path.join(ROOT, folder, target["name"])
+
+
+# A path in backticks: folders and a file name with an extension (`GQLMuxVocabulary/CloseCode.swift`,
+# `Sources/Handover`, `scripts/fuzz.sh`); a file named alone (`Switchboard.swift`) is found anywhere.
+PATH = re.compile(r"`((?:[A-Za-z0-9_.+-]+/)*[A-Za-z0-9_+-]+\.(?:swift|sh|py|md|toml|txt|service|socket|catalog)|Sources/[A-Za-z0-9_-]+)`")
+SOURCE_FOLDERS = ("", "Sources", "Tests", "scripts", "interop", "docs", "systemd", "config", "Fuzz", "clients")
+
+
+def check_map(manifest: dict) -> list[str]:
+    """ARCHITECTURE.md's diagram and the README's layout name every part; no path they cite is stale."""
+    findings = []
+    with open(os.path.join(ROOT, "ARCHITECTURE.md"), encoding="utf-8") as f:
+        architecture = f.read()
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    diagram = architecture.split("## Modules", 1)[-1].split("```", 2)[1] if "## Modules" in architecture else ""
+    for target in manifest["targets"]:
+        if target["type"] in ("regular", "executable", "system") and not re.search(rf"(?<![A-Za-z0-9-]){re.escape(target['name'])}(?![A-Za-z0-9-])", diagram):
+            findings.append(f"ARCHITECTURE.md: the module diagram does not show {target['name']}")
+    for folder in sorted(os.listdir(os.path.join(ROOT, "Sources"))):
+        if f"`Sources/{folder}`" not in readme:
+            findings.append(f"README.md: the layout table does not list Sources/{folder}")
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\n")
+    names = {os.path.basename(f) for f in files}
+    folders = {os.path.dirname(f) for f in files} | {os.path.dirname(os.path.dirname(f)) for f in files}
+    for document, text in (("ARCHITECTURE.md", architecture), ("README.md", readme)):
+        for path in sorted(set(PATH.findall(text))):
+            if "/" not in path:
+                if path not in names:
+                    findings.append(f"{document}: cites {path}, which no file of the repository is named")
+                continue
+            if not any(os.path.join(base, path).lstrip("/") in files or os.path.join(base, path).lstrip("/") in folders
+                       for base in SOURCE_FOLDERS):
+                findings.append(f"{document}: cites {path}, which is not a path of the repository")
+    return findings
 
 
 def main() -> int:
@@ -87,10 +124,12 @@ def main() -> int:
         findings.append("ARCHITECTURE.md: no module table between its markers")
     elif architecture.split(begin, 1)[1].split(end, 1)[0] != table_text:
         findings.append("ARCHITECTURE.md: the module table differs from Package.swift (print it with scripts/check-imports.py --table)")
+    findings += check_map(manifest)
     for finding in findings:
         print(finding)
     if findings:
         return 1
+    print(f"map: ARCHITECTURE.md and the README name every module, executable and folder of Sources/, and every path they cite exists")
     print(f"imports: every target imports exactly what Package.swift declares ({len(graph)} targets)")
     return 0
 
