@@ -251,6 +251,9 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
+        // A request is answered after the results that arrived before it (asking the core
+        // writes nothing: this is where a batched run is written for a client's request).
+        switchboard.writePendingResults()
         switch unwrapInboundIn(data) {
         case .connectionInit(let clientName, let upstream):
             name = clientName ?? ""
@@ -771,6 +774,8 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// here any more and only the client is told.
     func shutDown() {
         eventLoop.assertInEventLoop()
+        // The results that arrived before come first.
+        switchboard.writePendingResults()
         for id in switchboard.openOperations(of: self) {
             sendError(id: id, code: LocalErrorCode.shuttingDown, message: Switchboard.shuttingDownMessage, flush: false)
         }

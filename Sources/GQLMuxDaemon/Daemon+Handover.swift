@@ -142,6 +142,9 @@ extension Daemon {
     /// flush wait passed; a client that did not read by then is closed instead).
     private func sortAndFlush() -> EventLoopFuture<Sorted> {
         eventLoop.assertInEventLoop()
+        // This turn's results reach every client first: a carried one is told `reconnecting`
+        // after them, a closed one `SHUTTING_DOWN`.
+        switchboard.writePendingResults()
         let at = Instant(nanoseconds: Int64(NIODeadline.now().uptimeNanoseconds))
         var carried: [(session: ClientSession, record: HandoverState.Client)] = []
         var closed = 0

@@ -28,8 +28,8 @@ final class Switchboard: @unchecked Sendable {
     /// cancelled there, where the core placed them. The switchboard does not own it.
     private let upstream: any UpstreamOperations
     let eventLoop: any EventLoop
-    /// The core itself; changed and asked through ``settled(_:)``, which writes the fan-out's
-    /// run first.
+    /// The core itself; changed through ``changing(_:)``, which writes the fan-out's run first,
+    /// and asked through ``reading(_:)``, which writes nothing.
     private var multiplexer: Core
     /// Where results and messages reach clients.
     let fanout: Fanout
@@ -55,7 +55,7 @@ final class Switchboard: @unchecked Sendable {
 
     /// `count` results of operation `id` were written at `nanoseconds`: once per run.
     private func noteResults(_ count: Int, of id: Core.OperationID, at nanoseconds: UInt64) {
-        guard let lane = inPlace({ $0.lane(of: id) }) else { return }
+        guard let lane = reading({ $0.lane(of: id) }) else { return }
         stats[id, default: OperationStats()].noteRun(count, at: nanoseconds)
         lastResultOfLane[lane] = nanoseconds
     }
@@ -81,21 +81,31 @@ final class Switchboard: @unchecked Sendable {
     /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
     var replayLast: Bool
 
-    /// Runs `body` on the core once the results of the fan-out's run are written: every
-    /// change to it, and every question asked of it, comes after the results that arrived
-    /// before, as if each had been written when it arrived. A method, not a property, because
-    /// it writes to sockets.
+    /// Changes the core once the results of the fan-out's run are written: every change comes
+    /// after the results that arrived before, as if each had been written when it arrived (a
+    /// run's subscribers are the core's as the run began). The one place a change writes to
+    /// sockets.
     @inline(__always)
-    private func settled<T>(_ body: (inout Core) throws -> T) rethrows -> T {
+    private func changing<T>(_ body: (inout Core) throws -> T) rethrows -> T {
         fanout.writeRun()
         return try body(&multiplexer)
     }
 
-    /// Asks the core in place, for the hot path. Read as `multiplexer.question`, a method of
-    /// the core (another module's struct in a class) was asked of a copy: every one of its
-    /// collections retained and released, for each upstream message.
+    /// Asks the core, in place, and writes nothing: what a question answers does not depend on
+    /// the run not yet written (it changes no operation, subscriber or limit). In place because,
+    /// read as `multiplexer.question`, a method of the core (another module's struct in a class)
+    /// was asked of a copy: every one of its collections retained and released, for each
+    /// upstream message.
     @inline(__always)
-    private func inPlace<T>(_ body: (inout Core) -> T) -> T { body(&multiplexer) }
+    private func reading<T>(_ body: (inout Core) -> T) -> T { body(&multiplexer) }
+
+    /// Writes the results of this turn's run now, before the caller writes something else to
+    /// clients that must come after them (a shut-down's last words, a restart's hand-over, a
+    /// refusal): the explicit step where a pending run is written outside a change.
+    func writePendingResults() {
+        eventLoop.assertInEventLoop()
+        fanout.writeRun()
+    }
 
     /// - Parameter upstream: where operations are sent and cancelled. Their updates come back
     ///   through ``upstreamUpdate(_:_:)``.
@@ -139,13 +149,13 @@ final class Switchboard: @unchecked Sendable {
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).
     func apply(_ configuration: DaemonConfiguration) {
         replayLast = configuration.replayLast
-        settled { $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient }
+        changing { $0.maxOperationsPerClient = configuration.limits.maxOperationsPerClient }
     }
 
     /// Lane `lane` takes new operations placed by `layout` (a new identity's lane, or a reload).
     func setLayout(_ layout: UpstreamLayout, of lane: LaneID) {
         eventLoop.assertInEventLoop()
-        settled { $0.setLayout(layout, of: lane) }
+        changing { $0.setLayout(layout, of: lane) }
     }
 
     /// Lane `lane` is gone (a reload removed its upstream, or its last client left): each of its
@@ -153,14 +163,14 @@ final class Switchboard: @unchecked Sendable {
     func endLane(_ lane: LaneID, _ failure: TransportFailure) {
         eventLoop.assertInEventLoop()
         lastResultOfLane[lane] = nil
-        serially { perform(settled { $0.endLane(lane, failure) }) }
+        serially { perform(changing { $0.endLane(lane, failure) }) }
     }
 
     /// Each lane's upstream operations and local operations reading them; with one lane, the
     /// totals (no pass over the operations: `STATUS=` asks at every change).
     func countsByLane(single lane: LaneID?) -> [LaneID: (upstream: Int, local: Int)] {
         if let lane { return [lane: (upstreamCount, localCount)] }
-        return settled { $0.countsByLane }
+        return reading { $0.countsByLane }
     }
 
     /// Upstream operations open (as of the last event handled: reading it writes nothing).
@@ -170,7 +180,7 @@ final class Switchboard: @unchecked Sendable {
     var retainedBytes: Int { multiplexer.retainedBytes }
 
     /// Drops every latest result kept for replays (the budget needs the room).
-    func forgetLastResults() { _ = settled { $0.forgetLastResults() } }
+    func forgetLastResults() { _ = changing { $0.forgetLastResults() } }
     /// Local operations open, as of the last event handled.
     var localCount: Int { multiplexer.localCount }
 
@@ -180,7 +190,7 @@ final class Switchboard: @unchecked Sendable {
     /// parsed, so a duplicate id is named as such): nil when it may.
     func admission(session: ClientSession, localID: String) -> Core.Refusal? {
         eventLoop.assertInEventLoop()
-        return settled { $0.admission(client: ObjectIdentifier(session), localID: localID) }
+        return reading { $0.admission(client: ObjectIdentifier(session), localID: localID) }
     }
 
     /// A local `subscribe` that passed validation. Its refusals, if any, answer `session`.
@@ -191,7 +201,7 @@ final class Switchboard: @unchecked Sendable {
         let delivery = Fanout.Delivery(session: session, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
         serially {
-            let actions = settled {
+            let actions = changing {
                 $0.subscribe(
                     client: ObjectIdentifier(session),
                     localID: localID,
@@ -215,7 +225,7 @@ final class Switchboard: @unchecked Sendable {
     func view(of session: ClientSession) -> (operations: Int, lanes: Set<LaneID>) {
         eventLoop.assertInEventLoop()
         let client = ObjectIdentifier(session)
-        return inPlace { ($0.operationCount(of: client), $0.lanes(of: client)) }
+        return reading { ($0.operationCount(of: client), $0.lanes(of: client)) }
     }
 
     /// Every upstream operation with its figures, oldest first (the `operations` verb). Reads
@@ -223,7 +233,7 @@ final class Switchboard: @unchecked Sendable {
     /// core no longer has are dropped here.
     func operationRows() -> [(summary: Core.Summary, stats: OperationStats?)] {
         eventLoop.assertInEventLoop()
-        let summaries = inPlace { $0.summaries }
+        let summaries = reading { $0.summaries }
         if stats.count > summaries.count || openedAt.count > summaries.count {
             let live = Set(summaries.map(\.id))
             stats = stats.filter { live.contains($0.key) }
@@ -235,7 +245,7 @@ final class Switchboard: @unchecked Sendable {
     /// A local `complete`.
     func complete(session: ClientSession, localID: String) {
         eventLoop.assertInEventLoop()
-        serially { perform(settled { $0.complete(client: ObjectIdentifier(session), localID: localID) }) }
+        serially { perform(changing { $0.complete(client: ObjectIdentifier(session), localID: localID) }) }
     }
 
     /// The session closed or failed: its operations lose their subscriber. During a delivery
@@ -248,31 +258,31 @@ final class Switchboard: @unchecked Sendable {
     /// What a restart carries of `session`: its subscriptions (never a query or mutation).
     func subscriptions(of session: ClientSession) -> [Core.CarriedSubscription] {
         eventLoop.assertInEventLoop()
-        return settled { $0.subscriptions(of: ObjectIdentifier(session)) }
+        return reading { $0.subscriptions(of: ObjectIdentifier(session)) }
     }
 
     /// The lanes of every operation `session` has open.
     func lanes(of session: ClientSession) -> Set<LaneID> {
         eventLoop.assertInEventLoop()
-        return settled { $0.lanes(of: ObjectIdentifier(session)) }
+        return reading { $0.lanes(of: ObjectIdentifier(session)) }
     }
 
     /// The local ids of every operation `session` has open.
     func openOperations(of session: ClientSession) -> [String] {
         eventLoop.assertInEventLoop()
-        return settled { $0.localIDs(of: ObjectIdentifier(session)) }
+        return reading { $0.localIDs(of: ObjectIdentifier(session)) }
     }
 
     /// Whether `session` waits for a query's or mutation's answer.
     func awaitsAnswer(_ session: ClientSession) -> Bool {
         eventLoop.assertInEventLoop()
-        return settled { $0.hasSingleOperation(ObjectIdentifier(session)) }
+        return reading { $0.hasSingleOperation(ObjectIdentifier(session)) }
     }
 
     /// The daemon stops: every local operation gets `SHUTTING_DOWN`.
     func shutDown() {
         eventLoop.assertInEventLoop()
-        serially { perform(settled { $0.shutDown() }) }
+        serially { perform(changing { $0.shutDown() }) }
     }
 
     // MARK: - One event at a time
@@ -320,7 +330,7 @@ final class Switchboard: @unchecked Sendable {
     private func process(_ event: Event) {
         switch event {
         case .upstream(let update, let id): upstream(update, id)
-        case .clientGone(let session): perform(settled { $0.clientGone(ObjectIdentifier(session)) })
+        case .clientGone(let session): perform(changing { $0.clientGone(ObjectIdentifier(session)) })
         }
     }
 
@@ -331,27 +341,29 @@ final class Switchboard: @unchecked Sendable {
             messagesIn += 1
             // The hot path: the result joins the fan-out's run, written to every subscriber at
             // the end of the turn or before anything else reaches the core. Asked of the core
-            // itself: asking through `settled` would write the run first.
-            let plainly = inPlace { $0.deliversPlainly || !($0.isSnapshot(id) || $0.isHolding(id)) }
+            // itself, and asking writes nothing.
+            let plainly = reading { $0.deliversPlainly || !($0.isSnapshot(id) || $0.isHolding(id)) }
             guard !plainly else {
-                return fanout.append(payload, of: id, subscribers: self.inPlace { $0.subscribers(of: id) })
+                return fanout.append(payload, of: id, subscribers: self.reading { $0.subscribers(of: id) })
             }
             noteResults(1, of: id, at: NIODeadline.now().uptimeNanoseconds)
-            if settled({ $0.isSnapshot(id) }) { return perform(settled { $0.snapshotAnswered(id, payload) }) }
+            // Delivered at once, after the results batched before it.
+            fanout.writeRun()
+            if reading({ $0.isSnapshot(id) }) { return perform(changing { $0.snapshotAnswered(id, payload) }) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
-            let waiting = settled { $0.waiting(on: id) }
-            fanout.deliver(payload, to: settled { $0.subscribers(of: id) }) { !waiting.contains($0.key) }
-            perform(settled { $0.hold(id, payload) })
-            settled { $0.remember(id, payload, budget: budget.room) }
+            let waiting = reading { $0.waiting(on: id) }
+            fanout.deliver(payload, to: reading { $0.subscribers(of: id) }) { !waiting.contains($0.key) }
+            perform(changing { $0.hold(id, payload) })
+            changing { $0.remember(id, payload, budget: budget.room) }
         case .state(let state):
             if stats[id] != nil || OperationStats.counts(state) {
                 stats[id, default: OperationStats()].stateChanged(to: state, at: NIODeadline.now().uptimeNanoseconds)
             }
-            perform(settled { $0.upstreamState(id, state, now: .loopNow) })
+            perform(changing { $0.upstreamState(id, state, now: .loopNow) })
         case .finished(let finish):
-            perform(settled { $0.upstreamFinished(id, finish) })
+            perform(changing { $0.upstreamFinished(id, finish) })
         case .carrierFull:
-            perform(settled { $0.carrierFull(id) })
+            perform(changing { $0.carrierFull(id) })
         }
     }
 
@@ -422,7 +434,7 @@ final class Switchboard: @unchecked Sendable {
             // The layout names only carriers the daemon has (both follow the configuration).
             assertionFailure("no carrier for \(placement)")
             let failure = TransportFailure.connectionLost(reason: "no upstream carrier for this operation")
-            return perform(settled { $0.upstreamFinished(id, .error(.transport(failure))) })
+            return perform(changing { $0.upstreamFinished(id, .error(.transport(failure))) })
         }
         var fields = [
             "GQLMUX_OPERATION_ID": "\(id)", "GQLMUX_LOCAL_ID": first.localID, "GQLMUX_OPERATION_KIND": "\(kind)",
@@ -444,6 +456,8 @@ final class Switchboard: @unchecked Sendable {
 
     /// Answers a refused `subscribe` with the local error that names why.
     func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal, lane: LaneID = .primary) {
+        // After the results that arrived before the request.
+        writePendingResults()
         switch refusal {
         case .duplicateID:
             session.sendError(id: localID, code: LocalErrorCode.duplicateID, message: "operation id '\(localID)' is already in use")
@@ -455,7 +469,7 @@ final class Switchboard: @unchecked Sendable {
             )
             session.sendError(id: localID, code: LocalErrorCode.limitExceeded, message: "max_operations_per_client (\(limit)) reached")
         case .upstreamFull:
-            let limits = settled { $0.layout(of: lane) } ?? UpstreamLayout()
+            let limits = reading { $0.layout(of: lane) } ?? UpstreamLayout()
             if case .streams(let limit) = limits.subscriptions {
                 events.emit(
                     .limitExceeded,

@@ -171,6 +171,57 @@ import Upstream
         #expect(switchboard.localCount == 0 && switchboard.upstreamCount == 0)
     }
 
+    /// Questions asked of the core write nothing: a result batched this turn stays batched
+    /// while status, metrics, admission and a restart's questions are asked; a change writes it
+    /// first, and so do a shut-down's last words, which come after it.
+    @Test func questionsWriteNothingAndChangesWriteThePendingRunFirst() throws {
+        let (loop, upstream, host, switchboard) = try rig()
+        let a = try client(loop, switchboard, host)
+        let session = try a.pipeline.syncOperations.handler(type: ClientSession.self)
+        try send(a, #"{"type":"subscribe","id":"one","payload":{"query":"subscription { tick }"}}"#)
+        loop.run()
+        let operation = try #require(upstream.opened.first)
+        switchboard.upstreamUpdate(operation.id, .state(.active))
+        loop.run()
+        _ = try lines(a)
+        let before = switchboard.messagesOut
+
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":1}}"#)))
+        _ = switchboard.countsByLane(single: nil)
+        #expect(switchboard.admission(session: session, localID: "one") != nil, "a duplicate id")
+        #expect(switchboard.admission(session: session, localID: "two") == nil)
+        #expect(switchboard.subscriptions(of: session).count == 1)
+        #expect(switchboard.lanes(of: session) == [.primary])
+        #expect(switchboard.openOperations(of: session) == ["one"])
+        #expect(!switchboard.awaitsAnswer(session))
+        _ = switchboard.operationRows()
+        #expect(switchboard.messagesOut == before, "a question wrote the pending run")
+
+        // A change (another subscription) writes the run before it changes the core.
+        try send(a, #"{"type":"subscribe","id":"two","payload":{"query":"subscription { other }"}}"#)
+        #expect(switchboard.messagesOut == before + 1)
+        loop.run()
+        #expect(try lines(a).first == #"{"type":"next","id":"one","payload":{"data":{"tick":1}}}"#)
+
+        // An answer to a request (here a refusal of a document that does not parse) comes
+        // after the result batched before the request.
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":3}}"#)))
+        try send(a, #"{"type":"subscribe","id":"bad","payload":{"query":"subscription {"}}"#)
+        loop.run()
+        let answered = try lines(a)
+        #expect(answered.first == #"{"type":"next","id":"one","payload":{"data":{"tick":3}}}"#, "\(answered)")
+        #expect(answered.last?.contains(#""id":"bad""#) == true, "\(answered)")
+
+        // A shut-down's last words come after the result batched before them.
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":2}}"#)))
+        session.shutDown()
+        loop.run()
+        let heard = try lines(a)
+        let result = try #require(heard.firstIndex(of: #"{"type":"next","id":"one","payload":{"data":{"tick":2}}}"#), "\(heard)")
+        let last = try #require(heard.firstIndex { $0.contains("SHUTTING_DOWN") }, "\(heard)")
+        #expect(result < last, "\(heard)")
+    }
+
     /// Results of two subscriptions that interleave make runs of one result each, cut off
     /// mid-turn: they are batched into the client's one write of the turn (a shared frame
     /// flushed per run would be a write per result), in the upstream's order.
