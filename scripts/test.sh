@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The test command: prepares the interop virtualenv, builds every product (the systemd tests
+# The test command: prepares the interop virtualenvs, builds every product (the systemd tests
 # run the real gqlmuxd, gqlmuxctl and test upstream binaries), runs the Python client's tests
 # and the interop tests (rolling restart, legacy servers) against them, with `swift test` beside
-# the interop tests.
+# the interop tests. Arguments go to `swift test` (e.g. `--filter ClientSessionTests`); the
+# Python client's and the interop suites always run whole.
 # The build (every product and the Swift tests) runs beside the test set-up (Debian packages,
 # the interop virtualenvs), which waits on the network more than on the CPU.
 set -euo pipefail

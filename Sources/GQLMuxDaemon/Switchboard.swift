@@ -100,8 +100,9 @@ final class Switchboard: @unchecked Sendable {
     private func reading<T>(_ body: (inout Core) -> T) -> T { body(&multiplexer) }
 
     /// Writes the results of this turn's run now, before the caller writes something else to
-    /// clients that must come after them (a shut-down's last words, a restart's hand-over, a
-    /// refusal): the explicit step where a pending run is written outside a change.
+    /// clients that must come after them (the answer to a client's request, a refusal, a
+    /// shut-down's last words, a restart's hand-over): the explicit step where a pending run is
+    /// written outside a change.
     func writePendingResults() {
         eventLoop.assertInEventLoop()
         fanout.writeRun()
@@ -340,8 +341,8 @@ final class Switchboard: @unchecked Sendable {
         case .next(let payload):
             messagesIn += 1
             // The hot path: the result joins the fan-out's run, written to every subscriber at
-            // the end of the turn or before anything else reaches the core. Asked of the core
-            // itself, and asking writes nothing.
+            // the end of the turn, or before a change to the core or another write to a client.
+            // Asking the core writes nothing.
             let plainly = reading { $0.deliversPlainly || !($0.isSnapshot(id) || $0.isHolding(id)) }
             guard !plainly else {
                 return fanout.append(payload, of: id, subscribers: self.reading { $0.subscribers(of: id) })
