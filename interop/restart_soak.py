@@ -5,7 +5,10 @@ Unix socket and the TCP port), against strawberry and the real gqlmuxd, with the
 stand-in (interop/fdstore.py) playing systemd. A benchmark-style program: it prints a summary
 and exits non-zero if a subscription was lost (a client closed, or not receiving again within
 20 s of an event), or gqlmuxd's descriptors (less its clients) changed, or its RSS grew by more
-than 10 % and 4 MiB from the first quarter of the run to the last.
+than 10 % and 4 MiB from the first quarter of the run to the last, or it saw a kind of event
+fewer than 5 times. The events come in shuffled rounds (each round: two restarts, an outage, a
+reload, a restart during an outage), so every kind recurs at an even pace; a run goes on past
+SECONDS (up to three times it) until each kind has been seen 5 times.
 
     .venv-interop/bin/python -m interop.restart_soak [SECONDS]     (default 150)
 """
@@ -24,6 +27,9 @@ import time
 from interop.fdstore import FDStore
 from interop.harness import BIN, Server, endpoint_daemon, held_port, outage
 from interop.kinds import GQLClient, Line, RawWebSocket, Stream, wait_for
+
+# Each kind of event at least this many times in a run (a shorter run goes on until it has them).
+MIN_EACH = 5
 
 
 def status(daemon) -> dict:
@@ -83,8 +89,16 @@ async def soak(seconds: float) -> int:
             client.start()
         await wait_for(lambda: all(c.results > 0 for c in clients), 30, "every client receiving")
         baseline_fds = None
-        while time.monotonic() - began < seconds and not failures:
-            kind = rng.choice(["restart", "restart", "outage", "reload", "restart during outage"])
+        deck: list[str] = []
+
+        def enough() -> bool:
+            return min(events.values()) >= MIN_EACH
+
+        while not failures and (time.monotonic() - began < seconds or (not enough() and time.monotonic() - began < 3 * seconds)):
+            if not deck:
+                deck = ["restart", "restart", "outage", "reload", "restart during outage"]
+                rng.shuffle(deck)
+            kind = deck.pop()
             counts = [c.results for c in clients]
             start = time.monotonic()
             if kind in ("restart", "restart during outage"):
@@ -134,6 +148,9 @@ async def soak(seconds: float) -> int:
         server.stop()
 
     elapsed = time.monotonic() - began
+    few = [f"{name} {count}×" for name, count in events.items() if count < MIN_EACH]
+    if few and not failures:
+        failures.append(f"each kind of event at least {MIN_EACH} times, but: {', '.join(few)}")
     quarter = max(1, len(samples) // 4)
     early = max(s[1] for s in samples[:quarter]) if samples else 0
     late = max(s[1] for s in samples[-quarter:]) if samples else 0
