@@ -349,7 +349,7 @@ final class Switchboard: @unchecked Sendable {
             }
             noteResults(1, of: id, at: NIODeadline.now().uptimeNanoseconds)
             // Delivered at once, after the results batched before it.
-            fanout.writeRun()
+            writePendingResults()
             if reading({ $0.isSnapshot(id) }) { return perform(changing { $0.snapshotAnswered(id, payload) }) }
             // Some subscribers wait for their snapshot: the others get it now, theirs is held.
             let waiting = reading { $0.waiting(on: id) }
@@ -457,7 +457,8 @@ final class Switchboard: @unchecked Sendable {
 
     /// Answers a refused `subscribe` with the local error that names why.
     func refuse(_ session: ClientSession, _ localID: String, _ refusal: Core.Refusal, lane: LaneID = .primary) {
-        // After the results that arrived before the request.
+        // After the results that arrived before the request (a client's request has written
+        // them already; a subscription carried over a restart is refused outside one).
         writePendingResults()
         switch refusal {
         case .duplicateID:
