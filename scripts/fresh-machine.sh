@@ -7,8 +7,8 @@
 #
 #   scripts/fresh-machine.sh [demo|test|all|ci]  (default: all; needs root)
 #   ci: all, then the outage soak (60 outages: at least 5 of each kind) and the mixed restart
-#       soak on the same machine and build (CI's way: one debug build serves the README's
-#       commands and both soaks)
+#       soak, both at once (scripts/soaks.sh), on the same machine and build (CI's way: one
+#       debug build serves the README's commands and both soaks)
 #   scripts/fresh-machine.sh root                 only make sure the cached root exists; print its path
 #
 # The pristine root file system is cached in $GQLMUX_FRESH_CACHE (default
@@ -79,7 +79,7 @@ case $what in
     demo) commands=('DEMO_COUNT=3 scripts/demo.sh') ;;
     test) commands=('scripts/test.sh') ;;
     all) commands=("${demo_once[@]}") ;;
-    ci) commands=("${demo_once[@]}" "scripts/soak.sh ${GQLMUX_SOAK_OUTAGES:-60}" "scripts/restart-soak.sh ${GQLMUX_RESTART_SOAK_SECONDS:-60}") ;;
+    ci) commands=("${demo_once[@]}" "scripts/soaks.sh ${GQLMUX_SOAK_OUTAGES:-60} ${GQLMUX_RESTART_SOAK_SECONDS:-60}") ;;
     *) echo "usage: scripts/fresh-machine.sh [demo|test|all|ci]" >&2; exit 64 ;;
 esac
 script="set -euo pipefail; export PATH=$swift_bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

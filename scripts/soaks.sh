@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Both soaks at once (each mostly waits on outages and restarts, and neither shares a port, a
+# socket or a process with the other): the outage soak (scripts/soak.sh OUTAGES) and the mixed
+# restart soak (scripts/restart-soak.sh SECONDS). The restart soak's output comes first, the
+# outage soak's when it ends; fails if either fails, saying which.
+#   scripts/soaks.sh [OUTAGES] [SECONDS]        (defaults: each script's own)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# Set up and build once, before they start (each script checks again and finds it done).
+scripts/prerequisites.sh test
+scripts/setup-interop.sh
+swift build --product gqlmuxd
+swift build --product gqlmuxctl
+outage_log=$(mktemp)
+trap 'rm -f "$outage_log"' EXIT
+scripts/soak.sh ${1:+"$1"} >"$outage_log" 2>&1 &
+outage=$!
+restart=0
+scripts/restart-soak.sh ${2:+"$2"} || restart=$?
+soak=0
+wait "$outage" || soak=$?
+echo "==> the outage soak (beside the restart soak)"
+cat "$outage_log"
+(( restart == 0 )) || echo "==> soaks.sh: the mixed restart soak failed (exit $restart)" >&2
+(( soak == 0 )) || echo "==> soaks.sh: the outage soak failed (exit $soak)" >&2
+(( restart == 0 && soak == 0 ))
