@@ -2,11 +2,18 @@
 import Foundation
 import PackageDescription
 
+/// `scripts/fuzz.sh` builds with GQLMUX_FUZZ_INSTRUMENTED=1, in release: our modules for
+/// libFuzzer (coverage and AddressSanitizer, unoptimised, so assertions and exclusivity checks
+/// hold), the dependencies as the release build makes them, so in CI the fuzz build reuses the
+/// package's and compiles only our modules.
+let fuzzInstrumented = ProcessInfo.processInfo.environment["GQLMUX_FUZZ_INSTRUMENTED"] == "1"
+
 /// Every target of ours. `.ci/run` sets GQLMUX_WARNINGS_AS_ERRORS=1 so a warning fails the
 /// build (only our modules: the dependencies' warnings are not ours to fix).
 let strict: [SwiftSetting] =
     [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
     + (ProcessInfo.processInfo.environment["GQLMUX_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : [])
+    + (fuzzInstrumented ? [.unsafeFlags(["-Onone", "-enforce-exclusivity=checked", "-sanitize=fuzzer,address"])] : [])
 
 /// The serving module, GQLMuxDaemon, only (its configuration lives in GQLMuxConfiguration). In
 /// release builds Swift's dynamic exclusivity checks (a begin/end access pair, through
@@ -15,10 +22,11 @@ let strict: [SwiftSetting] =
 /// (best against best, median against median); turning them off in the other hot-path modules
 /// too (the wire core, Upstream, Multiplexing) gained nothing measurable
 /// (`scripts/exclusivity-ab.sh` and its variants). Debug builds, where every test and fuzzer
-/// runs, keep the checks. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in release too, for that A/B.
+/// runs, keep the checks, as does the fuzz build. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in
+/// release too, for that A/B.
 let hotPath: [SwiftSetting] =
     strict
-    + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1"
+    + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1" || fuzzInstrumented
         ? [] : [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))])
 
 let package = Package(

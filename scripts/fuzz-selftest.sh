@@ -5,7 +5,8 @@
 #   a harness that crashes on its first input → "CRASH", exit 1
 #   a harness that libFuzzer cannot run       → "the run failed", exit 1
 #   a crashing harness beside an intact one   → "CRASH", exit 1 (the two-at-a-time path)
-# and pass for an intact copy. Run after scripts/fuzz.sh (it reuses .build-fuzz).
+# and pass for an intact copy. Run after scripts/fuzz.sh (it reuses its build: FUZZ_SCRATCH,
+# default .build-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=$(mktemp -d /tmp/gqlmux-fuzz-selftest.XXXXXX)
@@ -36,6 +37,6 @@ grep -q "FuzzHandover: 1s from" "$scratch/pair.log" || { cat "$scratch/pair.log"
 expect uncompilable 1 "LINK FAILED"
 expect crashing 1 "CRASH"
 expect unrunnable 1 "the run failed"
-# Last, so the target's binary left in .build-fuzz is the intact one.
+# Last, so the target's binary left in the build folder is the intact one.
 expect intact 0 "FuzzLocalLines: 1s from"
 echo "fuzz-selftest: every broken harness fails the stage, the intact one passes"

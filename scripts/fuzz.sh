@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (Fuzz/Fuzz*.swift over Sources/GQLMuxFuzz) with coverage and
-# AddressSanitizer, and runs each for FUZZ_SECONDS (default 60) from the committed seed corpus
-# (Fuzz/corpus/...). Exits 1 on a crash (the input left in Fuzz/crashes/<target>/), and on a
+# Builds the libFuzzer targets (Fuzz/Fuzz*.swift over Sources/GQLMuxFuzz; our modules with
+# coverage and AddressSanitizer, unoptimised), and runs each for FUZZ_SECONDS (default 60) from
+# the committed seed corpus (Fuzz/corpus/...). Exits 1 on a crash (the input left in Fuzz/crashes/<target>/), and on a
 # build, link or run that fails or does not finish.
-# Inputs libFuzzer finds interesting go to a scratch corpus under .build-fuzz.
+# Inputs libFuzzer finds interesting go to a scratch corpus under the build folder (FUZZ_SCRATCH,
+# default .build-fuzz).
 # FUZZ_HARNESSES (default Fuzz) and FUZZ_CRASHES (default Fuzz/crashes): where the harnesses are
 # read and crashes kept; scripts/fuzz-selftest.sh points them at broken copies.
 set -euo pipefail
@@ -11,21 +12,26 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 harnesses=${FUZZ_HARNESSES:-Fuzz}
 crashes=${FUZZ_CRASHES:-Fuzz/crashes}
-scratch=.build-fuzz
-bin="$scratch/debug"
-# SwiftPM's own --sanitize fuzzer does not add coverage to library objects: pass it to swiftc.
+scratch=${FUZZ_SCRATCH:-.build-fuzz}
+bin="$scratch/release"
+# A release build in which our modules are built for libFuzzer (GQLMUX_FUZZ_INSTRUMENTED, read by
+# Package.swift: coverage, AddressSanitizer, no optimisation) and the dependencies are not: built
+# as the package's release build builds them (--static-swift-stdlib too), so FUZZ_SCRATCH=.build
+# reuses that build's dependencies (.ci/run, after the package test is done with it). The
+# harnesses are linked from the objects of GQLMuxFuzz and what it depends on, read from SwiftPM's
+# build plan (scripts/fuzz-closure.py).
 mkdir -p "$scratch"
-if ! swift build --scratch-path "$scratch" --sanitize address -Xswiftc -sanitize=fuzzer -Xcc -fsanitize=fuzzer-no-link \
-    --target GQLMuxFuzz >"$scratch/build.log" 2>&1; then
-    tail -40 "$scratch/build.log"
-    echo "== fuzz.sh: the fuzz build failed (log: $scratch/build.log)"
+if ! GQLMUX_FUZZ_INSTRUMENTED=1 swift build -c release --static-swift-stdlib --scratch-path "$scratch" \
+    --target GQLMuxFuzz >"$scratch/fuzz-build.log" 2>&1; then
+    tail -40 "$scratch/fuzz-build.log"
+    echo "== fuzz.sh: the fuzz build failed (log: $scratch/fuzz-build.log)"
     exit 1
 fi
-grep -E "error|warning: |complete" "$scratch/build.log" || true
-mapfile -t objects < <(find "$bin/" -path '*.build/*.o' | sort)
+grep -E "error|warning: |complete" "$scratch/fuzz-build.log" || true
+mapfile -t objects < <(scripts/fuzz-closure.py "$scratch/release.yaml" GQLMuxFuzz)
 # C modules of the closure need their module maps to import the Swift modules that use them.
 maps=()
-for module in $(printf '%s\n' "${objects[@]}" | sed 's|.*/debug/||; s|\.build/.*||' | sort -u); do
+for module in $(printf '%s\n' "${objects[@]}" | sed 's|.*/release/||; s|\.build/.*||' | sort -u); do
     map=$(find "$scratch"/checkouts/*/Sources/"$module" -name module.modulemap 2>/dev/null | head -1 || true)
     [[ -z $map && -f "$bin/$module.build/module.modulemap" ]] && map="$bin/$module.build/module.modulemap"
     [[ -n $map ]] && maps+=(-Xcc "-fmodule-map-file=$map")

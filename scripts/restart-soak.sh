@@ -6,8 +6,11 @@
 #   scripts/restart-soak.sh [SECONDS]        (default 150)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/prerequisites.sh test
-scripts/setup-interop.sh
-swift build --product gqlmuxd
-swift build --product gqlmuxctl
+# (GQLMUX_SOAK_PREPARED=1: scripts/soaks.sh did the set-up and the build.)
+if [[ ${GQLMUX_SOAK_PREPARED:-} != 1 ]]; then
+    scripts/prerequisites.sh test
+    scripts/setup-interop.sh
+    swift build --product gqlmuxd
+    swift build --product gqlmuxctl
+fi
 GQLMUX_BIN_DIR="$(swift build --show-bin-path)" .venv-interop/bin/python -m interop.restart_soak "${1:-150}"

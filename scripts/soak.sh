@@ -8,7 +8,10 @@
 #   scripts/soak.sh [OUTAGES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/prerequisites.sh test
-scripts/setup-interop.sh
-swift build --product gqlmuxd
+# (GQLMUX_SOAK_PREPARED=1: scripts/soaks.sh did the set-up and the build.)
+if [[ ${GQLMUX_SOAK_PREPARED:-} != 1 ]]; then
+    scripts/prerequisites.sh test
+    scripts/setup-interop.sh
+    swift build --product gqlmuxd
+fi
 GQLMUX_BIN_DIR="$(swift build --show-bin-path)" python3 -m interop.soak "${1:-200}"

@@ -6,11 +6,13 @@
 #   scripts/soaks.sh [OUTAGES] [SECONDS]        (defaults: each script's own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Set up and build once, before they start (each script checks again and finds it done).
+# Set up and build once, before they start (two SwiftPM processes on one build folder would
+# wait on each other).
 scripts/prerequisites.sh test
 scripts/setup-interop.sh
 swift build --product gqlmuxd
 swift build --product gqlmuxctl
+export GQLMUX_SOAK_PREPARED=1
 outage_log=$(mktemp)
 trap 'rm -f "$outage_log"' EXIT
 scripts/soak.sh ${1:+"$1"} >"$outage_log" 2>&1 &
