@@ -4,8 +4,11 @@ import PackageDescription
 
 /// `scripts/fuzz.sh` builds with GQLMUX_FUZZ_INSTRUMENTED=1, in release: our modules for
 /// libFuzzer (coverage and AddressSanitizer, unoptimised, so assertions and exclusivity checks
-/// hold), the dependencies as the release build makes them, so in CI the fuzz build reuses the
-/// package's and compiles only our modules.
+/// hold; `DEBUG` is not defined, as in any release build, which leaves out only the test fault
+/// hooks of GQLMuxDaemon, a module no harness links), the dependencies as the release build
+/// makes them, so in CI the fuzz build reuses the package's and compiles only our modules. The
+/// price: SwiftNIO's own debug assertions are not in the fuzzed binaries (the seed corpus still
+/// replays through them in `swift test`, a debug build).
 let fuzzInstrumented = ProcessInfo.processInfo.environment["GQLMUX_FUZZ_INSTRUMENTED"] == "1"
 
 /// Every target of ours. `.ci/run` sets GQLMUX_WARNINGS_AS_ERRORS=1 so a warning fails the
@@ -21,9 +24,8 @@ let strict: [SwiftSetting] =
 /// `ClientSession.writeNext` and `Fanout.deliver`) cost gqlmuxd 11-36 % of its fan-out rate
 /// (best against best, median against median); turning them off in the other hot-path modules
 /// too (the wire core, Upstream, Multiplexing) gained nothing measurable
-/// (`scripts/exclusivity-ab.sh` and its variants). Debug builds, where every test and fuzzer
-/// runs, keep the checks, as does the fuzz build. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in
-/// release too, for that A/B.
+/// (`scripts/exclusivity-ab.sh` and its variants). Debug builds (every test) and the fuzz build
+/// keep the checks. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in release too, for that A/B.
 let hotPath: [SwiftSetting] =
     strict
     + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1" || fuzzInstrumented

@@ -79,6 +79,7 @@ case $what in
     demo) commands=('DEMO_COUNT=3 scripts/demo.sh') ;;
     test) commands=('scripts/test.sh') ;;
     all) commands=("${demo_once[@]}") ;;
+    # (.ci/run starts the fuzzers when this prints the soaks' step line, "fresh Debian 12: scripts/soaks.sh".)
     ci) commands=("${demo_once[@]}" "scripts/soaks.sh ${GQLMUX_SOAK_OUTAGES:-60} ${GQLMUX_RESTART_SOAK_SECONDS:-60}") ;;
     *) echo "usage: scripts/fresh-machine.sh [demo|test|all|ci]" >&2; exit 64 ;;
 esac

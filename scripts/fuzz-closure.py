@@ -6,15 +6,16 @@ scripts/fuzz.sh links its libFuzzer harnesses from them, so a build folder that 
 
     scripts/fuzz-closure.py MANIFEST TARGET        (one object path per line)
 """
-import glob
 import os
 import re
 import sys
 
 
 def commands(manifest):
-    """Each module's compile command: module name -> (inputs line, args line)."""
-    found, name, lines = {}, None, {}
+    """Each module's compile command (module name -> its inputs and args lines), and every
+    object file the plan makes (module name -> paths): only these are linked, never an object a
+    deleted or renamed source left in a build folder kept between runs."""
+    found, objects, name, lines = {}, {}, None, {}
     header = re.compile(r'^  "C\.(.+?)-[^-"]+-[^-"]+-[^-"]+-[^-"]+-[a-z]+\.module":$')
     with open(manifest) as text:
         for line in text:
@@ -27,7 +28,12 @@ def commands(manifest):
                 lines[key] = value
             elif not line.startswith("    "):
                 name = None
-    return found
+            if line.startswith("    outputs: "):
+                for path in re.findall(r'"([^"]+\.o)"', line):
+                    module = re.search(r'/([^/]+)\.build/', path)
+                    if module:
+                        objects.setdefault(module.group(1), []).append(path)
+    return found, objects
 
 
 def dependencies(command):
@@ -46,10 +52,9 @@ def dependencies(command):
 def main():
     manifest, target = sys.argv[1], sys.argv[2]
     configuration = os.path.splitext(os.path.basename(manifest))[0]
-    table = commands(manifest)
+    table, planned = commands(manifest)
     if target not in table:
         sys.exit(f"fuzz-closure: {target} has no compile command in {manifest}")
-    bin_dir = os.path.join(os.path.dirname(manifest), configuration)
     closure, pending = set(), [target]
     while pending:
         module = pending.pop()
@@ -62,9 +67,10 @@ def main():
             closure.update(c)
     objects = []
     for module in sorted(closure):
-        objects.extend(sorted(glob.glob(os.path.join(bin_dir, f"{module}.build", "**", "*.o"), recursive=True)))
-    if not objects:
-        sys.exit(f"fuzz-closure: no object files for {target} under {bin_dir}")
+        objects.extend(sorted(set(planned.get(module, []))))
+    missing = [path for path in objects if not os.path.exists(path)]
+    if not objects or missing:
+        sys.exit(f"fuzz-closure: {target}'s build is not complete: {len(objects)} objects planned, missing {missing[:3]}")
     print("\n".join(objects))
 
 

@@ -3,8 +3,12 @@
 # coverage and AddressSanitizer, unoptimised), and runs each for FUZZ_SECONDS (default 60) from
 # the committed seed corpus (Fuzz/corpus/...). Exits 1 on a crash (the input left in Fuzz/crashes/<target>/), and on a
 # build, link or run that fails or does not finish.
-# Inputs libFuzzer finds interesting go to a scratch corpus under the build folder (FUZZ_SCRATCH,
-# default .build-fuzz).
+# FUZZ_SCRATCH (default .build-fuzz): the build folder; the harnesses are linked into its
+# release/ folder. A cold one compiles the dependencies in release first. FUZZ_SCRATCH=.build
+# rebuilds a release build's own modules for libFuzzer (a later `swift build -c release`
+# rebuilds them as they were).
+# FUZZ_OUTPUT (default FUZZ_SCRATCH): the build, link and run logs, each target's report, and
+# the corpus of inputs libFuzzer finds interesting (corpus/<target>, read again by the next run that has the same FUZZ_OUTPUT).
 # FUZZ_HARNESSES (default Fuzz) and FUZZ_CRASHES (default Fuzz/crashes): where the harnesses are
 # read and crashes kept; scripts/fuzz-selftest.sh points them at broken copies.
 set -euo pipefail
@@ -20,15 +24,28 @@ bin="$scratch/release"
 # reuses that build's dependencies (.ci/run, after the package test is done with it). The
 # harnesses are linked from the objects of GQLMuxFuzz and what it depends on, read from SwiftPM's
 # build plan (scripts/fuzz-closure.py).
-mkdir -p "$scratch"
+out=${FUZZ_OUTPUT:-$scratch}
+mkdir -p "$scratch" "$out"
 if ! GQLMUX_FUZZ_INSTRUMENTED=1 swift build -c release --static-swift-stdlib --scratch-path "$scratch" \
-    --target GQLMuxFuzz >"$scratch/fuzz-build.log" 2>&1; then
-    tail -40 "$scratch/fuzz-build.log"
-    echo "== fuzz.sh: the fuzz build failed (log: $scratch/fuzz-build.log)"
+    --target GQLMuxFuzz >"$out/fuzz-build.log" 2>&1; then
+    tail -40 "$out/fuzz-build.log"
+    echo "== fuzz.sh: the fuzz build failed (log: $out/fuzz-build.log)"
     exit 1
 fi
-grep -E "error|warning: |complete" "$scratch/fuzz-build.log" || true
-mapfile -t objects < <(scripts/fuzz-closure.py "$scratch/release.yaml" GQLMuxFuzz)
+grep -E "error|warning: |complete" "$out/fuzz-build.log" || true
+closure=$(scripts/fuzz-closure.py "$scratch/release.yaml" GQLMuxFuzz) || { echo "== fuzz.sh: no link list for the harnesses"; exit 1; }
+mapfile -t objects <<<"$closure"
+# Each of our modules the harnesses link must have been built for libFuzzer: coverage and
+# AddressSanitizer in its objects (else libFuzzer would run blind on it, and still report DONE).
+for module in $(printf '%s\n' "${objects[@]}" | sed 's|.*/release/||; s|\.build/.*||' | sort -u); do
+    [[ -d Sources/$module ]] || continue
+    mapfile -t own < <(printf '%s\n' "${objects[@]}" | grep "/$module\.build/")
+    symbols=$(nm "${own[@]}" 2>/dev/null || true)
+    if ! grep -q __sanitizer_cov <<<"$symbols" || ! grep -q __asan_report <<<"$symbols"; then
+        echo "== fuzz.sh: our module $module was not built for libFuzzer (no coverage or AddressSanitizer in its objects)"
+        exit 1
+    fi
+done
 # C modules of the closure need their module maps to import the Swift modules that use them.
 maps=()
 for module in $(printf '%s\n' "${objects[@]}" | sed 's|.*/release/||; s|\.build/.*||' | sort -u); do
@@ -43,24 +60,24 @@ fuzz_one() {
     name=$(basename "$harness" .swift)
     rm -f "$bin/$name"
     if ! swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$bin/Modules" "${maps[@]}" "$harness" "${objects[@]}" \
-        -o "$bin/$name" >"$scratch/$name.link.log" 2>&1; then
-        { grep -v "warning" "$scratch/$name.link.log" || true; } | tail -20
+        -o "$bin/$name" >"$out/$name.link.log" 2>&1; then
+        { grep -v "warning" "$out/$name.link.log" || true; } | tail -20
         echo "== $name: LINK FAILED"
         return 1
     fi
     case $name in FuzzLocalLines) seeds=Fuzz/corpus/local ;; FuzzUpstreamFrames) seeds=Fuzz/corpus/frames ;; FuzzHTTPStreams) seeds=Fuzz/corpus/streams ;; FuzzEndpoint) seeds=Fuzz/corpus/endpoint ;; FuzzEndpointHeaders) seeds=Fuzz/corpus/headers ;; FuzzHandover) seeds=Fuzz/corpus/handover ;; *) seeds=Fuzz/corpus/upstream ;; esac
-    corpus="$scratch/corpus/$name"
+    corpus="$out/corpus/$name"
     mkdir -p "$corpus" "$crashes/$name"
     echo "== $name: ${seconds}s from $seeds"
     # libFuzzer reports a crash itself; Swift's backtracer would be left waiting on the dead process.
     SWIFT_BACKTRACE=enable=no "$bin/$name" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
-        -artifact_prefix="$crashes/$name/" -print_final_stats=1 "$corpus" "$seeds" >"$scratch/$name.log" 2>&1 || rc=$?
-    grep -E "INITED|DONE|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Fatal error|Precondition failed" "$scratch/$name.log" || true
+        -artifact_prefix="$crashes/$name/" -print_final_stats=1 "$corpus" "$seeds" >"$out/$name.log" 2>&1 || rc=$?
+    grep -E "INITED|DONE|stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|Fatal error|Precondition failed" "$out/$name.log" || true
     if compgen -G "$crashes/$name/*-*" >/dev/null; then
         echo "== $name: CRASH, input kept in $crashes/$name/"
         return 1
-    elif (( rc != 0 )) || ! grep -q "^Done [0-9]* runs\|DONE" "$scratch/$name.log"; then
-        tail -20 "$scratch/$name.log"
+    elif (( rc != 0 )) || ! grep -q "^Done [0-9]* runs\|DONE" "$out/$name.log"; then
+        tail -20 "$out/$name.log"
         echo "== $name: the run failed (exit $rc) without finishing"
         return 1
     fi
@@ -71,11 +88,11 @@ finish_oldest() {
     local entry=${running[0]}
     running=("${running[@]:1}")
     wait "${entry%%:*}" || status=1
-    cat "$scratch/${entry#*:}.report"
+    cat "$out/${entry#*:}.report"
 }
 for harness in "$harnesses"/Fuzz*.swift; do
     name=$(basename "$harness" .swift)
-    fuzz_one "$harness" >"$scratch/$name.report" 2>&1 &
+    fuzz_one "$harness" >"$out/$name.report" 2>&1 &
     running+=("$!:$name")
     (( ${#running[@]} < 2 )) || finish_oldest
 done

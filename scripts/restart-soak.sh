@@ -3,7 +3,8 @@
 # every kind, against strawberry and the real gqlmuxd, with a stand-in for systemd's file
 # descriptor store (no root, no systemd). Prints its summary; fails if a subscription is lost,
 # a client is closed, gqlmuxd's descriptors change or its RSS grows.
-#   scripts/restart-soak.sh [SECONDS]        (default 150)
+#   scripts/restart-soak.sh [SECONDS]        (default 150; GQLMUX_SOAK_PREPARED=1: the set-up
+#                                            and build are done)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # (GQLMUX_SOAK_PREPARED=1: scripts/soaks.sh did the set-up and the build.)

@@ -5,7 +5,7 @@
 # figures; fails if a stream is lost, an outage is not resumed by all 100, the p99 time to
 # all-resumed after the closes and drops exceeds 2 s, a server restart is resumed after more
 # than 10 s, or gqlmuxd's RSS grows by 5 MiB or more.
-#   scripts/soak.sh [OUTAGES]
+#   scripts/soak.sh [OUTAGES]          (GQLMUX_SOAK_PREPARED=1: the set-up and build are done)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # (GQLMUX_SOAK_PREPARED=1: scripts/soaks.sh did the set-up and the build.)

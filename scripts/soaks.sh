@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Both soaks at once (each mostly waits on outages and restarts, and neither shares a port, a
 # socket or a process with the other): the outage soak (scripts/soak.sh OUTAGES) and the mixed
-# restart soak (scripts/restart-soak.sh SECONDS). The restart soak's output comes first, the
-# outage soak's when it ends; fails if either fails, saying which.
-#   scripts/soaks.sh [OUTAGES] [SECONDS]        (defaults: each script's own)
+# restart soak (scripts/restart-soak.sh SECONDS). It sets up and builds once, then runs both
+# with GQLMUX_SOAK_PREPARED=1 (so neither does it again). The restart soak's output comes first,
+# the outage soak's after both have ended; fails if either fails, saying which.
+#   scripts/soaks.sh [OUTAGES] [SECONDS]        (defaults: each script's own, 200 and 150)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Set up and build once, before they start (two SwiftPM processes on one build folder would

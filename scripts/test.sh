@@ -33,10 +33,10 @@ nice -n 10 swift test --skip-build "$@" >"$swift_log" 2>&1 &
 swift_tests=$!
 # The interop suite in two halves at once, as it mostly waits: the modules that restart gqlmuxd
 # or a server again and again (about half the suite's time) in one, every other module (a new
-# one too) in the other. The second half's output is printed when it ends.
+# one too) in the other. The second half's output is printed after both have ended.
 restarting=" test_restarts test_handover_chaos test_restart_weather test_outages test_identity_limits test_appsync test_legacy "
 first=() second=()
-for module in interop/test_*.py; do
+for module in interop/test*.py; do
     module=$(basename "$module" .py)
     if [[ $restarting == *" $module "* ]]; then first+=("interop.$module"); else second+=("interop.$module"); fi
 done
@@ -47,15 +47,17 @@ echo "==> Interop (interop/): outages and legacy servers, real strawberry and ar
 echo "==> the first half: ${first[*]#interop.}"
 GQLMUX_BIN_DIR="$bin_dir" .venv-interop/bin/python -m unittest "${second[@]}" >"$second_log" 2>&1 &
 second_half=$!
-interop=0
-GQLMUX_BIN_DIR="$bin_dir" .venv-interop/bin/python -m unittest "${first[@]}" || interop=$?
-wait "$second_half" || interop=$?
+first_rc=0 second_rc=0
+GQLMUX_BIN_DIR="$bin_dir" .venv-interop/bin/python -m unittest "${first[@]}" || first_rc=$?
+wait "$second_half" || second_rc=$?
+interop=$(( first_rc != 0 ? first_rc : second_rc ))
 echo "==> the second half: ${second[*]#interop.}"
 cat "$second_log"
 swift=0
 wait "$swift_tests" || swift=$?
 echo "==> swift test"
 cat "$swift_log"
-(( interop == 0 )) || echo "==> test.sh: the interop suite failed (exit $interop; its output above the Swift tests')" >&2
+(( first_rc == 0 )) || echo "==> test.sh: the interop suite's first half failed (exit $first_rc; its output above the second half's)" >&2
+(( second_rc == 0 )) || echo "==> test.sh: the interop suite's second half failed (exit $second_rc; its output above the Swift tests')" >&2
 (( swift == 0 )) || echo "==> test.sh: swift test failed (exit $swift)" >&2
 (( interop == 0 && swift == 0 ))
