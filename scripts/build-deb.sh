@@ -34,8 +34,8 @@ fi
 version=$(sed -n 's/.*static let release = "\(.*\)".*/\1/p' Sources/LocalProtocol/LocalMessages.swift)
 [[ -n $version ]] || { echo "build-deb.sh: cannot read the release from LocalProtocol" >&2; exit 1; }
 
-echo "==> swift build -c release --static-swift-stdlib"
-swift build -c release --static-swift-stdlib --product gqlmuxd
+echo "==> swift build -c release --static-swift-stdlib (scripts/release-build.sh)"
+scripts/release-build.sh --product gqlmuxd
 bin=$(swift build -c release --show-bin-path)
 
 echo "==> man pages from the argument parser (swift-argument-parser's generate-manual)"
@@ -43,7 +43,7 @@ echo "==> man pages from the argument parser (swift-argument-parser's generate-m
 # argument parser compiled for gqlmuxd; the plugin would build every product of the package
 # again, in release, first). It reads each command's --experimental-dump-help; gqlmuxctl is
 # gqlmuxd under that name, as the package installs it.
-swift build -c release --static-swift-stdlib --product generate-manual
+scripts/release-build.sh --product generate-manual
 manuals=$(mktemp -d /tmp/gqlmux-manuals.XXXXXX)
 ln -s "$bin/gqlmuxd" "$manuals/gqlmuxctl"
 authors="gqlmux developers<maintainers@gqlmux.invalid>"

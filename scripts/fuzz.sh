@@ -19,14 +19,15 @@ crashes=${FUZZ_CRASHES:-Fuzz/crashes}
 scratch=${FUZZ_SCRATCH:-.build-fuzz}
 bin="$scratch/release"
 # A release build in which our modules are built for libFuzzer (GQLMUX_FUZZ_INSTRUMENTED, read by
-# Package.swift: coverage, AddressSanitizer, no optimisation) and the dependencies are not: built
-# as the package's release build builds them (--static-swift-stdlib too), so FUZZ_SCRATCH=.build
-# reuses that build's dependencies (.ci/run, after the package test is done with it). The
+# Package.swift: coverage, AddressSanitizer, no optimisation, debug information) and the
+# dependencies are not: built as the package's release build builds them
+# (scripts/release-build.sh), so FUZZ_SCRATCH=.build reuses that build's dependencies (.ci/run,
+# after the package test is done with it). The
 # harnesses are linked from the objects of GQLMuxFuzz and what it depends on, read from SwiftPM's
 # build plan (scripts/fuzz-closure.py).
 out=${FUZZ_OUTPUT:-$scratch}
 mkdir -p "$scratch" "$out"
-if ! GQLMUX_FUZZ_INSTRUMENTED=1 swift build -c release --static-swift-stdlib --scratch-path "$scratch" \
+if ! GQLMUX_FUZZ_INSTRUMENTED=1 scripts/release-build.sh --scratch-path "$scratch" \
     --target GQLMuxFuzz >"$out/fuzz-build.log" 2>&1; then
     tail -40 "$out/fuzz-build.log"
     echo "== fuzz.sh: the fuzz build failed (log: $out/fuzz-build.log)"

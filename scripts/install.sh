@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 prefix=${1:-/usr/local}
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 1; }
 
-swift build -c release --static-swift-stdlib --product gqlmuxd
+scripts/release-build.sh --product gqlmuxd
 bin=$(swift build -c release --show-bin-path)
 
 install -d "$prefix/bin" "$prefix/lib/systemd/catalog" "$prefix/share/doc/gqlmux" /etc/systemd/system /etc/gqlmux

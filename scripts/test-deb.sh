@@ -47,8 +47,8 @@ check "lintian reports no error and no warning" test "$lintian_rc" = 0
 
 # The test upstream the installed daemon talks to (not part of the package).
 # Built as the package's gqlmuxd is (release, static standard library), so they reuse its build.
-swift build -c release --static-swift-stdlib --product gqlmux-test-upstream
-swift build -c release --static-swift-stdlib --product gqlmux-bench
+scripts/release-build.sh --product gqlmux-test-upstream
+scripts/release-build.sh --product gqlmux-bench
 bin=$(swift build -c release --show-bin-path)
 
 system=$(scripts/systemd-root.sh)
