@@ -4,7 +4,8 @@ import PackageDescription
 
 /// `scripts/fuzz.sh` builds with GQLMUX_FUZZ_INSTRUMENTED=1, in release: our modules for
 /// libFuzzer (coverage and AddressSanitizer; unoptimised, so assertions and exclusivity checks
-/// hold; with debug information for crash reports, whatever scripts/release-build.sh asks;
+/// hold; without debug information, as scripts/release-build.sh asks of every module, so a
+/// crash report names functions, not lines: the input it keeps replays in a debug build;
 /// `DEBUG` is not defined, as in any release build, which leaves out only the test fault
 /// hooks of GQLMuxDaemon, a module no harness links), the dependencies as the release build
 /// makes them, so in CI the fuzz build reuses the package's and compiles only our modules. The
@@ -17,7 +18,7 @@ let fuzzInstrumented = ProcessInfo.processInfo.environment["GQLMUX_FUZZ_INSTRUME
 let strict: [SwiftSetting] =
     [.enableUpcomingFeature("ExistentialAny"), .enableUpcomingFeature("MemberImportVisibility")]
     + (ProcessInfo.processInfo.environment["GQLMUX_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : [])
-    + (fuzzInstrumented ? [.unsafeFlags(["-Onone", "-g", "-enforce-exclusivity=checked", "-sanitize=fuzzer,address"])] : [])
+    + (fuzzInstrumented ? [.unsafeFlags(["-Onone", "-enforce-exclusivity=checked", "-sanitize=fuzzer,address"])] : [])
 
 /// The serving module, GQLMuxDaemon, only (its configuration lives in GQLMuxConfiguration). In
 /// release builds Swift's dynamic exclusivity checks (a begin/end access pair, through

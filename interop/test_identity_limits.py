@@ -195,8 +195,7 @@ class LaneChurnTests(IdentityLimitTests):
         # The first 16 (the burst) at once; after them the n-th no earlier than n intervals after
         # the asks (the bucket's first token went at or after them, and a token comes back each
         # interval). Judged from the asks, not from one another: a loaded machine only makes a
-        # connection later, and a late one must not make the next look early (20 ms for the
-        # clock's reading of each side).
+        # connection later, and a late one must not make the next look early (20 ms to spare).
         self.assertLess(opened[15] - first, 0.4, f"the first 16 (the burst) did not connect at once: +{offsets} s")
         for n in range(1, 9):
             self.assertGreaterEqual(opened[15 + n] - asked, n * 0.5 - 0.02, f"connection {16 + n} too soon: +{offsets} s")
