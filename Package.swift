@@ -4,9 +4,7 @@ import PackageDescription
 
 /// `scripts/fuzz.sh` builds with GQLMUX_FUZZ_INSTRUMENTED=1, in release: our modules for
 /// libFuzzer (coverage and AddressSanitizer; unoptimised, so assertions and exclusivity checks
-/// hold; without debug information, as scripts/release-build.sh asks of every module, so a
-/// crash report names functions, not lines: the input it keeps replays in a debug build;
-/// `DEBUG` is not defined, as in any release build, which leaves out only the test fault
+/// hold; `DEBUG` is not defined, as in any release build, which leaves out only the test fault
 /// hooks of GQLMuxDaemon, a module no harness links), the dependencies as the release build
 /// makes them, so in CI the fuzz build reuses the package's and compiles only our modules. The
 /// price: SwiftNIO's own debug assertions are not in the fuzzed binaries (the seed corpus still

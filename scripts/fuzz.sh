@@ -19,8 +19,7 @@ crashes=${FUZZ_CRASHES:-Fuzz/crashes}
 scratch=${FUZZ_SCRATCH:-.build-fuzz}
 bin="$scratch/release"
 # A release build in which our modules are built for libFuzzer (GQLMUX_FUZZ_INSTRUMENTED, read by
-# Package.swift: coverage, AddressSanitizer, no optimisation; no debug information, as for every
-# module of this build, so a crash report names functions, not lines) and the
+# Package.swift: coverage, AddressSanitizer, no optimisation) and the
 # dependencies are not: built as the package's release build builds them
 # (scripts/release-build.sh), so FUZZ_SCRATCH=.build reuses that build's dependencies (.ci/run,
 # after the package test is done with it). The
