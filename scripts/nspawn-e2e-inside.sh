@@ -24,7 +24,10 @@ systemctl daemon-reload
 systemctl start gqlmux-test-upstream.service
 name=socket-start.txt record systemctl start gqlmuxd.socket
 systemctl is-active gqlmuxd.service >"$out/active-before.txt"
-# The GraphQL endpoint's socket comes with it, and both reach gqlmuxd by name.
+# The GraphQL endpoint's socket comes with it (Wants=, its own job: `systemctl start` returns
+# when gqlmuxd.socket's job is done, and the other may still be activating), and both reach
+# gqlmuxd by name.
+wait_until 5 '[ "$(systemctl is-active gqlmuxd-graphql.socket)" = active ]'
 systemctl is-active gqlmuxd-graphql.socket >"$out/graphql-socket-active.txt"
 sleep 0.5
 name=status-first.json record $ctl status --json
