@@ -6,7 +6,8 @@ import Glibc
 
 /// The physical limits for fan-out, measured in the same run as gqlmuxd: `subscribers` Unix
 /// socketpairs, one writer thread sending `lineBytes`-byte lines to each in batches of 64 lines
-/// per `write`, and one reader thread draining all of them with `poll`. No JSON, no framing
+/// per `write`, and one reader thread draining all of them as gqlmuxd's line clients are read
+/// (``PollReader``'s loop, each read's lines counted by the same counter). No JSON, no framing
 /// work: what the kernel and two threads can move. gqlmuxd's figures are printed as a ratio to
 /// each writer, so machine load cancels out.
 enum SocketpairReference {
@@ -65,7 +66,6 @@ enum SocketpairReference {
         var line = [UInt8](repeating: UInt8(ascii: "x"), count: max(lineBytes, 4))
         line[line.count - 1] = UInt8(ascii: "\n")
         let batch = [UInt8]((0..<batchLines).flatMap { _ in line })
-        let expectedBytes = messages * line.count
         let writers = pairs.map(\.writer)
         let lineCount = line.count
         let copying = writer == .copying
@@ -101,19 +101,24 @@ enum SocketpairReference {
         }
         thread.start()
 
+        // The reader is PollReader's loop: one 64 KiB buffer, a read until a short one, and each
+        // read's lines counted by the same counter gqlmuxd's line clients are counted with (so
+        // both sides of a ratio read the same way, and only the writers differ).
         var received = [Int](repeating: 0, count: subscribers)
+        var counters: [any StreamCounter] = (0..<subscribers).map { _ in LineCounter() }
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         var pollFDs = pairs.map { pollfd(fd: $0.reader, events: Int16(POLLIN), revents: 0) }
         var open = subscribers
         while open > 0 {
             _ = poll(&pollFDs, nfds_t(pollFDs.count), 1000)
-            for i in pollFDs.indices where pollFDs[i].revents & Int16(POLLIN) != 0 && received[i] < expectedBytes {
+            for i in pollFDs.indices where pollFDs[i].revents & Int16(POLLIN) != 0 && received[i] < messages {
                 while true {
                     let n = buffer.withUnsafeMutableBytes { read(pollFDs[i].fd, $0.baseAddress, $0.count) }
                     guard n > 0 else { break }
-                    received[i] += n
+                    received[i] += buffer.withUnsafeBytes { counters[i].feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])).results }
+                    if n < buffer.count { break }
                 }
-                if received[i] >= expectedBytes {
+                if received[i] >= messages {
                     open -= 1
                     pollFDs[i].events = 0
                 }

@@ -80,8 +80,9 @@ struct WebSocketFrameCounter: StreamCounter {
     }
 }
 
-/// HTTP stream results: each opens with a fixed marker (`event: next` for SSE, `{"payload":`
-/// for multipart) that nothing else contains; a marker may straddle two reads.
+/// HTTP stream results: each opens with a fixed marker (`event: next` for SSE, the end of a
+/// part's head and `{"payload":` for multipart) that nothing else contains; a marker may
+/// straddle two reads.
 struct MarkerCounter: StreamCounter {
     private let marker: [UInt8]
     private var carry: [UInt8] = []
