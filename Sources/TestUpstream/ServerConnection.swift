@@ -22,13 +22,13 @@ final class ServerConnection: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        server.connections[ObjectIdentifier(self)] = self
+        server.connections.append(self)
         server.stats.connections += 1
         server.stats.openConnections += 1
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        server.connections[ObjectIdentifier(self)] = nil
+        server.connections.removeAll { $0 === self }
         server.stats.openConnections -= 1
         server.stats.activeSubscriptions -= subscriptions.count
         subscriptions.removeAll()

@@ -39,7 +39,10 @@ package final class TestUpstreamServer: @unchecked Sendable {
     var options: Options
     var stats = TestUpstreamStats()
     var silent = false
-    var connections: [ObjectIdentifier: ServerConnection] = [:]
+    /// Open connections in the order they opened: every send goes to them in that order, the
+    /// same in every run (a dictionary's order changes with each process's hash seed, and which
+    /// connection a tick is written to first moved the benchmark's latency rows by 40 µs).
+    var connections: [ServerConnection] = []
     var tickCount = 0
     private var serverChannel: (any Channel)?
     private var ticker: RepeatedTask?
@@ -91,7 +94,7 @@ package final class TestUpstreamServer: @unchecked Sendable {
         ticker = nil
         try? await serverChannel?.close()
         serverChannel = nil
-        await onLoop { for connection in self.connections.values { connection.channel.close(promise: nil) } }
+        await onLoop { for connection in self.connections { connection.channel.close(promise: nil) } }
         try? await Task.sleep(for: .milliseconds(20))
     }
 
@@ -118,6 +121,18 @@ package final class TestUpstreamServer: @unchecked Sendable {
     @discardableResult
     package func tick() async -> Int { await onLoop { self.tickOnLoop() } }
 
+    /// Sends the next tick to the connection at `index` (in the order they opened) alone, and
+    /// returns its number and when the write began: the benchmark's latency rows time one path
+    /// at a time from its own write, so nothing on the other path runs beside it.
+    package func timedTick(to index: Int) async -> (tick: Int, written: ContinuousClock.Instant) {
+        await onLoop {
+            self.tickCount += 1
+            let written = ContinuousClock.now
+            _ = self.connections[index].tick(self.tickCount)
+            return (self.tickCount, written)
+        }
+    }
+
     /// Sends `count` ticks back to back, optionally padded to `padding` extra bytes each, and
     /// flushes once at the end (as a busy server's socket coalesces them), so the benchmark's
     /// upstream is not the bottleneck it measures through.
@@ -125,7 +140,7 @@ package final class TestUpstreamServer: @unchecked Sendable {
         await onLoop {
             let first = self.tickCount + 1
             self.tickCount += count
-            for connection in self.connections.values {
+            for connection in self.connections {
                 var frames = ByteBuffer()
                 for n in first..<(first + count) { _ = connection.encodeTick(n, padding: padding, into: &frames) }
                 connection.writeEncoded(frames)
@@ -141,9 +156,9 @@ package final class TestUpstreamServer: @unchecked Sendable {
         await onLoop {
             for index in 0..<count {
                 self.tickCount += 1
-                for connection in self.connections.values { _ = connection.tick(self.tickCount, padding: padding(index), flush: false) }
+                for connection in self.connections { _ = connection.tick(self.tickCount, padding: padding(index), flush: false) }
             }
-            for connection in self.connections.values {
+            for connection in self.connections {
                 if let closeCode { connection.close(code: closeCode, reason: "going away") } else { connection.completeAll() }
             }
         }
@@ -151,38 +166,38 @@ package final class TestUpstreamServer: @unchecked Sendable {
 
     /// Closes every connection with a close frame.
     package func closeAll(code: UInt16, reason: String) async {
-        await onLoop { for connection in self.connections.values { connection.close(code: code, reason: reason) } }
+        await onLoop { for connection in self.connections { connection.close(code: code, reason: reason) } }
     }
 
     /// Sends a raw text frame (e.g. malformed JSON) on every connection.
     package func sendText(_ text: String) async {
-        await onLoop { for connection in self.connections.values { connection.sendText(text) } }
+        await onLoop { for connection in self.connections { connection.sendText(text) } }
     }
 
     /// Sends a text frame with exactly these bytes (e.g. invalid UTF-8) on every connection.
     package func sendTextBytes(_ bytes: [UInt8]) async {
-        await onLoop { for connection in self.connections.values { connection.sendFrame(.text, ByteBuffer(bytes: bytes)) } }
+        await onLoop { for connection in self.connections { connection.sendFrame(.text, ByteBuffer(bytes: bytes)) } }
     }
 
     package func sendBinary(_ bytes: [UInt8]) async {
-        await onLoop { for connection in self.connections.values { connection.sendFrame(.binary, ByteBuffer(bytes: bytes)) } }
+        await onLoop { for connection in self.connections { connection.sendFrame(.binary, ByteBuffer(bytes: bytes)) } }
     }
 
     /// Sends a WebSocket-level ping frame on every connection.
     package func sendWebSocketPing(_ data: String) async {
-        await onLoop { for connection in self.connections.values { connection.sendFrame(.ping, ByteBuffer(string: data)) } }
+        await onLoop { for connection in self.connections { connection.sendFrame(.ping, ByteBuffer(string: data)) } }
     }
 
     /// Completes every active subscription from the server side.
     package func completeAll() async {
-        await onLoop { for connection in self.connections.values { connection.completeAll() } }
+        await onLoop { for connection in self.connections { connection.completeAll() } }
     }
 
     @discardableResult
     func tickOnLoop() -> Int {
         tickCount += 1
         var sent = 0
-        for connection in connections.values { sent += connection.tick(tickCount) }
+        for connection in connections { sent += connection.tick(tickCount) }
         return sent
     }
 

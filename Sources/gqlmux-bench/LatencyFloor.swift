@@ -7,9 +7,10 @@ import Glibc
 
 /// The floor under "added by gqlmuxd": what any process in gqlmuxd's place adds on this machine.
 /// A bare relay (this benchmark run as `relay`: `poll`, `read`, `write`, no parsing) sits
-/// between a sender and a receiver thread, and each message also goes to that receiver
-/// directly, as the latency rows send each result to gqlmuxd and to a direct client read on
-/// one loop. The relay's added time is one more process woken, and the bytes handed on: what
+/// between a sender and a receiver thread, and every other message goes to that receiver
+/// directly instead, as the latency rows send results to gqlmuxd and to a direct client in
+/// turn; each path is timed from its own write, and the relay's added time is the difference
+/// of the two paths' percentiles. It is one more process woken, and the bytes handed on: what
 /// no relay can do without on this machine. (The two set-ups differ in who sends, a loop
 /// thread to TCP sockets or a plain thread to Unix sockets, so the figures are compared, not
 /// subtracted.)
@@ -29,9 +30,10 @@ enum LatencyFloor {
         }
     }
 
-    /// Sends `samples` 8-byte tick numbers at `interval`, each to the relay and to the receiver
-    /// directly; returns the relay's added time per message (via the relay − direct), in µs.
-    static func run(samples: Int = 2_000, interval: Duration = .microseconds(500)) throws -> [Double] {
+    /// Sends `samples` 8-byte tick numbers at `interval` on each path, the paths taking turns:
+    /// one to the relay, the next to the receiver directly. Returns each path's times, write to
+    /// receive, in µs.
+    static func run(samples: Int = 2_000, interval: Duration = .microseconds(250)) throws -> (viaRelay: [Double], direct: [Double]) {
         let benchPath = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gqlmux-floor-\(getpid())").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -58,23 +60,25 @@ enum LatencyFloor {
             close(direct[1])
             _ = child.waitBlocking()
         }
-        // The receiver: one thread, both paths, a time per tick on each.
-        let receiver = FloorReceiver(samples: samples, relay: fromRelay, direct: direct[1])
+        // The receiver: one thread, both paths, a time per tick on the path it took.
+        let receiver = FloorReceiver(samples: 2 * samples, relay: fromRelay, direct: direct[1])
         let thread = Thread { receiver.receive() }
         thread.start()
-        for tick in 0..<samples {
+        // The receiver's slots: tick t of the 2 × samples, the even ones through the relay.
+        var writes = [UInt64](repeating: 0, count: 2 * samples)
+        for tick in 0..<(2 * samples) {
             var number = UInt64(tick)
-            _ = withUnsafeBytes(of: &number) { write(direct[0], $0.baseAddress, 8) }
-            _ = withUnsafeBytes(of: &number) { write(toRelay, $0.baseAddress, 8) }
+            writes[tick] = DispatchTime.now().uptimeNanoseconds
+            _ = withUnsafeBytes(of: &number) { write(tick % 2 == 0 ? toRelay : direct[0], $0.baseAddress, 8) }
             Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18 + Double(interval.components.seconds))
         }
         receiver.finished.lock(whenCondition: 1)
         receiver.finished.unlock()
         shutdown(toRelay, Int32(SHUT_WR))
-        return zip(receiver.viaRelay, receiver.direct).compactMap { relay, direct in
-            guard let relay, let direct else { return nil }
-            return Double(relay - direct) / 1e3
+        func times(_ received: [UInt64?], parity: Int) -> [Double] {
+            stride(from: parity, to: 2 * samples, by: 2).compactMap { tick in received[tick].map { (Double($0) - Double(writes[tick])) / 1e3 } }
         }
+        return (times(receiver.viaRelay, parity: 0), times(receiver.direct, parity: 1))
     }
 
     private static func listenUnix(_ path: String) -> Int32 {
@@ -132,7 +136,7 @@ private final class FloorReceiver: @unchecked Sendable {
         var pending: [[UInt8]] = [[], []]
         var buffer = [UInt8](repeating: 0, count: 4_096)
         var last = 0
-        while last < viaRelay.count * 2 {
+        while last < viaRelay.count {  // each tick comes on one path
             guard poll(&fds, 2, 10_000) > 0 else { break }
             for index in 0..<2 where fds[index].revents & Int16(POLLIN) != 0 {
                 let count = buffer.withUnsafeMutableBytes { read(fds[index].fd, $0.baseAddress, $0.count) }
