@@ -108,7 +108,7 @@ package final class Daemon: @unchecked Sendable {
         // The carriers tell the switchboard, which is made after them (it sends through them).
         let sink = CarrierSink(eventLoop: eventLoop)
         self.carrierSink = sink
-        self.upstreams = UpstreamRegistry(definitions, eventLoop: eventLoop) { id, update in sink.deliver(id, update) }
+        self.upstreams = UpstreamRegistry(definitions, eventLoop: eventLoop, readEnded: { sink.readEnded() }) { id, update in sink.deliver(id, update) }
         upstreams.maxIdentities = configuration.limits.maxIdentities
         let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: eventLoop, events: events)
         let registry = upstreams
@@ -522,7 +522,8 @@ extension ServerBootstrap {
 ///
 /// `@unchecked Sendable` — safe because `switchboard` is set in `Daemon.init`, before any carrier
 /// can run (the upstream starts in `start()`, on the loop, after init returns), and afterwards
-/// read and cleared only in ``deliver(_:_:)`` and ``disconnect()``, which assert the daemon's loop.
+/// read and cleared only in ``deliver(_:_:)``, ``readEnded()`` and ``disconnect()``, which assert
+/// the daemon's loop.
 private final class CarrierSink: @unchecked Sendable {
     private let eventLoop: any EventLoop
     var switchboard: Switchboard?
@@ -532,6 +533,12 @@ private final class CarrierSink: @unchecked Sendable {
     func deliver(_ id: OperationID, _ update: OperationUpdate) {
         eventLoop.assertInEventLoop()
         switchboard?.upstreamUpdate(id, update)
+    }
+
+    /// An upstream read was all delivered: its results are written now.
+    func readEnded() {
+        eventLoop.assertInEventLoop()
+        switchboard?.upstreamReadEnded()
     }
 
     /// Updates after this reach no one.

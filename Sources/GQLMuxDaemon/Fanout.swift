@@ -111,6 +111,14 @@ final class Fanout: @unchecked Sendable {
         eventLoop.execute { self.flushDirty() }
     }
 
+    /// Writes the run and flushes every session written since the last flush now, instead of
+    /// at the end of the turn (whose scheduled flush then finds nothing to do).
+    func writeNow() {
+        eventLoop.assertInEventLoop()
+        guard flushScheduled else { return }
+        flushDirty()
+    }
+
     private func flushDirty() {
         eventLoop.assertInEventLoop()
         flushScheduled = false

@@ -147,6 +147,16 @@ final class Switchboard: @unchecked Sendable {
         handle(.upstream(update, id))
     }
 
+    /// An upstream read's results have all arrived: they are written now, framed once as the
+    /// run they make, rather than at the end of the loop's turn, so a result that came alone
+    /// waits for nothing else the turn does. Inside another event (a read our own write caused
+    /// mid-step), the end of the turn writes them.
+    func upstreamReadEnded() {
+        eventLoop.assertInEventLoop()
+        guard !turn.isBusy else { return }
+        fanout.writeNow()
+    }
+
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).
     func apply(_ configuration: DaemonConfiguration) {
         replayLast = configuration.replayLast

@@ -70,6 +70,11 @@ package final class ConnectionPool: SubscriptionUpstream {
         didSet { for member in members { member.updates = updates } }
     }
 
+    /// Told when a read of any connection's socket was all told to ``updates``.
+    package var readEnded: ReadEndSink = {} {
+        didSet { for member in members { member.readEnded = readEnded } }
+    }
+
     // MARK: - Connections by index
 
     /// Connection `index`, as the multiplexer core placed an operation on it: made (lazy,
@@ -80,6 +85,7 @@ package final class ConnectionPool: SubscriptionUpstream {
         while members.count <= index {
             let transport = makeTransport(index: members.count)
             transport.updates = updates
+            transport.readEnded = readEnded
             members.append(transport)
             if started { transport.start() }
             if paused { transport.pause() }

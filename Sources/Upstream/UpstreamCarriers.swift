@@ -43,7 +43,9 @@ package final class UpstreamCarriers {
     /// - Parameters:
     ///   - upstream: the configuration with its TLS contexts built.
     ///   - updates: every operation's updates, from whichever carrier holds it.
-    package init(_ upstream: PreparedUpstream, eventLoop: any EventLoop, updates: @escaping OperationSink) {
+    ///   - readEnded: told when a read of a WebSocket connection's socket was all told to
+    ///     `updates` (the HTTP carriers' results wait for the end of the loop's turn).
+    package init(_ upstream: PreparedUpstream, eventLoop: any EventLoop, readEnded: @escaping ReadEndSink = {}, updates: @escaping OperationSink) {
         self.eventLoop = eventLoop
         self.configuration = upstream.configuration
         self.updates = updates
@@ -51,6 +53,7 @@ package final class UpstreamCarriers {
         pool = ConnectionPool(upstream: upstream, eventLoop: eventLoop)
         pool.observer = { connection, event in events.withLockedValue { $0 }(connection, event) }
         pool.updates = updates
+        pool.readEnded = readEnded
         streams = upstream.configuration.httpStreams.map { settings in
             let streams = HTTPStreamTransport(configuration: settings, sslContext: upstream.streamTLS, eventLoop: eventLoop) { event in
                 events.withLockedValue { $0 }(0, event)

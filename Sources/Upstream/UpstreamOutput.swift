@@ -8,3 +8,7 @@ package typealias UpstreamEventObserver = @Sendable (TransportEvent) -> Void
 /// ``OperationID`` it was opened with. The last update of an operation is always `.finished`
 /// (none follows a cancel).
 package typealias OperationSink = @Sendable (OperationID, OperationUpdate) -> Void
+
+/// Told, on the carrier's event loop, when a read of an upstream connection was all told to
+/// its ``OperationSink``: results that arrived together can be written on.
+package typealias ReadEndSink = @Sendable () -> Void

@@ -88,6 +88,7 @@ package final class UpstreamRegistry {
     private var identityLanes: [IdentityKey: LaneID] = [:]
     private var nextLane = 0
     private let updates: OperationSink
+    private let readEnded: ReadEndSink
     private var observer: Observer = { _, _, _ in }
     private var started = false
     /// Upstreams an admin paused: their lanes, new ones too, stay paused until resumed.
@@ -108,11 +109,12 @@ package final class UpstreamRegistry {
 
     /// The upstreams of the table, `[upstream]` first: a lane for each that serves every client
     /// alike. Their carriers tell every operation's updates to `updates`.
-    package init(_ definitions: [Definition], eventLoop: any EventLoop, updates: @escaping OperationSink) {
+    package init(_ definitions: [Definition], eventLoop: any EventLoop, readEnded: @escaping ReadEndSink = {}, updates: @escaping OperationSink) {
         precondition(definitions.first?.name == Self.defaultName, "the table starts with the default upstream")
         self.eventLoop = eventLoop
         self.definitions = definitions
         self.updates = updates
+        self.readEnded = readEnded
         // Lane 0 is the default upstream's host lane, when it has one.
         if definitions[0].perCredential { nextLane = 1 }
         for definition in definitions where !definition.perCredential { _ = makeLane(definition, credential: nil) }
@@ -132,7 +134,7 @@ package final class UpstreamRegistry {
         let id = LaneID(nextLane)
         nextLane += 1
         let prepared = credential.map { definition.prepared.carrying($0) } ?? definition.prepared
-        let carriers = UpstreamCarriers(prepared, eventLoop: eventLoop, updates: updates)
+        let carriers = UpstreamCarriers(prepared, eventLoop: eventLoop, readEnded: readEnded, updates: updates)
         let lane = Lane(id: id, upstream: definition.name, credential: credential, identity: credential.map(tag), carriers: carriers)
         carriersObserve(lane, observer)
         lanes[id] = lane

@@ -37,6 +37,9 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
     /// Set by its owner before the first open: while the daemon is being built (nothing
     /// runs on the loop yet) or on the loop; read on the loop only.
     package var updates: OperationSink = { _, _ in }
+    /// Told when a read of the connection's socket was all told to ``updates``: the fan-out
+    /// writes a lone result then, not at the end of the loop's turn. Set like `updates`.
+    package var readEnded: ReadEndSink = {}
     private var timer = DeadlineTimer()
     /// Transport events (connected, reconnected, disconnected, ping, pong, state). Set at
     /// init or by its owner on the loop, like `updates`; read on the loop only.
@@ -223,6 +226,11 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
     package func frameReceived(generation: Int, _ frame: ByteBuffer) {
         eventLoop.assertInEventLoop()
         perform(machine.received(generation: generation, frame, now: self.now))
+    }
+
+    package func readComplete(generation: Int) {
+        eventLoop.assertInEventLoop()
+        readEnded()
     }
 
     package func binaryReceived(generation: Int) {

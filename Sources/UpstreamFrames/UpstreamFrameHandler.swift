@@ -61,6 +61,13 @@ package final class UpstreamFrameHandler: ChannelInboundHandler {
         queued.removeAll(keepingCapacity: queued.capacity <= 64)
     }
 
+    /// The socket's read is done: its messages were all acted on (a read completed inside our
+    /// own write, while the outer call drains, is the outer read's to tell).
+    package func channelReadComplete(context: ChannelHandlerContext) {
+        if !failed, !draining { transport.readComplete(generation: generation) }
+        context.fireChannelReadComplete()
+    }
+
     private func received(_ message: WebSocketMessageReader.Message, context: ChannelHandlerContext) {
         switch message {
         case .text(let text):

@@ -373,7 +373,8 @@ func latencyReport() async throws -> LatencyRow {
     let relay = (p50: percentile(floor.viaRelay, 0.5) - percentile(floor.direct, 0.5), p99: percentile(floor.viaRelay, 0.99) - percentile(floor.direct, 0.99))
     print(
         String(
-            format: "  a bare relay:       p50 %7.0f   p99 %7.0f   (the floor: a process in gqlmuxd's place that only polls, reads and writes; %d and %d timed)",
+            format:
+                "  a bare relay:       p50 %7.0f   p99 %7.0f   (the floor: a process in gqlmuxd's place that only polls, reads and writes; %d and %d timed)",
             relay.p50,
             relay.p99,
             floor.viaRelay.count,

@@ -88,6 +88,24 @@ import Upstream
         return all.split(separator: "\n").map(String.init)
     }
 
+    /// `channel` subscribes to `subscription { tick }` as `id`, the upstream side says it is
+    /// active, and what the client heard so far is read: the upstream operation it opened.
+    private func subscribeActive(
+        _ channel: EmbeddedChannel,
+        _ id: String,
+        _ loop: EmbeddedEventLoop,
+        _ upstream: Upstream,
+        _ switchboard: Switchboard
+    ) throws -> (id: OperationID, kind: OperationKind, payload: String, placement: Placement) {
+        try send(channel, #"{"type":"subscribe","id":"\#(id)","payload":{"query":"subscription { tick }"}}"#)
+        loop.run()
+        let operation = try #require(upstream.opened.last)
+        switchboard.upstreamUpdate(operation.id, .state(.active))
+        loop.run()
+        _ = try lines(channel)
+        return operation
+    }
+
     private func send(_ channel: EmbeddedChannel, _ line: String) throws {
         try channel.writeInbound(ByteBuffer(string: line))
     }
@@ -178,12 +196,7 @@ import Upstream
         let (loop, upstream, host, switchboard) = try rig()
         let a = try client(loop, switchboard, host)
         let session = try a.pipeline.syncOperations.handler(type: ClientSession.self)
-        try send(a, #"{"type":"subscribe","id":"one","payload":{"query":"subscription { tick }"}}"#)
-        loop.run()
-        let operation = try #require(upstream.opened.first)
-        switchboard.upstreamUpdate(operation.id, .state(.active))
-        loop.run()
-        _ = try lines(a)
+        let operation = try subscribeActive(a, "one", loop, upstream, switchboard)
         let before = switchboard.messagesOut
 
         switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":1}}"#)))
@@ -220,6 +233,37 @@ import Upstream
         let result = try #require(heard.firstIndex(of: #"{"type":"next","id":"one","payload":{"data":{"tick":2}}}"#), "\(heard)")
         let last = try #require(heard.firstIndex { $0.contains("SHUTTING_DOWN") }, "\(heard)")
         #expect(result < last, "\(heard)")
+    }
+
+    /// A result is written when the upstream read that brought it ends, not at the end of the
+    /// loop's turn: nothing is written before (the read's other results would join it), all of
+    /// it at once after; an end told while another event is handled leaves the run for the end
+    /// of the turn.
+    @Test func aReadsResultsAreWrittenWhenTheReadEnds() throws {
+        let (loop, upstream, host, switchboard) = try rig()
+        let a = try client(loop, switchboard, host)
+        let operation = try subscribeActive(a, "one", loop, upstream, switchboard)
+
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":1}}"#)))
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":2}}"#)))
+        #expect(try a.readOutbound(as: ByteBuffer.self) == nil, "written before the read ended")
+        switchboard.upstreamReadEnded()  // the turn has not ended: no loop.run()
+        let written = try #require(try a.readOutbound(as: ByteBuffer.self))
+        #expect(
+            String(buffer: written)
+                == #"{"type":"next","id":"one","payload":{"data":{"tick":1}}}"# + "\n" + #"{"type":"next","id":"one","payload":{"data":{"tick":2}}}"# + "\n"
+        )
+        #expect(try a.readOutbound(as: ByteBuffer.self) == nil, "one write for the read")
+        loop.run()  // the turn's own flush finds nothing left
+        #expect(try a.readOutbound(as: ByteBuffer.self) == nil)
+
+        // Told while an event is handled (a read our own write caused mid-step), the end is
+        // left to the turn.
+        switchboard.upstreamUpdate(operation.id, .next(ByteBuffer(string: #"{"data":{"tick":3}}"#)))
+        switchboard.fanout.serially { switchboard.upstreamReadEnded() }
+        #expect(try a.readOutbound(as: ByteBuffer.self) == nil, "written inside another event")
+        loop.run()
+        #expect(try lines(a) == [#"{"type":"next","id":"one","payload":{"data":{"tick":3}}}"#])
     }
 
     /// Results of two subscriptions that interleave make runs of one result each, cut off

@@ -1,5 +1,6 @@
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
 import NIOWebSocket
@@ -115,6 +116,39 @@ import Testing
         try rig.serverSends(#"{"type":"complete","id":"\#(id)"}"#)
         #expect(rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#])
         #expect(rig.recorder.finish("s") == .completed)
+    }
+
+    /// A read's messages are all told before `readEnded`, which is told once per read, when
+    /// NIO's read completes: three results in one read, then a lone one in the next.
+    @Test func aReadIsToldEndedOnceItsResultsAreAllTold() throws {
+        let rig = try Rig()
+        let id = rig.subscribe("s")
+        try rig.connectAndAck()
+        _ = try rig.sent()
+        let log = NIOLockedValueBox<[String]>([])
+        let record = rig.recorder.sink
+        rig.transport.updates = { operation, update in
+            if case .next(let payload) = update { log.withLockedValue { $0.append(String(buffer: payload)) } }
+            record(operation, update)
+        }
+        rig.transport.readEnded = { log.withLockedValue { $0.append("read ended") } }
+        let next = { (tick: Int) in #"{"type":"next","id":"\#(id)","payload":{"data":{"tick":\#(tick)}}}"# }
+        let encoder = EmbeddedChannel(handler: WebSocketFrameEncoder())
+        var bytes = ByteBuffer()
+        for tick in 1...3 {
+            try encoder.writeOutbound(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: next(tick))))
+            while var part = try encoder.readOutbound(as: ByteBuffer.self) { bytes.writeBuffer(&part) }
+        }
+        // One read: NIO fires the read, then its completion.
+        rig.channel.pipeline.syncOperations.fireChannelRead(NIOAny(bytes))
+        #expect(log.withLockedValue { $0 } == [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#, #"{"data":{"tick":3}}"#])
+        rig.channel.pipeline.syncOperations.fireChannelReadComplete()
+        try rig.serverSends(next(4))  // writeInbound: a read and its completion
+        #expect(
+            log.withLockedValue { $0 } == [
+                #"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#, #"{"data":{"tick":3}}"#, "read ended", #"{"data":{"tick":4}}"#, "read ended",
+            ]
+        )
     }
 
     @Test func answersServerPingsAndWebSocketPings() throws {
