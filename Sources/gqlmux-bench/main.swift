@@ -21,6 +21,9 @@ let gqlmuxdPath = arguments[1]
 if arguments.count > 4, arguments[2] == "relay" {
     LatencyFloor.relay(from: arguments[3], to: arguments[4])
 }
+if arguments.count > 5, arguments[2] == "tcp-relay", let port = Int(arguments[3]), let upstreamPort = Int(arguments[4]) {
+    InPlaceRelay.run(port: port, upstreamPort: upstreamPort, ready: arguments[5])
+}
 if arguments.count > 2, arguments[2] == "restart-probe" {
     exit(try await runRestartProbe(Array(arguments.dropFirst(3))) ? 0 : 1)
 }
@@ -307,93 +310,122 @@ func endpointClientRow(_ kind: EndpointClientKind) async throws -> (rate: Double
 }
 
 /// Added latency: upstream write → local receive through gqlmuxd, against a direct WebSocket
-/// client of the same upstream (2,000 messages on each path, at 2k/s in all).
+/// client of the same upstream, beside a bare relay in gqlmuxd's place (``InPlaceRelay``) in
+/// front of a twin of the direct client: 2,000 messages on each of the three paths.
 ///
-/// The two paths take turns, tick by tick: the upstream writes each tick to one of them alone,
-/// and each is timed from that write. What gqlmuxd adds is the difference of the two paths'
-/// percentiles. (Written to both at once, the paths ran beside each other on two cores and one
-/// waited for the other: timed from one moment before both writes, the second path's figure
-/// held the first's write and the wake-up it caused, and which went first was a dictionary's
-/// order, changing from run to run: added p50 8 µs one way round, 42-61 µs the other.) The bare
-/// relay's rows are measured the same way.
+/// The paths take turns, tick by tick: the upstream writes each tick to one of them alone, and
+/// each is timed from that write; what gqlmuxd (or the relay) adds is the difference of its
+/// path's percentile and the direct path's. (Written to every path at once, they ran beside each
+/// other on two cores and one waited for another: timed from one moment before the writes, the
+/// later path's figure held the earlier writes and the wake-ups they caused, and which went
+/// first was a dictionary's order, changing from run to run: added p50 8 µs one way round,
+/// 42-61 µs the other.) The socketpair relay (``LatencyFloor``) is printed beside them too: a
+/// relay between plain threads on Unix sockets, what the machine can do at best.
 @discardableResult
 func latencyReport() async throws -> LatencyRow {
     let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
     latencyClient.send(#"{"type":"subscribe","id":"lat","payload":{"query":"subscription { tick }"}}"# + "\n")
-    let directTimes = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
-    var directConfiguration = UpstreamConfiguration(url: try UpstreamURL(upstream.url))
-    directConfiguration.transport.pingInterval = .zero
-    let direct = try UpstreamTransport(configuration: directConfiguration, eventLoop: clientGroup.next())
-    direct.start()
-    try await direct.eventLoop.submit {
-        direct.updates = { _, update in
-            if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
-                let now = ContinuousClock.now
-                directTimes.withLockedValue { $0[n] = now }
-            }
-        }
-    }.get()
-    _ = try await direct.open(OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)).get()
-    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 2 }
-    // gqlmuxd's upstream connection opened first, the direct one second.
+    let relay = try InPlaceRelay.start(upstreamPort: upstream.port)
+    defer {
+        relay.child.signal(SIGTERM)
+        _ = relay.child.waitBlocking()
+    }
+    // The direct client, then its twin through the relay: the upstream's second and third
+    // connections, as gqlmuxd's is its first.
+    let direct = try await TickClient.open(url: upstream.url)
+    _ = await waitUntil { await upstream.currentStats.openConnections == 2 }
+    let relayed = try await TickClient.open(url: "ws://127.0.0.1:\(relay.port)/graphql")
+    _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 3 }
     let open = await upstream.currentStats.openConnections
-    guard open == 2 else { throw BenchError("latency: the upstream has \(open) connections, not gqlmuxd's and the direct one") }
+    guard open == 3 else { throw BenchError("latency: the upstream has \(open) connections, not gqlmuxd's, the direct one and the relay's") }
     let samples = 2000
-    var daemonWrites: [Int: ContinuousClock.Instant] = [:]
-    var directWrites: [Int: ContinuousClock.Instant] = [:]
-    var lastTick = (daemon: 0, direct: 0)
-    for i in 0..<(2 * samples) {
-        let throughDaemon = i % 2 == 0
-        let (tick, written) = await upstream.timedTick(to: throughDaemon ? 0 : 1)
-        if throughDaemon {
-            daemonWrites[tick] = written
-            lastTick.daemon = tick
-        } else {
-            directWrites[tick] = written
-            lastTick.direct = tick
-        }
+    var writes: [[Int: ContinuousClock.Instant]] = [[:], [:], [:]]
+    var lastTick = [0, 0, 0]
+    for i in 0..<(3 * samples) {
+        let path = i % 3
+        let (tick, written) = await upstream.timedTick(to: path)
+        writes[path][tick] = written
+        lastTick[path] = tick
         try await Task.sleep(for: .microseconds(250))
     }
     _ = await waitUntil(.seconds(10)) {
-        latencyClient.receiveTime(of: lastTick.daemon) != nil && directTimes.withLockedValue { $0[lastTick.direct] } != nil
+        latencyClient.receiveTime(of: lastTick[0]) != nil && direct.receiveTime(of: lastTick[1]) != nil && relayed.receiveTime(of: lastTick[2]) != nil
     }
-    let viaDaemon = daemonWrites.compactMap { tick, written in latencyClient.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
-    let viaDirect = directWrites.compactMap { tick, written in directTimes.withLockedValue { $0[tick] }.map { seconds($0 - written) * 1e6 } }
+    let viaDaemon = writes[0].compactMap { tick, written in latencyClient.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
+    let viaDirect = writes[1].compactMap { tick, written in direct.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
+    let viaRelay = writes[2].compactMap { tick, written in relayed.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
     func percentile(_ values: [Double], _ p: Double) -> Double {
         let sorted = values.sorted()
         return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
-    let added = (p50: percentile(viaDaemon, 0.5) - percentile(viaDirect, 0.5), p99: percentile(viaDaemon, 0.99) - percentile(viaDirect, 0.99))
+    func added(_ path: [Double]) -> (p50: Double, p99: Double) {
+        (percentile(path, 0.5) - percentile(viaDirect, 0.5), percentile(path, 0.99) - percentile(viaDirect, 0.99))
+    }
+    let (daemonAdded, relayAdded) = (added(viaDaemon), added(viaRelay))
     print("latency (upstream write → receive, µs; \(samples) messages on each path, the paths taking turns)")
-    print(String(format: "  via gqlmuxd:        p50 %7.0f   p99 %7.0f   (%d timed)", percentile(viaDaemon, 0.5), percentile(viaDaemon, 0.99), viaDaemon.count))
-    print(String(format: "  direct WebSocket:   p50 %7.0f   p99 %7.0f   (%d timed)", percentile(viaDirect, 0.5), percentile(viaDirect, 0.99), viaDirect.count))
-    print(String(format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (via gqlmuxd − direct, at each percentile)", added.p50, added.p99))
-    // The floor beside it: a bare relay process in gqlmuxd's place, timed the same way.
-    let floor = try LatencyFloor.run(samples: samples)
-    let relay = (p50: percentile(floor.viaRelay, 0.5) - percentile(floor.direct, 0.5), p99: percentile(floor.viaRelay, 0.99) - percentile(floor.direct, 0.99))
+    for (name, path) in [("via gqlmuxd:     ", viaDaemon), ("direct WebSocket:", viaDirect), ("via a bare relay:", viaRelay)] {
+        print(String(format: "  %@   p50 %7.0f   p99 %7.0f   (%d timed)", name, percentile(path, 0.5), percentile(path, 0.99), path.count))
+    }
+    print(String(format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (via gqlmuxd − direct, at each percentile)", daemonAdded.p50, daemonAdded.p99))
     print(
         String(
-            format:
-                "  a bare relay:       p50 %7.0f   p99 %7.0f   (the floor: a process in gqlmuxd's place that only polls, reads and writes; %d and %d timed)",
-            relay.p50,
-            relay.p99,
-            floor.viaRelay.count,
-            floor.direct.count
+            format: "  a bare relay:       p50 %7.0f   p99 %7.0f   (the floor: a process in gqlmuxd's place that only polls, reads and writes)",
+            relayAdded.p50,
+            relayAdded.p99
         )
     )
-    try? await direct.shutdown().get()
+    // The machine's own floor: the same relay between plain threads on Unix sockets.
+    let floor = try LatencyFloor.run(samples: samples)
+    print(
+        String(
+            format: "  socketpair relay:   p50 %7.0f   p99 %7.0f   (between plain threads on Unix sockets; not judged)",
+            percentile(floor.viaRelay, 0.5) - percentile(floor.direct, 0.5),
+            percentile(floor.viaRelay, 0.99) - percentile(floor.direct, 0.99)
+        )
+    )
+    direct.close()
+    relayed.close()
     latencyClient.channel.close(promise: nil)
     _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
     let row = LatencyRow(
-        addedP50: added.p50,
-        addedP99: added.p99,
-        relayP50: relay.p50,
-        relayP99: relay.p99,
+        addedP50: daemonAdded.p50,
+        addedP99: daemonAdded.p99,
+        relayP50: relayAdded.p50,
+        relayP99: relayAdded.p99,
         samples: samples,
-        pairs: [viaDaemon.count, viaDirect.count, floor.viaRelay.count, floor.direct.count].min()!
+        pairs: [viaDaemon.count, viaDirect.count, viaRelay.count].min()!
     )
     print("")
     return row
+}
+
+/// A WebSocket client of the test upstream (gqlmux's own transport, no ping) subscribed to its
+/// ticks, noting when each arrives, on the bench's client loop.
+struct TickClient {
+    let transport: UpstreamTransport
+    let times: NIOLockedValueBox<[Int: ContinuousClock.Instant]>
+
+    static func open(url: String) async throws -> TickClient {
+        var configuration = UpstreamConfiguration(url: try UpstreamURL(url))
+        configuration.transport.pingInterval = .zero
+        let transport = try UpstreamTransport(configuration: configuration, eventLoop: clientGroup.next())
+        let times = NIOLockedValueBox<[Int: ContinuousClock.Instant]>([:])
+        transport.start()
+        try await transport.eventLoop.submit {
+            transport.updates = { _, update in
+                if case .next(let payload) = update, let n = BenchClient.tickNumber(Array(payload.readableBytesView)) {
+                    let now = ContinuousClock.now
+                    times.withLockedValue { $0[n] = now }
+                }
+            }
+        }.get()
+        _ = try await transport.open(OperationID(1), kind: .subscription, payload: ByteBuffer(string: #"{"query":"subscription { tick }"}"#)).get()
+        return TickClient(transport: transport, times: times)
+    }
+
+    func receiveTime(of tick: Int) -> ContinuousClock.Instant? { times.withLockedValue { $0[tick] } }
+
+    func close() { _ = transport.shutdown() }
 }
 
 // `gqlmux-bench GQLMUXD latency`: the latency rows only (an A/B of two gqlmuxd builds with
