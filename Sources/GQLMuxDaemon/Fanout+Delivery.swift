@@ -134,7 +134,16 @@ extension Fanout {
         -> (delivered: Int, flushed: Int)
     {
         runScratch.clear()
-        var ends: [Int] = []
+        // The run's arrays, kept with their capacity from run to run (``runArrays``).
+        var (ends, bodies, groups) = (runArrays.ends, runArrays.bodies, runArrays.groups)
+        runArrays = RunArrays()
+        defer {
+            // `bodies` is emptied: its pointers were valid inside `runScratch`'s closure only.
+            ends.removeAll(keepingCapacity: ends.capacity <= SharedFrames.keptPlaces)
+            bodies.removeAll(keepingCapacity: bodies.capacity <= SharedFrames.keptPlaces)
+            groups.removeAll(keepingCapacity: true)
+            runArrays = RunArrays(ends: ends, bodies: bodies, groups: groups)
+        }
         ends.reserveCapacity(payloads.count)
         for payload in payloads {
             runScratch.writeImmutableBuffer(payload)
@@ -142,13 +151,13 @@ extension Fanout {
         }
         var delivered = 0
         var flushed = 0
-        var groups: [SharedFrames] = []
         runScratch.withUnsafeReadableBytes { all in
-            // Each payload's bytes, as slices of `all`: valid inside this closure only.
+            // Each payload's bytes, as slices of `all`: valid inside this closure only (emptied
+            // before `bodies` is kept for the next run).
             var start = 0
-            let bodies = ends.map { end in
-                defer { start = end }
-                return UnsafeRawBufferPointer(rebasing: all[start..<end])
+            for end in ends {
+                bodies.append(UnsafeRawBufferPointer(rebasing: all[start..<end]))
+                start = end
             }
             bodies.withUnsafeBufferPointer { bodies in
                 subscribers.withUnsafeBufferPointer { subscribers in
@@ -169,7 +178,9 @@ extension Fanout {
                             if let found = groups.firstIndex(where: { $0.fits(framing, prefixLength: head.count) }) {
                                 group = found
                             } else if groups.count < Self.frameGroups {
-                                groups.append(SharedFrames(framing: framing, prefix: head, bodies: bodies, stock: &frameStock))
+                                groups.append(
+                                    SharedFrames(framing: framing, prefix: head, bodies: bodies, stock: &frameStock, spares: &frameSpares)
+                                )
                                 group = groups.count - 1
                             } else {
                                 return session.writeNexts(prefix: head, bodies: bodies)
@@ -187,8 +198,16 @@ extension Fanout {
                 }
             }
         }
-        for index in groups.indices { groups[index].recycle(into: &frameStock, limit: Self.frameStockLimit) }
+        for index in groups.indices { groups[index].recycle(into: &frameStock, limit: Self.frameStockLimit, spares: &frameSpares) }
         return (delivered, flushed)
+    }
+
+    /// The arrays a small run is written with (its payloads' ends, their bytes while it is
+    /// written, its groups of shared frames), empty between runs, their capacity kept.
+    struct RunArrays {
+        var ends: [Int] = []
+        var bodies: [UnsafeRawBufferPointer] = []
+        var groups: [SharedFrames] = []
     }
 
     /// A small run is framed once for at most this many framings and prefix lengths.

@@ -31,6 +31,10 @@ final class Fanout: @unchecked Sendable {
     /// The buffers of a small run's shared frames (``SharedFrames``), kept for the next run's:
     /// one NIO has written is reused without an allocation.
     var frameStock: [ByteBuffer] = []
+    /// The arrays of a small run's shared frames, kept for the next run's (``SharedFrames/Spare``).
+    var frameSpares: [SharedFrames.Spare] = []
+    /// The arrays a small run is written with, kept for the next run's.
+    var runArrays = RunArrays()
     /// Told each run's operation and last result once the run is written (kept for replays).
     var runWritten: (Core.OperationID, _ last: ByteBuffer, _ count: Int) -> Void = { _, _, _ in }
     /// When the run being written is written (the loop's clock, read once per run), and its

@@ -31,18 +31,34 @@ struct SharedFrames {
     /// `ends[k]`: the end of frame k's places in `places`.
     private var ends: [Int] = []
 
+    /// The arrays one run's frames were described in, emptied with their capacity kept, for the
+    /// next run's (``recycle(into:limit:spares:)``): a lone result's frames then allocate
+    /// nothing but what NIO still holds.
+    struct Spare {
+        fileprivate var frames: [ByteBuffer] = []
+        fileprivate var places: [Int] = []
+        fileprivate var ends: [Int] = []
+    }
+
     /// Frames `bodies` (the payloads of a run, in order) in `framing`, each after `prefix`, in
     /// buffers taken from `stock` when it has any (their memory reused when nothing else
-    /// holds them).
-    init(framing: NextFraming, prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>, stock: inout [ByteBuffer]) {
+    /// holds them), described in arrays taken from `spares` when it has any.
+    init(
+        framing: NextFraming,
+        prefix: UnsafeRawBufferPointer,
+        bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>,
+        stock: inout [ByteBuffer],
+        spares: inout [Spare]
+    ) {
         self.framing = framing
         prefixLength = prefix.count
         let header = framing.hasHeader
         let chunked = framing.isChunked
         let limit = ClientSession.batchChunkBytes
-        var frames: [ByteBuffer] = []
-        var places: [Int] = []
-        var ends: [Int] = []
+        let spare = spares.popLast() ?? Spare()
+        var frames = spare.frames
+        var places = spare.places
+        var ends = spare.ends
         places.reserveCapacity(bodies.count)
         framing.suffix.withUTF8Buffer { tail in
             let fixed = (header ? NextFraming.maxHeaderBytes : 0) + prefix.count + tail.count
@@ -116,14 +132,24 @@ struct SharedFrames {
     /// as it is, its memory already faulted in. Only buffers of a frame's usual size are kept: a
     /// client's id can be as long as a line, and a run framed after a megabyte of prefix must not
     /// leave megabytes kept outside the memory budget.
-    mutating func recycle(into stock: inout [ByteBuffer], limit: Int) {
+    /// Its arrays, emptied, go to `spares` (at most `limit` kept there too, and only arrays of
+    /// a usual run's size).
+    mutating func recycle(into stock: inout [ByteBuffer], limit: Int, spares: inout [Spare]) {
         for frame in frames where stock.count < limit && frame.capacity <= Self.keptCapacity { stock.append(frame) }
-        frames.removeAll()
-        places.removeAll()
-        ends.removeAll()
+        frames.removeAll(keepingCapacity: frames.capacity <= Self.keptPlaces)
+        places.removeAll(keepingCapacity: places.capacity <= Self.keptPlaces)
+        ends.removeAll(keepingCapacity: ends.capacity <= Self.keptPlaces)
+        if spares.count < limit { spares.append(Spare(frames: frames, places: places, ends: ends)) }
+        frames = []
+        places = []
+        ends = []
     }
 
-    /// The largest buffer ``recycle(into:limit:)`` keeps: a frame of results under
+    /// The most prefix places a kept ``Spare`` holds room for: a run of the fan-out's largest
+    /// (``Fanout/runBytes``) of small results.
+    static let keptPlaces = 4_096
+
+    /// The largest buffer ``recycle(into:limit:spares:)`` keeps: a frame of results under
     /// ``ClientSession/sharedPayloadBytes`` with prefixes of usual length.
     static let keptCapacity = 2 * ClientSession.batchChunkBytes
 }

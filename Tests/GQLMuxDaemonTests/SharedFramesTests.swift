@@ -47,6 +47,11 @@ import Testing
     }
 
     static func frames(_ framing: NextFraming, id: String, stock: inout [ByteBuffer]) -> SharedFrames {
+        var spares: [SharedFrames.Spare] = []
+        return frames(framing, id: id, stock: &stock, spares: &spares)
+    }
+
+    static func frames(_ framing: NextFraming, id: String, stock: inout [ByteBuffer], spares: inout [SharedFrames.Spare]) -> SharedFrames {
         let prefix = framing.prefix(id: id)
         let scratch = ByteBuffer(string: payloads.joined())
         return scratch.withUnsafeReadableBytes { all in
@@ -56,7 +61,7 @@ import Testing
                 return UnsafeRawBufferPointer(rebasing: all[start..<(start + payload.utf8.count)])
             }
             return bodies.withUnsafeBufferPointer { bodies in
-                prefix.withUnsafeReadableBytes { SharedFrames(framing: framing, prefix: $0, bodies: bodies, stock: &stock) }
+                prefix.withUnsafeReadableBytes { SharedFrames(framing: framing, prefix: $0, bodies: bodies, stock: &stock, spares: &spares) }
             }
         }
     }
@@ -100,17 +105,21 @@ import Testing
 
     @Test func aRunsFramesReuseTheMemoryOfThoseNothingHoldsAnyMore() {
         var stock: [ByteBuffer] = []
-        var first = Self.frames(.line, id: "x", stock: &stock)
+        var spares: [SharedFrames.Spare] = []
+        var first = Self.frames(.line, id: "x", stock: &stock, spares: &spares)
         let addresses = Set(first.frames.map(Self.address))
-        first.recycle(into: &stock, limit: 16)
+        first.recycle(into: &stock, limit: 16, spares: &spares)
         #expect(first.frames.isEmpty)
         #expect(stock.count == addresses.count)
-        var second = Self.frames(.line, id: "y", stock: &stock)
+        #expect(spares.count == 1, "its arrays kept for the next run's")
+        var second = Self.frames(.line, id: "y", stock: &stock, spares: &spares)
         #expect(stock.isEmpty)
+        #expect(spares.isEmpty, "the next run's frames are described in them")
         #expect(Set(second.frames.map(Self.address)) == addresses, "every frame in memory already faulted in")
         var limited: [ByteBuffer] = []
-        second.recycle(into: &limited, limit: 2)
+        second.recycle(into: &limited, limit: 2, spares: &spares)
         #expect(limited.count == 2)
+        #expect(spares.count == 1)
     }
 
     /// A client's id may be as long as a line: frames made for a huge prefix are not kept for
@@ -119,7 +128,8 @@ import Testing
         var stock: [ByteBuffer] = []
         var frames = Self.frames(.line, id: String(repeating: "i", count: 100_000), stock: &stock)
         #expect(frames.frames.allSatisfy { $0.capacity > SharedFrames.keptCapacity })
-        frames.recycle(into: &stock, limit: 16)
+        var spares: [SharedFrames.Spare] = []
+        frames.recycle(into: &stock, limit: 16, spares: &spares)
         #expect(stock.isEmpty)
         #expect(frames.frames.isEmpty)
     }
