@@ -4,8 +4,9 @@ import NIOCore
 
 /// Delivery, and nothing else: results of upstream operations to their subscribers, and what
 /// the ``Switchboard`` tells one client (a state, an error, an end), written to each client's
-/// batch and flushed once per loop turn. Results of one operation that arrive in one turn form
-/// a run, written subscriber by subscriber (`Fanout+Delivery.swift`). It decides nothing: whom
+/// batch and flushed when the upstream read that brought them ends (``flushNow()``), else once at
+/// the end of the loop turn. Results of one operation that arrive together form a run, written
+/// subscriber by subscriber (`Fanout+Delivery.swift`). It decides nothing: whom
 /// a result goes to is the core's answer, given with the result.
 ///
 /// `@unchecked Sendable` — safe because it is used only on the daemon's event loop, by the
@@ -99,8 +100,9 @@ final class Fanout: @unchecked Sendable {
 
     // MARK: - Flushing
 
-    /// Flushes every session written since the last flush, once per loop turn.
-    /// A flag test per delivery on the hot path, not a hash insert.
+    /// Flushes every session written since the last flush: when the upstream read ends
+    /// (``flushNow()``), else at the end of the loop turn. A flag test per delivery on the hot
+    /// path, not a hash insert.
     func markDirty(_ session: ClientSession) {
         guard !session.awaitingFlush else { return }
         session.awaitingFlush = true
@@ -116,15 +118,23 @@ final class Fanout: @unchecked Sendable {
     }
 
     /// Writes the run and flushes every session written since the last flush now, instead of
-    /// at the end of the turn (whose scheduled flush then finds nothing to do).
-    func writeNow() {
+    /// at the end of the loop turn (whose scheduled flush then writes only what came after, if
+    /// anything did). Not from inside a flush: what a flush's own writes caused waits for the
+    /// next.
+    func flushNow() {
         eventLoop.assertInEventLoop()
-        guard flushScheduled else { return }
+        guard flushScheduled, !flushing else { return }
         flushDirty()
     }
 
+    /// A flush is running (``flushNow()`` from inside it does nothing).
+    private var flushing = false
+
     private func flushDirty() {
         eventLoop.assertInEventLoop()
+        guard !flushing else { return }
+        flushing = true
+        defer { flushing = false }
         flushScheduled = false
         // Each subscriber's share of the run is written out at once, while its bytes are warm.
         var change = writeRun(flushing: true)

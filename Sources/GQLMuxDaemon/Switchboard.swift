@@ -148,13 +148,15 @@ final class Switchboard: @unchecked Sendable {
     }
 
     /// An upstream read's results have all arrived: they are written now, framed once as the
-    /// run they make, rather than at the end of the loop's turn, so a result that came alone
-    /// waits for nothing else the turn does. Inside another event (a read our own write caused
-    /// mid-step), the end of the turn writes them.
+    /// run they make, rather than at the end of the loop turn, so a result that came alone
+    /// waits for nothing else the loop turn does. While another event is handled (`turn`, one
+    /// event at a time: a read our own write caused mid-step), the end of the loop turn writes
+    /// them. With several upstream connections read in one loop turn, a client may be written
+    /// once per read instead of once per loop turn.
     func upstreamReadEnded() {
         eventLoop.assertInEventLoop()
         guard !turn.isBusy else { return }
-        fanout.writeNow()
+        fanout.flushNow()
     }
 
     /// A reload's new limits and layout (the daemon applies the carriers' part to them).

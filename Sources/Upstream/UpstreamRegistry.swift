@@ -109,7 +109,7 @@ package final class UpstreamRegistry {
 
     /// The upstreams of the table, `[upstream]` first: a lane for each that serves every client
     /// alike. Their carriers tell every operation's updates to `updates`.
-    package init(_ definitions: [Definition], eventLoop: any EventLoop, readEnded: @escaping ReadEndSink = {}, updates: @escaping OperationSink) {
+    package init(_ definitions: [Definition], eventLoop: any EventLoop, readEnded: @escaping ReadEndSink, updates: @escaping OperationSink) {
         precondition(definitions.first?.name == Self.defaultName, "the table starts with the default upstream")
         self.eventLoop = eventLoop
         self.definitions = definitions
@@ -127,7 +127,12 @@ package final class UpstreamRegistry {
         eventLoop: any EventLoop,
         updates: @escaping OperationSink
     ) {
-        self.init([Definition(name: Self.defaultName, prepared: upstream, layout: layout, perCredential: false)], eventLoop: eventLoop, updates: updates)
+        self.init(
+            [Definition(name: Self.defaultName, prepared: upstream, layout: layout, perCredential: false)],
+            eventLoop: eventLoop,
+            readEnded: {},
+            updates: updates
+        )
     }
 
     private func makeLane(_ definition: Definition, credential: LaneCredential?, paced: Bool = false) -> Lane {

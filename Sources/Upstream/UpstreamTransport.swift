@@ -228,6 +228,7 @@ package final class UpstreamTransport: UpstreamFrameSink, @unchecked Sendable {
         perform(machine.received(generation: generation, frame, now: self.now))
     }
 
+    /// Any generation's: a connection being left can only make the fan-out write sooner.
     package func readComplete(generation: Int) {
         eventLoop.assertInEventLoop()
         readEnded()

@@ -19,8 +19,8 @@ package protocol UpstreamFrameSink: AnyObject {
     func protocolViolation(generation: Int, _ reason: String, code: CloseCode)
     /// The connection ended, with the server's close code and reason if it sent one.
     func connectionClosed(generation: Int, code: CloseCode?, reason: String)
-    /// Everything the socket held was read and told (NIO's read completed, outside any call
-    /// above): what arrived together has arrived, and what it brought can be written on now.
+    /// NIO's read of the socket completed (up to its reads per event), and what it brought was
+    /// all told, outside any call above: what arrived together can be written on now.
     func readComplete(generation: Int)
 }
 

@@ -5,15 +5,12 @@ import Spawn
 import Glibc
 #endif
 
-/// The floor under "added by gqlmuxd": what any process in gqlmuxd's place adds on this machine.
-/// A bare relay (this benchmark run as `relay`: `poll`, `read`, `write`, no parsing) sits
-/// between a sender and a receiver thread, and every other message goes to that receiver
-/// directly instead, as the latency rows send results to gqlmuxd and to a direct client in
-/// turn; each path is timed from its own write, and the relay's added time is the difference
-/// of the two paths' percentiles. It is one more process woken, and the bytes handed on: what
-/// no relay can do without on this machine. (The two set-ups differ in who sends, a loop
-/// thread to TCP sockets or a plain thread to Unix sockets, so the figures are compared, not
-/// subtracted.)
+/// The machine's own floor, printed beside the latency rows and not judged: a bare relay (this
+/// benchmark run as `relay`: `poll`, `read`, `write`, no parsing) between a sender and a receiver
+/// thread on Unix sockets, every other message going to that receiver directly instead. Each
+/// path is timed from its own write, and the relay's added time is the difference of the two
+/// paths' percentiles: one more process woken and the bytes handed on, between plain threads
+/// the scheduler keeps together. The judged floor is ``InPlaceRelay``, in gqlmuxd's very place.
 enum LatencyFloor {
     /// The relay process's body: hands every byte from the socket at `from` to the socket at
     /// `to` until the first closes.
@@ -30,7 +27,7 @@ enum LatencyFloor {
         }
     }
 
-    /// Sends `samples` 8-byte tick numbers at `interval` on each path, the paths taking turns:
+    /// Sends `samples` 8-byte tick numbers on each path, `interval` apart, the paths taking turns:
     /// one to the relay, the next to the receiver directly. Returns each path's times, write to
     /// receive, in µs.
     static func run(samples: Int = 2_000, interval: Duration = .microseconds(250)) throws -> (viaRelay: [Double], direct: [Double]) {

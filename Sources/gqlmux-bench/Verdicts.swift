@@ -14,15 +14,16 @@ struct LatencyRow {
     var addedP99: Double
     var relayP50: Double
     var relayP99: Double
-    /// Messages sent, and those timed on both paths (gqlmuxd's and the relay's, the fewer).
+    /// Messages sent on each path, and the fewest any path timed (gqlmuxd's, the direct one and
+    /// the relay's).
     var samples: Int
-    var pairs: Int
+    var timed: Int
 
     /// Added latency p50 within 5 µs of the relay's, and p99 within 50 µs, in this run; a run
     /// that timed fewer than 99 % of its messages on either path meets neither.
     var verdicts: [Verdict] {
-        let complete = pairs * 100 >= samples * 99
-        let counted = complete ? "" : "; only \(pairs) of \(samples) messages timed"
+        let complete = timed * 100 >= samples * 99
+        let counted = complete ? "" : "; only \(timed) of \(samples) messages timed"
         return [
             Verdict(
                 target: "latency p50 ≤ bare relay + 5 µs",

@@ -14,7 +14,10 @@ import Upstream
 
 let arguments = CommandLine.arguments
 guard arguments.count > 1 else {
-    print("usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | envelope | transports | endpoint [KIND] | latency | upstreams | targets]")
+    print(
+        "usage: gqlmux-bench PATH_TO_GQLMUXD [stalled [CLIENTS] | reference | envelope | transports | endpoint [KIND] | latency | upstreams | targets"
+            + " | fanout N BYTES MESSAGES]\n(its own children: - relay IN OUT | - tcp-relay PORT UPSTREAM_PORT READY_FILE | - restart-probe …)"
+    )
     exit(64)
 }
 let gqlmuxdPath = arguments[1]
@@ -63,11 +66,15 @@ try await upstream.start()
 // Reconnect at once (the re-subscribe report), and room for the fan-out bursts: 100 clients
 // may each lag by a burst (60,000 × 256 B), more than the default 256 MiB memory budget, which
 // would cut the slowest (the WebSocket clients, whose frame decoding costs more than a line's).
+// The endpoint also listens on a loopback TCP port: the latency rows read gqlmuxd there with the
+// same WebSocket client as the direct and relayed paths.
+let endpointPort = try PortReservation()
 let bench = try await BenchDaemon(
     path: gqlmuxdPath,
     upstreamURL: upstream.url,
     upstreamConfig: "reconnect_interval = 0",
-    extraConfig: "[limits]\nmax_operations_per_client = 20000\nclient_buffer_bytes = 67108864\ntotal_buffer_bytes = 4294967296"
+    extraConfig: "[limits]\nmax_operations_per_client = 20000\nclient_buffer_bytes = 67108864\ntotal_buffer_bytes = 4294967296\n"
+        + "[graphql_endpoint]\nlisten = \"127.0.0.1:\(endpointPort.port)\""
 )
 let daemon = bench.process
 let socketPath = bench.socketPath
@@ -310,28 +317,32 @@ func endpointClientRow(_ kind: EndpointClientKind) async throws -> (rate: Double
 }
 
 /// Added latency: upstream write → local receive through gqlmuxd, against a direct WebSocket
-/// client of the same upstream, beside a bare relay in gqlmuxd's place (``InPlaceRelay``) in
-/// front of a twin of the direct client: 2,000 messages on each of the three paths.
+/// client of the same upstream, beside a bare relay in gqlmuxd's place (``InPlaceRelay``): 2,000
+/// messages on each of the three paths. Every path ends in the same client (``TickClient``:
+/// gqlmux's own graphql-transport-ws transport over loopback TCP, on the bench's client loop,
+/// the time noted once a result is read and parsed): gqlmuxd is read through its GraphQL
+/// endpoint's TCP port, the relay hands the upstream's bytes on to its client as they are.
 ///
 /// The paths take turns, tick by tick: the upstream writes each tick to one of them alone, and
 /// each is timed from that write; what gqlmuxd (or the relay) adds is the difference of its
-/// path's percentile and the direct path's. (Written to every path at once, they ran beside each
-/// other on two cores and one waited for another: timed from one moment before the writes, the
-/// later path's figure held the earlier writes and the wake-ups they caused, and which went
-/// first was a dictionary's order, changing from run to run: added p50 8 µs one way round,
-/// 42-61 µs the other.) The socketpair relay (``LatencyFloor``) is printed beside them too: a
-/// relay between plain threads on Unix sockets, what the machine can do at best.
+/// path's percentile and the direct path's; a message that never arrives counts as infinitely
+/// late. (Written to every path at once, they ran beside each other on two cores and one waited
+/// for another: timed from one moment before the writes, the later path's figure held the
+/// earlier writes and the wake-ups they caused, and which went first was a dictionary's order,
+/// changing from run to run: added p50 8 µs one way round, 42-61 µs the other.) The socketpair
+/// relay (``LatencyFloor``) is printed beside them, not judged: a relay between plain threads
+/// on Unix sockets, what the machine can do at best.
 @discardableResult
 func latencyReport() async throws -> LatencyRow {
-    let latencyClient = try await BenchClient.connect(socketPath, group: clientGroup, recordTicks: true)
-    latencyClient.send(#"{"type":"subscribe","id":"lat","payload":{"query":"subscription { tick }"}}"# + "\n")
     let relay = try InPlaceRelay.start(upstreamPort: upstream.port)
     defer {
         relay.child.signal(SIGTERM)
         _ = relay.child.waitBlocking()
     }
-    // The direct client, then its twin through the relay: the upstream's second and third
-    // connections, as gqlmuxd's is its first.
+    // gqlmuxd's client first (gqlmuxd's upstream connection is the upstream's first), then the
+    // direct client, then its twin through the relay, each once the one before is connected.
+    let throughDaemon = try await TickClient.open(url: "ws://127.0.0.1:\(endpointPort.port)/graphql")
+    _ = await waitUntil { await upstream.currentStats.openConnections == 1 }
     let direct = try await TickClient.open(url: upstream.url)
     _ = await waitUntil { await upstream.currentStats.openConnections == 2 }
     let relayed = try await TickClient.open(url: "ws://127.0.0.1:\(relay.port)/graphql")
@@ -348,12 +359,13 @@ func latencyReport() async throws -> LatencyRow {
         lastTick[path] = tick
         try await Task.sleep(for: .microseconds(250))
     }
-    _ = await waitUntil(.seconds(10)) {
-        latencyClient.receiveTime(of: lastTick[0]) != nil && direct.receiveTime(of: lastTick[1]) != nil && relayed.receiveTime(of: lastTick[2]) != nil
+    let clients = [throughDaemon, direct, relayed]
+    _ = await waitUntil(.seconds(10)) { (0..<3).allSatisfy { clients[$0].receiveTime(of: lastTick[$0]) != nil } }
+    // Each path's times, write to receive, in µs; one that never arrived is infinitely late.
+    let times = (0..<3).map { path in
+        writes[path].map { tick, written in clients[path].receiveTime(of: tick).map { seconds($0 - written) * 1e6 } ?? .infinity }
     }
-    let viaDaemon = writes[0].compactMap { tick, written in latencyClient.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
-    let viaDirect = writes[1].compactMap { tick, written in direct.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
-    let viaRelay = writes[2].compactMap { tick, written in relayed.receiveTime(of: tick).map { seconds($0 - written) * 1e6 } }
+    let (viaDaemon, viaDirect, viaRelay) = (times[0], times[1], times[2])
     func percentile(_ values: [Double], _ p: Double) -> Double {
         let sorted = values.sorted()
         return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
@@ -364,7 +376,8 @@ func latencyReport() async throws -> LatencyRow {
     let (daemonAdded, relayAdded) = (added(viaDaemon), added(viaRelay))
     print("latency (upstream write → receive, µs; \(samples) messages on each path, the paths taking turns)")
     for (name, path) in [("via gqlmuxd:     ", viaDaemon), ("direct WebSocket:", viaDirect), ("via a bare relay:", viaRelay)] {
-        print(String(format: "  %@   p50 %7.0f   p99 %7.0f   (%d timed)", name, percentile(path, 0.5), percentile(path, 0.99), path.count))
+        let timed = path.filter(\.isFinite).count
+        print(String(format: "  %@   p50 %7.0f   p99 %7.0f   (%d of %d timed)", name, percentile(path, 0.5), percentile(path, 0.99), timed, path.count))
     }
     print(String(format: "  added by gqlmuxd:   p50 %7.0f   p99 %7.0f   (via gqlmuxd − direct, at each percentile)", daemonAdded.p50, daemonAdded.p99))
     print(
@@ -383,9 +396,7 @@ func latencyReport() async throws -> LatencyRow {
             percentile(floor.viaRelay, 0.99) - percentile(floor.direct, 0.99)
         )
     )
-    direct.close()
-    relayed.close()
-    latencyClient.channel.close(promise: nil)
+    for client in clients { client.close() }
     _ = await waitUntil { await upstream.currentStats.activeSubscriptions == 0 }
     let row = LatencyRow(
         addedP50: daemonAdded.p50,
@@ -393,7 +404,7 @@ func latencyReport() async throws -> LatencyRow {
         relayP50: relayAdded.p50,
         relayP99: relayAdded.p99,
         samples: samples,
-        pairs: [viaDaemon.count, viaDirect.count, viaRelay.count].min()!
+        timed: [viaDaemon, viaDirect, viaRelay].map { $0.filter(\.isFinite).count }.min()!
     )
     print("")
     return row
@@ -673,7 +684,7 @@ try await upstreamTableRows(
 try await transportRows(websocket: fanoutRows.first { $0.n == 100 && $0.payload == 256 }?.rate)
 try await endpointClientRows(line: fanoutRows.first { $0.n == 100 && $0.payload == 256 }.map { ($0.rate, $0.perCPU) })
 
-// 4. Added latency: upstream send → local receive, against a direct WebSocket client.
+// 4. Added latency: upstream write → receive through gqlmuxd, against a direct WebSocket client, beside a bare relay in its place.
 try await latencyReport()
 
 await upstream.shutdown()
