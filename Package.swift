@@ -308,13 +308,9 @@ let package = Package(
         .testTarget(
             name: "GQLMuxDaemonTests",
             dependencies: [
-                "AWSSigning", "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS",
+                "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS",
                 "RequestValidation",
-                "LocalEndpoint", "EndpointServer", "Handover", "GQLMuxConfiguration", "SystemdSupport", "HTTPStreaming",
-                "GQLMuxFuzz", "JSONEnvelope",
-                "GQLMuxTestSupport",
-                // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).
-                .product(name: "GraphQL", package: "GraphQL"),
+                "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "GQLMuxFuzz", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -345,12 +341,63 @@ let package = Package(
         // for the tests, the strawberry rig and the benchmark.
         .target(name: "Spawn", dependencies: ["CSpawn"], swiftSettings: strict),
         .target(name: "CSpawn"),
+        // Each module's own tests, where it lives (the daemon's tests stay in GQLMuxDaemonTests).
+        .testTarget(
+            name: "GQLMuxConfigurationTests",
+            dependencies: [
+                "AWSSigning", "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "LocalEndpoint",
+                "LocalProtocol", "RequestValidation", "Upstream", .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RequestValidationTests",
+            dependencies: [
+                "GQLMuxTestSupport", "GQLMuxVocabulary", "GraphQLTransportWS", "LocalProtocol", "RequestValidation",
+                .product(name: "NIOCore", package: "swift-nio"),
+                // The reference our own GraphQL syntax check is compared with (ExecutableDocumentTests).
+                .product(name: "GraphQL", package: "GraphQL"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "LocalProtocolTests", dependencies: ["LocalProtocol", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: strict),
+        .testTarget(
+            name: "LocalEndpointTests",
+            dependencies: [
+                "GQLMuxVocabulary", "JSONEnvelope", "LocalEndpoint", "LocalProtocol", "RequestValidation", .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "EndpointServerTests",
+            dependencies: [
+                "EndpointServer", "GQLMuxVocabulary", "Handover", "LocalEndpoint", "LocalProtocol", "RequestValidation",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "AWSSigningTests", dependencies: ["AWSSigning"], swiftSettings: strict),
+        .testTarget(name: "GQLMuxVocabularyTests", dependencies: ["GQLMuxVocabulary"], swiftSettings: strict),
+        .testTarget(name: "HandoverTests", dependencies: ["GQLMuxVocabulary", "Handover"], swiftSettings: strict),
+        .testTarget(name: "JSONEnvelopeTests", dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: strict),
+        .testTarget(
+            name: "UpstreamFramesTests",
+            dependencies: [
+                "GQLMuxVocabulary", "UpstreamFrames",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "GQLMuxCtlCommandTests", dependencies: ["GQLMuxCtlCommand", "JSONEnvelope"], swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",
             dependencies: [
-                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxVocabulary", "GQLMuxTestSupport", "Handover",
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxTestSupport", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -372,7 +419,7 @@ let package = Package(
         .testTarget(
             name: "UpstreamTests",
             dependencies: [
-                "AWSSigning", "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming",
+                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -6,7 +6,7 @@ import NIOCore
 import Testing
 import Upstream
 
-@testable import GQLMuxDaemon
+@testable import GQLMuxConfiguration
 
 /// `transport = "appsync"` and `[upstream.appsync]`: what is derived, what is required, and the
 /// values every connect and request is built from.
@@ -180,7 +180,7 @@ import Upstream
 
     @Test func theShippedSamplesParse() throws {
         for name in ["appsync-api-key", "appsync-token", "appsync-iam", "appsync-identities"] {
-            let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/AppSyncConfigurationTests.swift", with: "config/samples/\(name).toml")
+            let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxConfigurationTests/AppSyncConfigurationTests.swift", with: "config/samples/\(name).toml")
             let c = try DaemonConfiguration.load(path: path)
             #expect(c.upstreams.allSatisfy { $0.name == "default" || $0.upstream.carrier == .appsync }, "\(name)")
         }

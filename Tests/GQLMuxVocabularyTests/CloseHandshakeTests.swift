@@ -1,7 +1,6 @@
-import GQLMuxVocabulary
 import Testing
 
-@testable import GraphQLTransportWS
+@testable import GQLMuxVocabulary
 
 /// The close handshake on a manual clock: both endings (the peer answers, the peer is silent).
 @Suite struct CloseHandshakeTests {

@@ -1,7 +1,6 @@
-import GQLMuxVocabulary
 import Testing
 
-@testable import GraphQLTransportWS
+@testable import GQLMuxVocabulary
 
 @Suite struct BackoffTests {
     @Test func growsExponentiallyAndCapsAtMaximum() {

@@ -8,8 +8,6 @@ import NIOWebSocket
 import RequestValidation
 import Testing
 
-@testable import GQLMuxDaemon
-
 /// The endpoint's WebSocket handler on an `EmbeddedChannel` and its manual clock: the close
 /// handshake both ways, the connection_init wait, pings, lines to the session.
 @Suite struct EndpointWebSocketHandlerTests {

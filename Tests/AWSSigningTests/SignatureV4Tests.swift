@@ -16,7 +16,7 @@ import Testing
     }
 
     static func vectors() throws -> [Vector] {
-        let path = #filePath.replacingOccurrences(of: "UpstreamTests/SignatureV4Tests.swift", with: "Fixtures/sigv4-botocore.json")
+        let path = #filePath.replacingOccurrences(of: "AWSSigningTests/SignatureV4Tests.swift", with: "Fixtures/sigv4-botocore.json")
         let cases = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [[String: Any]])
         return cases.map { c in
             Vector(

@@ -8,7 +8,7 @@ import RequestValidation
 import Testing
 import Upstream
 
-@testable import GQLMuxDaemon
+@testable import GQLMuxConfiguration
 
 @Suite struct ConfigurationTests {
     @Test func readsEveryKey() throws {
@@ -184,7 +184,7 @@ import Upstream
     }
 
     @Test func shippedExampleConfigParses() throws {
-        let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxDaemonTests/ConfigurationTests.swift", with: "config/gqlmuxd.toml")
+        let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxConfigurationTests/ConfigurationTests.swift", with: "config/gqlmuxd.toml")
         let c = try DaemonConfiguration.load(path: path)
         #expect(c.socketPath == "/run/gqlmux/gqlmux.sock")
     }

@@ -5,7 +5,7 @@ import RequestValidation
 import Testing
 import Upstream
 
-@testable import GQLMuxDaemon
+@testable import GQLMuxConfiguration
 
 /// `[upstreams.NAME]`, `identity`, `forward_headers`, `[upstreams.NAME.peers]`,
 /// `max_identities`: what is read, and each mistake named.
