@@ -30,26 +30,29 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
             secure = true
             rest = string.dropFirst(6)
         } else {
-            throw UpstreamURLError("'\(string)' must start with ws:// or wss://")
+            throw UpstreamURLError("'\(shownURL(string))' must start with ws:// or wss://")
         }
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
         let authority = rest[..<authorityEnd]
         var target = String(rest[authorityEnd...])
         if let hash = target.firstIndex(of: "#") { target = String(target[..<hash]) }
         if target.isEmpty || target.hasPrefix("?") { target = "/" + target }
-        guard !authority.isEmpty, !authority.contains("@") else {
-            throw UpstreamURLError("'\(string)' has no host (user info is not supported)")
+        // Each message shows the URL as `shownURL` does (no user info, no query): a reload's error
+        // reaches STATUS=, which every local user can read.
+        guard !authority.contains("@") else {
+            throw UpstreamURLError("'\(shownURL(string))' has user info, which is not supported (send credentials in headers)")
         }
+        guard !authority.isEmpty else { throw UpstreamURLError("'\(shownURL(string))' has no host") }
         var host: Substring
         var portText: Substring?
         if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw UpstreamURLError("'\(string)' has an unclosed IPv6 address") }
+            guard let close = authority.firstIndex(of: "]") else { throw UpstreamURLError("'\(shownURL(string))' has an unclosed IPv6 address") }
             host = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
             if after.hasPrefix(":") {
                 portText = after.dropFirst()
             } else if !after.isEmpty {
-                throw UpstreamURLError("'\(string)' has garbage after the IPv6 address")
+                throw UpstreamURLError("'\(shownURL(string))' has garbage after the IPv6 address")
             }
         } else if let colon = authority.lastIndex(of: ":") {
             host = authority[..<colon]
@@ -57,11 +60,11 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
         } else {
             host = authority
         }
-        guard !host.isEmpty else { throw UpstreamURLError("'\(string)' has no host") }
+        guard !host.isEmpty else { throw UpstreamURLError("'\(shownURL(string))' has no host") }
         var port = secure ? 443 : 80
         if let portText {
             guard let value = Int(portText), (1...65535).contains(value) else {
-                throw UpstreamURLError("'\(string)' has an invalid port '\(portText)'")
+                throw UpstreamURLError("'\(shownURL(string))' has an invalid port '\(portText)'")
             }
             port = value
         }

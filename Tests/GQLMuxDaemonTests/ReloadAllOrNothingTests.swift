@@ -41,6 +41,14 @@ import Testing
             upstream: { port, dir in "url = \"ws://127.0.0.1:\(port)/graphql\"\nconnecting_payload_file = \"\(dir)/array.json\"" },
             reason: "does not hold a JSON object"
         ),
+        // The reason reaches STATUS=, which every local user reads: a URL's user info and query
+        // string (where some servers take a key) are never in it.
+        .init(
+            name: "a URL with user info",
+            upstream: { port, _ in "url = \"ws://user:secret@127.0.0.1:\(port)/graphql\"" },
+            reason: "'ws://127.0.0.1:"
+        ),
+        .init(name: "a URL with a bad port and a key", upstream: { _, _ in "url = \"ws://127.0.0.1:0/graphql?apikey=secret\"" }, reason: "invalid port"),
     ]
 
     @Test(arguments: failurePoints)
@@ -77,6 +85,9 @@ import Testing
             await until("status", on: c) { !c.lines(containing: #""id":"s""#).isEmpty }
             let status = try #require(c.lines(containing: #""id":"s""#).first)
             #expect(status.contains(#""reloadError":""#) && status.contains(point.reason), "\(status)")
+            for told in [answer, status, rig.log.all(.reloadFailed).first?["GQLMUX_ERROR"] ?? ""] {
+                #expect(!told.contains("secret"), "\(told)")
+            }
             #expect(status.contains(#""url":"\#(rig.server.url)""#) && status.contains(#""httpURL":null"#), "URL and HTTP settings kept")
             // The old limit (1000 operations per client) still holds: a third operation is fine.
             c.subscribe(id: "c", "subscription Third { tick }")

@@ -31,12 +31,6 @@ import Testing
             #expect(reason.hasPrefix("HTTP 502 Bad Gateway from http://127.0.0.1:8080/graphql"))
         }
     }
-
-    @Test func httpURLsAreParsedLikeWebSocketURLs() throws {
-        #expect(try HTTPURL("https://[::1]/g?x=1").description == "https://[::1]/g?x=1")
-        #expect(throws: UpstreamURLError.self) { try HTTPURL("ws://h/g") }
-        #expect(throws: UpstreamURLError.self) { try HTTPURL("http://h:0/g") }
-    }
 }
 
 /// A flood of queries over `http_url` holds at most `maxInFlight` connections; the rest wait

@@ -5,47 +5,9 @@ import Testing
 
 @testable import Upstream
 
-/// `[upstream] proxy` and the environment read, and the CONNECT tunnel's handler driven on an
-/// `EmbeddedChannel` (no socket adds anything to what it decides).
+/// The CONNECT tunnel's handler driven on an `EmbeddedChannel` (no socket adds anything to what
+/// it decides); the proxy settings it is given are tested in UpstreamSettingsTests.
 @Suite struct ProxyTests {
-    @Test func proxyURLsAreParsedWithPercentEncodedCredentials() throws {
-        let proxy = try HTTPProxy(parsing: "http://gq%20l:p%40ss%3Aw@proxy.corp:3128")
-        #expect(proxy.host == "proxy.corp" && proxy.port == 3128)
-        #expect(proxy.authorization == "Basic Z3EgbDpwQHNzOnc=")  // base64("gq l:p@ss:w")
-        #expect(try HTTPProxy(parsing: "proxy.corp:8080").port == 8080)
-        #expect(try HTTPProxy(parsing: "http://[::1]:3128/").host == "::1")
-        #expect(try HTTPProxy(parsing: "http://proxy").port == 80)
-        #expect(try HTTPProxy(parsing: "http://proxy").authorization == nil)
-        for bad in [
-            "https://proxy:443", "socks5://proxy:1080", "http://proxy:0", "http://proxy:x", "http://:3128", "http://proxy/path", "http://u:%zz@proxy:1",
-        ] {
-            #expect(throws: HTTPProxy.ParseError.self, "\(bad)") { try HTTPProxy(parsing: bad) }
-        }
-        let error = #expect(throws: HTTPProxy.ParseError.self) { try HTTPProxy(parsing: "https://user:secret@proxy:1") }
-        #expect(error?.description.contains("secret") == false, "a password never reaches a message")
-    }
-
-    @Test func theEnvironmentIsReadAsCurlReadsIt() throws {
-        #expect(try ProxyChoice.fromEnvironment([:]) == .direct)
-        let choice = try ProxyChoice.fromEnvironment([
-            "HTTPS_PROXY": "http://upper:1", "https_proxy": "http://lower:2", "http_proxy": "plain:3",
-            "no_proxy": "localhost, .internal.example,10.0.0.7,svc:8443",
-        ])
-        #expect(choice.proxy(host: "api.example", port: 443, secure: true)?.host == "lower")
-        #expect(choice.proxy(host: "api.example", port: 80, secure: false)?.host == "plain")
-        #expect(choice.proxy(host: "localhost", port: 443, secure: true) == nil)
-        #expect(choice.proxy(host: "a.internal.example", port: 443, secure: true) == nil)
-        #expect(choice.proxy(host: "internal.example", port: 443, secure: true) == nil)
-        #expect(choice.proxy(host: "notinternal.example", port: 443, secure: true) != nil)
-        #expect(choice.proxy(host: "10.0.0.7", port: 443, secure: true) == nil)
-        #expect(choice.proxy(host: "svc", port: 8443, secure: true) == nil)
-        #expect(choice.proxy(host: "svc", port: 443, secure: true) != nil)
-        #expect(try ProxyChoice.fromEnvironment(["http_proxy": "http://p:1", "no_proxy": "*"]).proxy(host: "x", port: 80, secure: false) == nil)
-        #expect(try ProxyChoice.fromEnvironment(["http_proxy": "http://p:1"]).proxy(host: "x", port: 443, secure: true) == nil)
-        #expect(throws: HTTPProxy.ParseError.self) { try ProxyChoice.fromEnvironment(["https_proxy": "socks5://p:1"]) }
-        #expect(ProxyChoice.always(try HTTPProxy(parsing: "p:1")).proxy(host: "localhost", port: 1, secure: false) != nil)
-    }
-
     func tunnel(_ proxy: String = "http://u:pw@proxy:3128") throws -> (EmbeddedChannel, ProxyTunnelHandler) {
         let channel = EmbeddedChannel()
         let handler = ProxyTunnelHandler(
