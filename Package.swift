@@ -336,7 +336,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // Helpers shared by the test targets.
-        .target(name: "GQLMuxTestSupport", dependencies: ["Spawn"], swiftSettings: strict),
+        .target(name: "GQLMuxTestSupport", dependencies: ["Spawn", "TestUpstream"], swiftSettings: strict),
         // Child processes without Foundation's Process (posix_spawn, a reader thread, waitpid):
         // for the tests, the strawberry rig and the benchmark.
         .target(name: "Spawn", dependencies: ["CSpawn"], swiftSettings: strict),

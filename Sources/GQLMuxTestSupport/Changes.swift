@@ -80,7 +80,7 @@ package func until(
 
 extension Changes {
     /// A signal that changes whenever any of `all` does (for the length of a wait).
-    fileprivate static func merging(_ all: [Changes]) -> Changes {
+    static func merging(_ all: [Changes]) -> Changes {
         let merged = Changes()
         for source in all { source.forward(to: merged) }
         return merged

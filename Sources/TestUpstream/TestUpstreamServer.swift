@@ -37,7 +37,11 @@ package final class TestUpstreamServer: @unchecked Sendable {
     private var loop: any EventLoop { group.next() }
     // Loop-confined state.
     var options: Options
-    var stats = TestUpstreamStats()
+    var stats = TestUpstreamStats() {
+        didSet { statsObservers.tell() }
+    }
+    /// Told after each change of ``currentStats``, on the loop (what tests wait on).
+    package let statsObservers = StatsObservers()
     var silent = false
     /// Open connections in the order they opened: every send goes to them in that order, the
     /// same in every run (a dictionary's order changes with each process's hash seed, and which

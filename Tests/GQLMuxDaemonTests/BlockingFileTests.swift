@@ -27,7 +27,7 @@ import TestUpstream
             c.subscribe(id: "b", "subscription B { tick }")  // opens connection 1, which reads the FIFO
             await rig.upstreamActive(2)
             c.send(#"{"type":"complete","id":"b"}"#)  // connection 1 is empty: it closes
-            await eventually("the extra connection closed") { await rig.server.currentStats.openConnections == 1 }
+            await until("the extra connection closed", upstream: rig.server) { $0.openConnections == 1 }
             c.subscribe(id: "b2", "subscription B2 { tick }")  // connection 1 connects again: nobody writes the FIFO
             // The FIFO is written only after this loop: a loop thread blocked by the read would
             // answer no tick and no status until then, so every answer below proves it is not.

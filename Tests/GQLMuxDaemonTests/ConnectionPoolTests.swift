@@ -63,7 +63,7 @@ import Testing
             // C lives alone on the second connection: when it completes, that connection closes
             // after lazy_close_timeout; the first stays.
             client.send(#"{"type":"complete","id":"C"}"#)
-            await eventually("the empty extra connection closed") { await rig.server.currentStats.openConnections == 1 }
+            await until("the empty extra connection closed", upstream: rig.server) { $0.openConnections == 1 }
             await rig.upstreamActive(2)
             // It opens again when needed.
             client.subscribe(id: "D", "subscription D { tick }")
@@ -78,7 +78,7 @@ import Testing
             for name in ["A", "B", "C"] { client.subscribe(id: name, "subscription \(name) { tick }") }
             await rig.upstreamActive(3)
             client.send(#"{"type":"pause","id":"p"}"#)
-            await eventually("every connection closed") { await rig.server.currentStats.openConnections == 0 }
+            await until("every connection closed", upstream: rig.server) { $0.openConnections == 0 }
             #expect(client.lines(containing: #""state":"paused""#).count == 3)
             client.send(#"{"type":"resume","id":"r"}"#)
             await rig.upstreamActive(3)

@@ -11,7 +11,7 @@ import Testing
             let c = try await rig.connect()
             c.subscribe(id: "a")
             c.subscribe(id: "b", "subscription Other { tick }")
-            await eventually("both active upstream") { await rig.server.currentStats.activeSubscriptions == 2 }
+            await until("both active upstream", upstream: rig.server) { $0.activeSubscriptions == 2 }
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
             var config = try String(contentsOfFile: rig.configPath, encoding: .utf8)
             config = config.replacingOccurrences(of: "token = \"one\"", with: "token = \"two\"")
@@ -19,9 +19,8 @@ import Testing
             try config.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r"}"#)
             await until("reload ok", on: c) { c.lines.contains(#"{"type":"ok","id":"r"}"#) }
-            await eventually("reconnected with both subscriptions") {
-                let stats = await rig.server.currentStats
-                return stats.connections == 2 && stats.activeSubscriptions == 2
+            await until("reconnected with both subscriptions", upstream: rig.server) { stats in
+                stats.connections == 2 && stats.activeSubscriptions == 2
             }
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
@@ -53,13 +52,12 @@ import Testing
         try await DaemonRig.with() { rig in
             let c = try await rig.connect()
             c.subscribe(id: "a")
-            await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("active", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.stopDaemon()
             await until("client closed", on: c) { c.isClosed }
             #expect(c.lines.contains { $0.contains(#""id":"a""#) && $0.contains("SHUTTING_DOWN") })
-            await eventually("upstream complete and close 1000") {
-                let stats = await rig.server.currentStats
-                return stats.completesReceived == 1 && stats.clientCloseCodes == [1000]
+            await until("upstream complete and close 1000", upstream: rig.server) { stats in
+                stats.completesReceived == 1 && stats.clientCloseCodes == [1000]
             }
             #expect(!FileManager.default.fileExists(atPath: rig.socketPath))
         }
@@ -82,11 +80,11 @@ import Testing
             await eventually("re-subscribed through the new daemon") {
                 subscription.state == .active && states.withLockedValue { $0.contains(.reconnecting) }
             }
-            await eventually("upstream has it again") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("upstream has it again", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.server.tick()
             await eventually("tick through the new daemon") { results.withLockedValue { $0.count } == 2 }
             reader.cancel()
-            await eventually("cancelling completes it at the daemon") { await rig.server.currentStats.activeSubscriptions == 0 }
+            await until("cancelling completes it at the daemon", upstream: rig.server) { $0.activeSubscriptions == 0 }
             await client.close()
         }
     }
@@ -95,9 +93,9 @@ import Testing
         try await DaemonRig.with() { rig in
             let client = GQLMuxClient(configuration: .init(socketPath: rig.socketPath))
             let task = Task { try await client.query("{ hold }") }
-            await eventually("query reached the upstream") { await rig.server.currentStats.queries == 1 }
+            await until("query reached the upstream", upstream: rig.server) { $0.queries == 1 }
             task.cancel()
-            await eventually("complete sent upstream") { await rig.server.currentStats.completesReceived == 1 }
+            await until("complete sent upstream", upstream: rig.server) { $0.completesReceived == 1 }
             await #expect(throws: CancellationError.self) { try await task.value }
             await client.close()
         }
@@ -114,7 +112,7 @@ import Testing
             let status = try await client.status()
             #expect(status.contains(#""state":"connected""#))
             try await client.pause()
-            await eventually("paused") { await rig.server.currentStats.openConnections == 0 }
+            await until("paused", upstream: rig.server) { $0.openConnections == 0 }
             try await client.resume()
             await client.close()
             let missing = GQLMuxClient(configuration: .init(socketPath: rig.directory + "/nope.sock"))

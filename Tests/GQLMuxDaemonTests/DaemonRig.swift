@@ -71,9 +71,7 @@ final class DaemonRig: @unchecked Sendable {
 
     /// Waits until the upstream server holds `count` live subscriptions.
     func upstreamActive(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await eventually("\(count) active upstream subscriptions", sourceLocation: sourceLocation) {
-            await self.server.currentStats.activeSubscriptions == count
-        }
+        await until("\(count) active upstream subscriptions", upstream: server, sourceLocation: sourceLocation) { $0.activeSubscriptions == count }
     }
 
     /// Stops this daemon and starts a new one on the same socket and config (a daemon restart).

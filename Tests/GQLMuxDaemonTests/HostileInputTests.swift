@@ -77,8 +77,8 @@ import Testing
         try await DaemonRig.with() { rig in
             let w = try await watcher(rig)
             await rig.server.sendTextBytes(Array(#"{"type":"next","id":"1","payload":{"data":{"s":""#.utf8) + [0xFF, 0xFE] + Array(#""}}}"#.utf8))
-            await eventually("closed 1007") { await rig.server.currentStats.clientCloseCodes.contains(1007) }
-            await eventually("resubscribed") { await rig.server.currentStats.connections == 2 }
+            await until("closed 1007", upstream: rig.server) { $0.clientCloseCodes.contains(1007) }
+            await until("resubscribed", upstream: rig.server) { $0.connections == 2 }
             await rig.upstreamActive(1)
             await expectStillStreams(rig, w)
             #expect(w.lines(containing: #""type":"next""#).count == 1)
@@ -101,7 +101,7 @@ import Testing
             // Counted, not slept: 10 more pings (one per 0.1 s) go only over a connection that
             // stays up; a reconnect loop would have opened many connections meanwhile.
             let pings = await rig.server.currentStats.pingsReceived
-            await eventually("10 more pings on the same connection") { await rig.server.currentStats.pingsReceived >= pings + 10 }
+            await until("10 more pings on the same connection", upstream: rig.server) { $0.pingsReceived >= pings + 10 }
             #expect(await rig.server.currentStats.connections == 2)
             #expect(w.lines(containing: "reconnecting").count == 1)
             #expect(rig.log.count(.quarantined) == 1)
@@ -135,7 +135,7 @@ import Testing
         }
         // Counted, not slept: the 6th connection comes after waits of 0.05, 0.1, 0.2, 0.4 and
         // 0.8 s (1.55 s); with the backoff reset on every ack it came after 5 × 0.05 s.
-        await eventually("6 connections", within: 20) { await server.currentStats.connections >= 6 }
+        await until("6 connections", within: 20, upstream: server) { $0.connections >= 6 }
         let elapsed = ContinuousClock.now - started
         await running.stop()
         await server.shutdown()

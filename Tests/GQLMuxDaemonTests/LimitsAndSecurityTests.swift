@@ -78,9 +78,9 @@ func run(_ arguments: [String], stdin: String = "") async throws -> (status: Int
             let c = try await rig.connect()
             c.send(#"{"type":"pause","id":"p"}"#)
             await until("ok", on: c) { c.lines == [#"{"type":"ok","id":"p"}"#] }
-            await eventually("upstream closed") { await rig.server.currentStats.openConnections == 0 }
+            await until("upstream closed", upstream: rig.server) { $0.openConnections == 0 }
             c.send(#"{"type":"resume","id":"r"}"#)
-            await eventually("resumed") { await rig.server.currentStats.openConnections == 1 }
+            await until("resumed", upstream: rig.server) { $0.openConnections == 1 }
         }
     }
 

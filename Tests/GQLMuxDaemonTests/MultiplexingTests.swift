@@ -38,14 +38,14 @@ import Testing
             #expect(await rig.server.currentStats.completesReceived == 0)
             #expect(await rig.server.currentStats.activeSubscriptions == 1)
             b.send(#"{"type":"complete","id":"x"}"#)
-            await eventually("upstream completed") { await rig.server.currentStats.completesReceived == 1 }
+            await until("upstream completed", upstream: rig.server) { $0.completesReceived == 1 }
             #expect(await rig.server.currentStats.activeSubscriptions == 0)
             // A crash of the last subscriber completes upstream too.
             let c = try await rig.connect()
             c.subscribe(id: "c")
-            await eventually("c active") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("c active", upstream: rig.server) { $0.activeSubscriptions == 1 }
             c.crash()
-            await eventually("completed after crash") { await rig.server.currentStats.completesReceived == 2 }
+            await until("completed after crash", upstream: rig.server) { $0.completesReceived == 2 }
         }
     }
 
@@ -88,7 +88,7 @@ import Testing
             let b = try await rig.connect()
             a.subscribe(id: "a")
             b.subscribe(id: "b")
-            await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 && b.lines.count == 1 }
+            await until("active", upstream: rig.server) { $0.activeSubscriptions == 1 && b.lines.count == 1 }
             await rig.server.completeAll()
             await until("both completed", on: a, b) {
                 a.lines.contains(#"{"type":"complete","id":"a"}"#) && b.lines.contains(#"{"type":"complete","id":"b"}"#)
@@ -96,7 +96,7 @@ import Testing
             // Fatal close: every subscriber gets UPSTREAM_CLOSED with the code and reason.
             a.subscribe(id: "a2")
             b.subscribe(id: "b2")
-            await eventually("resubscribed") { await rig.server.currentStats.activeSubscriptions == 1 && b.lines(containing: "b2").count == 1 }
+            await until("resubscribed", upstream: rig.server) { $0.activeSubscriptions == 1 && b.lines(containing: "b2").count == 1 }
             await rig.server.closeAll(code: 4403, reason: "Forbidden")
             await until("errors fanned out", on: a, b) {
                 !a.lines(containing: #""id":"a2","payload":[{"message""#).isEmpty && !b.lines(containing: #""id":"b2","payload":[{"message""#).isEmpty

@@ -109,9 +109,8 @@ import Testing
             try fixed.write(toFile: rig.configPath, atomically: true, encoding: .utf8)
             c.send(#"{"type":"reload","id":"r2"}"#)
             await until("fixed reload ok", on: c) { c.lines.contains(#"{"type":"ok","id":"r2"}"#) }
-            await eventually("reconnected with the new credentials") {
-                let stats = await rig.server.currentStats
-                return stats.lastInitPayload == #"{"token":"two"}"# && stats.activeSubscriptions == 3
+            await until("reconnected with the new credentials", upstream: rig.server) { stats in
+                stats.lastInitPayload == #"{"token":"two"}"# && stats.activeSubscriptions == 3
             }
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
             c.subscribe(id: "d", "subscription Fourth { tick }")

@@ -17,7 +17,7 @@ import Glibc
             .write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
         await eventually("socket") { FileManager.default.fileExists(atPath: socket) }
-        await eventually("upstream connected") { await server.currentStats.connections == 1 }
+        await until("upstream connected", upstream: server) { $0.connections == 1 }
         let ctl = Paths.binary("gqlmuxctl")
 
         let query = try await runCommand(ctl, ["--socket", socket, "query", "{ hello }"])
@@ -29,7 +29,7 @@ import Glibc
 
         await server.setOptions { $0.tickInterval = nil }
         let subscribe = try Child(ctl, ["subscribe", "subscription { tick }", "--count", "2", "--socket", socket])
-        await eventually("subscribed upstream") { await server.currentStats.activeSubscriptions == 1 }
+        await until("subscribed upstream", upstream: server) { $0.activeSubscriptions == 1 }
         await server.tick()
         await server.tick()
         #expect(await subscribe.wait() == 0)
@@ -98,7 +98,7 @@ import Glibc
 
         // --states: lifecycle states as JSON lines on stdout between the results.
         let subscribe = try Child(ctl, ["subscribe", "subscription { tick }", "--count", "2", "--states", "--json", "--socket", socket])
-        await eventually("subscribed upstream") { await server.currentStats.activeSubscriptions == 1 }
+        await until("subscribed upstream", upstream: server) { $0.activeSubscriptions == 1 }
         _ = await server.tick()
         _ = await server.tick()
         #expect(await subscribe.wait() == 0)
@@ -160,10 +160,10 @@ import Glibc
         let good = "[upstream]\nurl = \"\(server.url)\"\n[socket]\npath = \"\(socket)\"\n"
         try good.write(toFile: directory + "/gqlmuxd.toml", atomically: true, encoding: .utf8)
         let daemon = try Child(Paths.binary("gqlmuxd"), ["--config", directory + "/gqlmuxd.toml"])
-        await eventually("upstream connected") { await server.currentStats.connections == 1 }
+        await until("upstream connected", upstream: server) { $0.connections == 1 }
         let ctl = Paths.binary("gqlmuxctl")
         let subscriber = try Child(ctl, ["subscribe", "subscription { tick }", "--count", "2", "--socket", socket])
-        await eventually("subscribed upstream") { await server.currentStats.activeSubscriptions == 1 }
+        await until("subscribed upstream", upstream: server) { $0.activeSubscriptions == 1 }
         await server.tick()
         for (index, value) in Self.badValues.enumerated() {
             try good.replacingOccurrences(of: "[socket]", with: "\(value)\n[socket]")
@@ -186,7 +186,7 @@ import Glibc
         #expect(reload.status == 0)
         let status = try await runCommand(ctl, ["status", "--json", "--socket", socket])
         #expect(status.output.contains(#""reloadError":null"#))
-        await eventually("resubscribed after the good reload") { await server.currentStats.activeSubscriptions == 1 }
+        await until("resubscribed after the good reload", upstream: server) { $0.activeSubscriptions == 1 }
         await server.tick()
         #expect(await subscriber.wait() == 0)  // both ticks arrived: the stream survived every bad reload
         daemon.signal(SIGTERM)

@@ -35,7 +35,7 @@ import Glibc
             Child(ctl, ["subscribe", "subscription Other { tick }", "--socket", socket]),
         ]
         defer { for subscriber in subscribers { subscriber.signal(SIGKILL) } }
-        await eventually("2 upstream subscriptions") { await server.currentStats.activeSubscriptions == 2 }
+        await until("2 upstream subscriptions", upstream: server) { $0.activeSubscriptions == 2 }
         // The identical subscriber joins without an upstream change: wait for the daemon to count it.
         await eventually("3 local subscriptions") {
             let status = try? await runCommand(ctl, ["status", "--json", "--socket", socket])

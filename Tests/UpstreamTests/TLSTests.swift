@@ -41,6 +41,7 @@ struct PrivateCA {
             rig.transport.start()
             try await rig.subscribe(key: "s")
             await until("active over TLS", on: rig.recorder) { rig.recorder.states("s").last == .active }
+            await until("subscribed upstream", upstream: rig.server) { $0.activeSubscriptions == 1 }  // read by the server
             await rig.server.tick()
             await until("tick over TLS", on: rig.recorder) { rig.recorder.nexts("s") == [#"{"data":{"tick":1}}"#] }
         }

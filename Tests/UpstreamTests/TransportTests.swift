@@ -16,7 +16,7 @@ import Testing
         }) { rig in
             try await rig.subscribe(key: "s")  // before the start: `pending` is told before any ack
             rig.transport.start()
-            await eventually("subscription active upstream") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("subscription active upstream", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.server.tick()
             await rig.server.tick()
             await until("two ticks", on: rig.recorder) { rig.recorder.nexts("s").count == 2 }
@@ -38,12 +38,12 @@ import Testing
         try await Rig.with() { rig in
             try await rig.subscribe(key: "s")  // before the start: `pending` is told before any ack
             rig.transport.start()
-            await eventually("subscribed") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("subscribed", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.server.stop()
             await until("reconnecting state", on: rig.recorder) { rig.recorder.states("s").contains(.reconnecting) }
             try await Task.sleep(for: .milliseconds(300))
             try await rig.server.start()
-            await eventually("resubscribed on the new server") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("resubscribed on the new server", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.server.tick()
             await until("tick after reconnect", on: rig.recorder) { rig.recorder.nexts("s").count == 1 }
             #expect(rig.recorder.states("s") == [.pending, .active, .reconnecting, .active])
@@ -61,7 +61,7 @@ import Testing
             rig.transport.start()
             await until("active", on: rig.recorder) { rig.recorder.states("s").last == .active }
             await rig.server.closeAll(code: code, reason: "later")
-            await eventually("reconnected") { await rig.server.currentStats.connections == 2 }
+            await until("reconnected", upstream: rig.server) { $0.connections == 2 }
             await until("active again", on: rig.recorder) { rig.recorder.states("s") == [.pending, .active, .reconnecting, .active] }
             #expect(rig.recorder.states("s") == [.pending, .active, .reconnecting, .active], "events: \(rig.recorder.events)")
         }
@@ -93,7 +93,7 @@ import Testing
             rig.transport.start()
             try await rig.subscribe(key: "s")
             try await rig.subscribe(key: "m", "mutation { hold }", kind: .mutation)
-            await eventually("mutation reached the server") { await rig.server.currentStats.mutations == 1 }
+            await until("mutation reached the server", upstream: rig.server) { $0.mutations == 1 }
             await rig.server.closeAll(code: 1011, reason: "internal error")
             await until("mutation lost", on: rig.recorder) { rig.recorder.finish("m") != nil }
             guard case .error(let error) = rig.recorder.finish("m") else {
@@ -127,14 +127,17 @@ import Testing
             try await rig.subscribe(key: "s")
             await until("active", on: rig.recorder) { rig.recorder.states("s").last == .active }
             rig.transport.pause()
-            await eventually("paused and closed upstream") {
-                await rig.server.currentStats.openConnections == 0 && rig.recorder.states("s").last == .paused
+            await until("paused and closed upstream", upstream: rig.server, also: rig.recorder) { stats in
+                stats.openConnections == 0 && rig.recorder.states("s").last == .paused
             }
             #expect(try await rig.transport.isQuiet.get(), "paused: no timer, no connect")
             #expect(await rig.server.currentStats.connections == 1)
             #expect(await rig.server.currentStats.clientCloseCodes == [1000])
             rig.transport.resume()
             await until("active again", on: rig.recorder) { rig.recorder.states("s").last == .active }
+            // Active here means subscribed, not yet read by the server: a tick before it reads the
+            // subscribe reaches nobody.
+            await until("subscribed upstream again", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.server.tick()
             await until("tick after resume", on: rig.recorder) { rig.recorder.nexts("s").count == 1 }
         }
@@ -149,13 +152,12 @@ import Testing
             rig.transport.start()
             try await rig.subscribe(key: "a")
             try await rig.subscribe(key: "b")
-            await eventually("both active") { await rig.server.currentStats.activeSubscriptions == 2 }
+            await until("both active", upstream: rig.server) { $0.activeSubscriptions == 2 }
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"one"}"#)
             try #"{"token":"two"}"#.write(toFile: file, atomically: true, encoding: .utf8)
             try await rig.transport.update { $0.headers = [("Authorization", "Bearer two")] }.get()
-            await eventually("second connection with both subscriptions") {
-                let stats = await rig.server.currentStats
-                return stats.connections == 2 && stats.activeSubscriptions == 2
+            await until("second connection with both subscriptions", upstream: rig.server) { stats in
+                stats.connections == 2 && stats.activeSubscriptions == 2
             }
             #expect(await rig.server.currentStats.lastInitPayload == #"{"token":"two"}"#)
             #expect(await rig.server.currentStats.lastRequestHeaders["authorization"] == "Bearer two")
@@ -225,9 +227,9 @@ import Testing
             #expect(try await rig.transport.isQuiet.get(), "lazy and idle: nothing scheduled")
             #expect(await rig.server.currentStats.connections == 0)
             let id = try await rig.subscribe(key: "s")
-            await eventually("connected on demand") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("connected on demand", upstream: rig.server) { $0.activeSubscriptions == 1 }
             rig.transport.complete(id: id)
-            await eventually("closed when idle (lazy_close_timeout 0)") { await rig.server.currentStats.openConnections == 0 }
+            await until("closed when idle (lazy_close_timeout 0)", upstream: rig.server) { $0.openConnections == 0 }
             #expect(await rig.server.currentStats.completesReceived == 1)
         }
     }
@@ -238,11 +240,11 @@ import Testing
         try await Rig.with(configure: { $0.maxMessageBytes = 2048 }) { rig in
             rig.transport.start()
             try await rig.subscribe(key: "s")
-            await eventually("active") { await rig.server.currentStats.activeSubscriptions == 1 }
+            await until("active", upstream: rig.server) { $0.activeSubscriptions == 1 }
             await rig.server.tick(count: 1, padding: 100)
             await until("small message delivered", on: rig.recorder) { rig.recorder.nexts("s").count == 1 }
             await rig.server.tick(count: 1, padding: 10_000)
-            await eventually("connection replaced") { await rig.server.currentStats.connections == 2 }
+            await until("connection replaced", upstream: rig.server) { $0.connections == 2 }
             await until("subscription active again", on: rig.recorder) { rig.recorder.states("s").suffix(2) == [.reconnecting, .active] }
             #expect(rig.recorder.nexts("s").count == 1)
             #expect(rig.recorder.events.contains { if case .disconnected(1009, _) = $0 { true } else { false } })
