@@ -70,6 +70,9 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
+        // One HTTP header field (name and value) and HTTP's whitespace rule: what the endpoint,
+        // the upstream settings, presented credentials and the handover record share. Pure.
+        .target(name: "HTTPFields", swiftSettings: strict),
         // The shared vocabulary of every side (operation ids, kinds, states and updates, the
         // connection's state and events, close codes, disconnect causes, backoff, the clock's
         // instants, the subprotocol names). NIOCore for ByteBuffer only.
@@ -99,7 +102,7 @@ let package = Package(
         .target(name: "AWSSigning", dependencies: [.product(name: "Crypto", package: "swift-crypto")], swiftSettings: strict),
         .target(
             name: "UpstreamSettings",
-            dependencies: ["AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["HTTPFields", "AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The upstream WebSocket transport on SwiftNIO, driven by the state machine.
@@ -118,6 +121,7 @@ let package = Package(
         .target(
             name: "Upstream",
             dependencies: [
+                "HTTPFields",
                 "AWSSigning", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "UpstreamFrames", "UpstreamSettings",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -142,6 +146,7 @@ let package = Package(
         .target(
             name: "RequestValidation",
             dependencies: [
+                "HTTPFields",
                 "GQLMuxVocabulary", "LocalProtocol", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -151,7 +156,7 @@ let package = Package(
         // a server) and GraphQL over HTTP translated to and from the local protocol.
         .target(
             name: "LocalEndpoint",
-            dependencies: ["GQLMuxVocabulary", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["HTTPFields", "GQLMuxVocabulary", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The endpoint's NIO handlers: GraphQL over HTTP (JSON, SSE, multipart) and over
@@ -160,6 +165,7 @@ let package = Package(
         .target(
             name: "EndpointServer",
             dependencies: [
+                "HTTPFields",
                 "GQLMuxVocabulary", "Handover", "LocalEndpoint", "LocalProtocol", "RequestValidation",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -171,7 +177,7 @@ let package = Package(
         // systemd's file descriptor store: a versioned, checksummed record. Pure.
         .target(
             name: "Handover",
-            dependencies: ["GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["HTTPFields", "GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,
@@ -197,6 +203,7 @@ let package = Package(
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
+                "HTTPFields",
                 "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
                 "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -308,6 +315,7 @@ let package = Package(
         .testTarget(
             name: "GQLMuxDaemonTests",
             dependencies: [
+                "HTTPFields",
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS",
                 "RequestValidation",
                 "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "GQLMuxFuzz", "GQLMuxTestSupport",
@@ -326,6 +334,7 @@ let package = Package(
         .target(
             name: "GQLMuxFuzz",
             dependencies: [
+                "HTTPFields",
                 "Handover",
                 "GQLMuxVocabulary", "GraphQLTransportWS", "LocalProtocol", "RequestValidation", "HTTPStreaming", "JSONEnvelope", "LocalEndpoint",
                 "UpstreamFrames",
@@ -345,6 +354,7 @@ let package = Package(
         .testTarget(
             name: "GQLMuxConfigurationTests",
             dependencies: [
+                "HTTPFields",
                 "AWSSigning", "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "LocalEndpoint",
                 "LocalProtocol", "RequestValidation", "Upstream", .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -381,7 +391,7 @@ let package = Package(
         ),
         .testTarget(name: "AWSSigningTests", dependencies: ["AWSSigning"], swiftSettings: strict),
         .testTarget(name: "GQLMuxVocabularyTests", dependencies: ["GQLMuxVocabulary"], swiftSettings: strict),
-        .testTarget(name: "HandoverTests", dependencies: ["GQLMuxVocabulary", "Handover"], swiftSettings: strict),
+        .testTarget(name: "HandoverTests", dependencies: ["HTTPFields", "GQLMuxVocabulary", "Handover"], swiftSettings: strict),
         .testTarget(name: "JSONEnvelopeTests", dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: strict),
         .testTarget(
             name: "UpstreamFramesTests",

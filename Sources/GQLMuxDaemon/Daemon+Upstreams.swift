@@ -1,5 +1,6 @@
 import GQLMuxConfiguration
 import GQLMuxVocabulary
+import HTTPFields
 import LocalEndpoint
 import LocalProtocol
 import NIOCore

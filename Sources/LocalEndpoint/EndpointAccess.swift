@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import HTTPFields
 
 /// Who may use the local GraphQL endpoint, decided from a request's headers alone. Pure: the
 /// same checks guard every HTTP request and every WebSocket upgrade, on the Unix socket and on

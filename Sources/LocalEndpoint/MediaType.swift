@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import HTTPFields
 
 /// A media type of a `Content-Type` or `Accept` header, matched exactly: `type/subtype` in any
 /// case, then parameters (`charset`, `q`, `subscriptionSpec`). `application/jsonx` is not JSON.

@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import HTTPFields
 import JSONEnvelope
 import NIOCore
 

@@ -1,5 +1,6 @@
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import HTTPFields
 import HTTPStreaming
 import NIOCore
 import NIOHTTP1

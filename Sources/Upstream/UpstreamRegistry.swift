@@ -1,6 +1,7 @@
 import AWSSigning
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import HTTPFields
 import NIOCore
 
 /// Every upstream gqlmuxd talks to, by name, and every lane of each: one set of carriers

@@ -1,5 +1,6 @@
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import HTTPFields
 import NIOCore
 import NIOHTTP1
 import NIOPosix

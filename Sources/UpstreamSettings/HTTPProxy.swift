@@ -1,5 +1,6 @@
 import FoundationEssentials
 import GQLMuxVocabulary
+import HTTPFields
 
 /// An HTTP proxy that every upstream connection is tunnelled through with `CONNECT`
 /// (`[upstream] proxy = "http://[user:password@]host:port"`, or the `https_proxy`/`http_proxy`

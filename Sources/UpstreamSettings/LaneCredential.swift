@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import HTTPFields
 import NIOCore
 
 /// What one identity presents upstream, in place of the configured connecting payload and on

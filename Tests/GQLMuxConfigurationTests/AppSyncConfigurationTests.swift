@@ -2,6 +2,7 @@ import AWSSigning
 import Foundation
 import GQLMuxVocabulary
 import GraphQLTransportWS
+import HTTPFields
 import NIOCore
 import Testing
 import Upstream

@@ -1,5 +1,6 @@
 import GQLMuxConfiguration
 import GQLMuxVocabulary
+import HTTPFields
 import LocalProtocol
 import NIOCore
 import NIOEmbedded

@@ -1,5 +1,6 @@
 import Foundation
 import GQLMuxVocabulary
+import HTTPFields
 import Handover
 import Testing
 

@@ -1,6 +1,8 @@
 import GQLMuxVocabulary
 import Testing
 
+@testable import GQLMuxDaemon
+
 /// The once-a-second journal limit every flood-prone event uses, on a manual clock.
 @Suite struct LogLimiterTests {
     private func at(_ milliseconds: Int64) -> Instant { Instant(nanoseconds: milliseconds * 1_000_000) }

@@ -1,3 +1,5 @@
+import GQLMuxVocabulary
+
 /// Keeps the journal readable under a flood: at most one entry per key each `interval`, and a
 /// count of the ones it left out, which the next entry for that key reports
 /// (`GQLMUX_UNLOGGED`). Pure: the caller says what time it is.
