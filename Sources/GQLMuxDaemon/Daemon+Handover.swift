@@ -46,7 +46,7 @@ extension Daemon {
     /// `gqlmuxctl restart`: begins an online restart, or says why it cannot. On the loop.
     func restart() -> String? {
         eventLoop.assertInEventLoop()
-        guard let requestStop = hooks.handover?.requestStop else {
+        guard let requestStop = hooks.onlineRestart?.requestStop else {
             return
                 "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
         }

@@ -19,10 +19,10 @@ extension Daemon: Service {
         hooks.lifecycle?(.stopping)
         // Under systemd with a file descriptor store, a restart hands the clients to the next
         // process; a stop closes them.
-        if let handover = hooks.handover {
+        if let onlineRestart = hooks.onlineRestart {
             let requested = (try? await eventLoop.submit { self.restartRequested }.get()) ?? false
-            let (restart, why) = requested ? (true, "gqlmuxctl restart") : handover.stopIsRestart()
-            if restart, await handOver(to: handover.store, reason: why) { return }
+            let (restart, why) = requested ? (true, "gqlmuxctl restart") : onlineRestart.stopIsRestart()
+            if restart, await handOver(to: onlineRestart.store, reason: why) { return }
             if !restart {
                 await shutdown(reason: why)
                 return

@@ -9,20 +9,20 @@ package struct DaemonHooks: Sendable {
     package var lifecycle: (@Sendable (Daemon.LifecycleChange) -> Void)?
     /// How SIGTERM hands the clients to the next process instead of closing them (systemd's
     /// file descriptor store); nil: every stop closes them and `gqlmuxctl restart` is refused.
-    package var handover: Handover?
+    package var onlineRestart: OnlineRestart?
 
     package init(
         statusChanged: (@Sendable (String) -> Void)? = nil,
         lifecycle: (@Sendable (Daemon.LifecycleChange) -> Void)? = nil,
-        handover: Handover? = nil
+        onlineRestart: OnlineRestart? = nil
     ) {
         self.statusChanged = statusChanged
         self.lifecycle = lifecycle
-        self.handover = handover
+        self.onlineRestart = onlineRestart
     }
 
     /// The online restart's three questions to the service manager.
-    package struct Handover: Sendable {
+    package struct OnlineRestart: Sendable {
         /// Where the clients, the listeners and the record go; throws when they cannot (the
         /// clients are then closed as in a stop).
         package var store: Daemon.HandoverStore

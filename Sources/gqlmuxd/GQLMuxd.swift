@@ -90,15 +90,15 @@ struct GQLMuxd: AsyncParsableCommand {
         }
         if let fd = adopted.line, let path = ListenFDs.boundPath(fd) { configuration.socketPath = path }
         if let fd = adopted.graphql, let path = ListenFDs.boundPath(fd) { configuration.graphqlEndpoint.socket = path }
-        let inheritance = Handover.inheritance(adopted.stored, configuration: configuration)
+        let inheritance = SystemdHandover.inheritance(adopted.stored, configuration: configuration)
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         var hooks = DaemonHooks()
         if let capacity = FileDescriptorStore.capacity {
-            hooks.handover = .init(
-                store: { package in try Handover.store(package, capacity: capacity, loop: loop) },
-                stopIsRestart: { Handover.stopIsRestart() },
+            hooks.onlineRestart = .init(
+                store: { package in try SystemdHandover.store(package, capacity: capacity, loop: loop) },
+                stopIsRestart: { SystemdHandover.stopIsRestart() },
                 requestStop: { kill(getpid(), SIGTERM) }
             )
         }

@@ -126,14 +126,14 @@ final class DaemonRig: @unchecked Sendable {
         store: NIOLockedValueBox<Daemon.HandoverStore?>
     ) async throws -> RunningDaemon {
         struct NoStore: Error {}
-        let handover = DaemonHooks.Handover(
+        let onlineRestart = DaemonHooks.OnlineRestart(
             store: { package in
                 guard let store = store.withLockedValue({ $0 }) else { throw NoStore() }
                 try store(package)
             },
             stopIsRestart: { store.withLockedValue { $0 } == nil ? (false, "no store in this test") : (true, "SIGTERM") }
         )
-        return try await RunningDaemon(hooks: DaemonHooks(handover: handover)) { hooks in
+        return try await RunningDaemon(hooks: DaemonHooks(onlineRestart: onlineRestart)) { hooks in
             try Daemon(configuration: configuration, configPath: configPath, listeners: listeners, eventLoop: group.next(), events: log.events, hooks: hooks)
         }
     }

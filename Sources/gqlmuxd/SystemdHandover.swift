@@ -12,7 +12,7 @@ import Glibc
 /// `handover-`: `handover-state` (the record, a memory file), `handover-client` (each carried
 /// connection), `handover-line`, `handover-graphql`, `handover-tcp` (this process's own
 /// listeners; a socket unit's stay with the unit).
-enum Handover {
+enum SystemdHandover {
     /// Stores `package` (the daemon's handover) and waits until systemd has read it all.
     static func store(_ package: Daemon.HandoverPackage, capacity: Int, loop: any EventLoop) throws {
         let sockets = FileDescriptorStore.socketsByCookie()
