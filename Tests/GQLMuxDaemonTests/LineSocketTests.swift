@@ -2,7 +2,8 @@ import Foundation
 import TestUpstream
 import Testing
 
-@Suite(.serialized) struct LocalProtocolTests {
+/// The line protocol over the daemon's real Unix socket: the handshake, status, refusals per operation.
+@Suite(.serialized) struct LineSocketTests {
     @Test func connectionInitPingAndStatus() async throws {
         try await DaemonRig.with() { rig in
             let c = try await rig.connect()

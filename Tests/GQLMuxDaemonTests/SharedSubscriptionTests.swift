@@ -4,7 +4,9 @@ import NIOCore
 import TestUpstream
 import Testing
 
-@Suite(.serialized) struct MultiplexingTests {
+/// Many clients sharing upstream operations through the daemon end to end (the pure multiplexer is
+/// tested in MultiplexingTests).
+@Suite(.serialized) struct SharedSubscriptionTests {
     @Test func fiftyClientsShareOneUpstreamSubscription() async throws {
         try await DaemonRig.with() { rig in
             var clients: [LineClient] = []
