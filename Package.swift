@@ -404,6 +404,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "UpstreamSettingsTests", dependencies: ["UpstreamSettings"], swiftSettings: strict),
+        .testTarget(name: "GQLMuxFuzzTests", dependencies: ["GQLMuxFuzz"], swiftSettings: strict),
         .testTarget(name: "GQLMuxCtlCommandTests", dependencies: ["GQLMuxCtlCommand", "JSONEnvelope"], swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",

@@ -172,24 +172,4 @@ import Testing
             await rig.upstreamActive(1)
         }
     }
-
-    /// The fuzz targets' seed corpus replays in every test run (the libFuzzer runs are scripts/fuzz.sh).
-    @Test func fuzzSeedCorpusReplays() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        for (folder, target) in [
-            ("local", FuzzTargets.localLines), ("upstream", FuzzTargets.upstreamMessage), ("streams", FuzzTargets.httpStreams),
-            ("endpoint", FuzzTargets.endpoint), ("headers", FuzzTargets.endpointHeaders), ("handover", FuzzTargets.handover),
-            ("frames", FuzzTargets.upstreamFrames), ("frames", FuzzTargets.upstreamFramesThroughAChannel),
-        ]
-            as [(String, (UnsafeRawBufferPointer) -> Void)]
-        {
-            let dir = root.appendingPathComponent("Fuzz/corpus/\(folder)")
-            let files = try FileManager.default.contentsOfDirectory(atPath: dir.path)
-            #expect(files.count >= 5)
-            for file in files {
-                let data = try Data(contentsOf: dir.appendingPathComponent(file))
-                data.withUnsafeBytes { target($0) }
-            }
-        }
-    }
 }
