@@ -405,6 +405,8 @@ let package = Package(
         ),
         .testTarget(name: "UpstreamSettingsTests", dependencies: ["UpstreamSettings"], swiftSettings: strict),
         .testTarget(name: "GQLMuxFuzzTests", dependencies: ["GQLMuxFuzz"], swiftSettings: strict),
+        .testTarget(name: "SpawnTests", dependencies: ["Spawn"], swiftSettings: strict),
+        .testTarget(name: "GQLMuxClientCoreTests", dependencies: ["GQLMuxClientCore"], swiftSettings: strict),
         .testTarget(name: "GQLMuxCtlCommandTests", dependencies: ["GQLMuxCtlCommand", "JSONEnvelope"], swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",
