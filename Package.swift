@@ -407,6 +407,7 @@ let package = Package(
         .testTarget(name: "GQLMuxFuzzTests", dependencies: ["GQLMuxFuzz"], swiftSettings: strict),
         .testTarget(name: "SpawnTests", dependencies: ["Spawn"], swiftSettings: strict),
         .testTarget(name: "GQLMuxClientCoreTests", dependencies: ["GQLMuxClientCore"], swiftSettings: strict),
+        .testTarget(name: "GQLMuxClientTests", dependencies: ["GQLMuxClient"], swiftSettings: strict),
         .testTarget(name: "GQLMuxCtlCommandTests", dependencies: ["GQLMuxCtlCommand", "JSONEnvelope"], swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",
