@@ -408,6 +408,7 @@ let package = Package(
         .testTarget(name: "SpawnTests", dependencies: ["Spawn"], swiftSettings: strict),
         .testTarget(name: "GQLMuxClientCoreTests", dependencies: ["GQLMuxClientCore"], swiftSettings: strict),
         .testTarget(name: "GQLMuxClientTests", dependencies: ["GQLMuxClient"], swiftSettings: strict),
+        .testTarget(name: "HTTPFieldsTests", dependencies: ["HTTPFields"], swiftSettings: strict),
         .testTarget(name: "GQLMuxCtlCommandTests", dependencies: ["GQLMuxCtlCommand", "JSONEnvelope"], swiftSettings: strict),
         .testTarget(
             name: "SystemdTests",
