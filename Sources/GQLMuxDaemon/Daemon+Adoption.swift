@@ -168,8 +168,8 @@ extension Daemon {
             let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
             // Refused as it opened (its uid is no longer allowed): it is closing, and resumes nothing.
             guard self.sessions[ObjectIdentifier(session)] != nil else { return }
-            self.resumingCarriedClient = true
-            defer { self.resumingCarriedClient = false }
+            self.run.resumingCarriedClient = true
+            defer { self.run.resumingCarriedClient = false }
             session.resume(record.subscriptions, laneCredentials: laneCredentials, since: since)
         }.get()
     }

@@ -33,7 +33,7 @@ extension Daemon: EndpointHost {
         }
         let key = [event.rawValue, listener.rawValue, fields["GQLMUX_REASON"] ?? "", fields["GQLMUX_HOST"] ?? "", fields["GQLMUX_ORIGIN"] ?? ""]
             .joined(separator: "\u{1F}")
-        if let unlogged = refusalLog.admit(key, now: .loopNow) {
+        if let unlogged = listening.refusalLog.admit(key, now: .loopNow) {
             var fields = fields
             fields["GQLMUX_LISTENER"] = listenerName(listener)
             fields["GQLMUX_UNLOGGED"] = "\(unlogged)"

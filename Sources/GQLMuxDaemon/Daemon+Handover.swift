@@ -50,8 +50,8 @@ extension Daemon {
             return
                 "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
         }
-        guard !stopping, !restartRequested else { return "gqlmuxd is already stopping" }
-        restartRequested = true
+        guard !run.stopping, !run.restartRequested else { return "gqlmuxd is already run.stopping" }
+        run.restartRequested = true
         // After this turn, so the `ok` is written first (and handed over with the rest).
         eventLoop.execute { requestStop() }
         return nil
@@ -66,16 +66,16 @@ extension Daemon {
     /// closes the upstream. Returns false when the daemon was already stopping.
     package func handOver(to store: HandoverStore, reason: String) async -> Bool {
         let began = try? await eventLoop.submit { () -> Bool in
-            guard !self.stopping else { return false }
-            self.stopping = true
-            for channel in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels {
+            guard !self.run.stopping else { return false }
+            self.run.stopping = true
+            for channel in [self.listening.serverChannel].compactMap({ $0 }) + self.listening.endpointChannels {
                 _ = channel.setOption(.autoRead, value: false)
             }
             for session in self.sessions.values { _ = session.channel.setOption(.autoRead, value: false) }
             return true
         }.get()
         guard began == true else { return false }
-        events.emit(.stopping, ["GQLMUX_REASON": reason], message: "stopping for a restart (\(reason)): handing clients to the next process")
+        events.emit(.stopping, ["GQLMUX_REASON": reason], message: "run.stopping for a restart (\(reason)): handing clients to the next process")
         HandoverFault.reached(.draining, loop: eventLoop)
 
         // Draining: what is in flight gets its answer (the switchboard says when the last one came).
@@ -105,7 +105,7 @@ extension Daemon {
             )
         } catch {
             stored = false
-            events.emit(.handoverFailed, ["GQLMUX_ERROR": "\(error)"], message: "could not hand clients to the next process: \(error); stopping instead")
+            events.emit(.handoverFailed, ["GQLMUX_ERROR": "\(error)"], message: "could not hand clients to the next process: \(error); run.stopping instead")
             // Told SHUTTING_DOWN and closed, as in a stop; waited for like a stop's.
             let closes: [EventLoopFuture<Void>] =
                 (try? await eventLoop.submit { () -> [EventLoopFuture<Void>] in
@@ -121,7 +121,7 @@ extension Daemon {
             if closeCarried {
                 for (session, _) in carried { session.channel.close(promise: nil) }
             }
-            for listener in [self.serverChannel].compactMap({ $0 }) + self.endpointChannels { listener.close(promise: nil) }
+            for listener in [self.listening.serverChannel].compactMap({ $0 }) + self.listening.endpointChannels { listener.close(promise: nil) }
             self.switchboard.shutDown()
             return self.shutDownUpstreams()
         }.get()
@@ -244,10 +244,10 @@ extension Daemon {
     private func ownListenerCookies() -> [String: UInt64] {
         eventLoop.assertInEventLoop()
         var found: [String: UInt64] = [:]
-        if ownsSocketFile, let server = serverChannel, let cookie = Self.cookie(server) { found["line"] = cookie }
-        for channel in endpointChannels {
+        if listening.ownsSocketFile, let server = listening.serverChannel, let cookie = Self.cookie(server) { found["line"] = cookie }
+        for channel in listening.endpointChannels {
             if channel.localAddress?.pathname != nil {
-                if endpointSocketFile != nil, let cookie = Self.cookie(channel) { found["graphql"] = cookie }
+                if listening.endpointSocketFile != nil, let cookie = Self.cookie(channel) { found["graphql"] = cookie }
             } else if let cookie = Self.cookie(channel) {
                 found["tcp"] = cookie
             }

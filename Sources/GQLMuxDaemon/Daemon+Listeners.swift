@@ -24,9 +24,9 @@ extension Daemon {
     /// The most connections `origin` may hold at once, as planned.
     func connectionLimit(_ origin: ClientSession.Origin) -> Int {
         switch origin {
-        case .lineSocket: descriptorPlan.lineSocket
-        case .endpointSocket: descriptorPlan.endpointSocket
-        case .endpointTCP: descriptorPlan.endpointTCP
+        case .lineSocket: listening.descriptorPlan.lineSocket
+        case .endpointSocket: listening.descriptorPlan.endpointSocket
+        case .endpointTCP: listening.descriptorPlan.endpointTCP
         }
     }
 
@@ -34,10 +34,10 @@ extension Daemon {
     /// when it closes. On the loop (a child channel initializer).
     func admitConnection(_ channel: any Channel, origin: ClientSession.Origin) -> Bool {
         eventLoop.assertInEventLoop()
-        let open = connectionCounts[origin, default: 0]
+        let open = listening.connectionCounts[origin, default: 0]
         guard open < connectionLimit(origin) else {
             metrics.refused(listener: origin.rawValue, reason: "listener_full")
-            if let unlogged = listenerFullLog.admit(origin, now: .loopNow) {
+            if let unlogged = listening.listenerFullLog.admit(origin, now: .loopNow) {
                 let key = origin == .lineSocket ? "max_clients" : origin == .endpointSocket ? "socket_max_connections" : "listen_max_connections"
                 events.emit(
                     .limitExceeded,
@@ -48,10 +48,10 @@ extension Daemon {
             }
             return false
         }
-        connectionCounts[origin] = open + 1
+        listening.connectionCounts[origin] = open + 1
         channel.closeFuture.whenComplete { _ in
             self.eventLoop.assertInEventLoop()
-            self.connectionCounts[origin, default: 1] -= 1
+            self.listening.connectionCounts[origin, default: 1] -= 1
         }
         return true
     }
@@ -76,8 +76,8 @@ extension Daemon {
     func listenerName(_ origin: ClientSession.Origin) -> String {
         switch origin {
         case .lineSocket: configuration.socketPath
-        case .endpointSocket: endpointAddresses.first { $0.hasPrefix("/") } ?? "graphql_endpoint socket"
-        case .endpointTCP: endpointAddresses.first { !$0.hasPrefix("/") } ?? "graphql_endpoint listen"
+        case .endpointSocket: listening.endpointAddresses.first { $0.hasPrefix("/") } ?? "graphql_endpoint socket"
+        case .endpointTCP: listening.endpointAddresses.first { !$0.hasPrefix("/") } ?? "graphql_endpoint listen"
         }
     }
 
@@ -115,12 +115,12 @@ extension Daemon {
                 message: "listening on \(listenerName(origin)) (\(kind)): \(access); at most \(connectionLimit(origin)) connections"
             )
         }
-        if descriptorPlan.lowered {
+        if listening.descriptorPlan.lowered {
             events.emit(
                 .limitExceeded,
-                ["GQLMUX_LIMIT": "RLIMIT_NOFILE", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)"],
+                ["GQLMUX_LIMIT": "RLIMIT_NOFILE", "GQLMUX_NOFILE": "\(listening.descriptorPlan.openFiles)"],
                 message:
-                    "the open-file limit (\(descriptorPlan.openFiles)) cannot hold every listener's connection limit and \(descriptorPlan.reserve) descriptors for the upstream; lowered in proportion to \(descriptorPlan.lineSocket) (line socket), \(descriptorPlan.endpointSocket) (endpoint socket), \(descriptorPlan.endpointTCP) (endpoint TCP); raise LimitNOFILE="
+                    "the open-file limit (\(listening.descriptorPlan.openFiles)) cannot hold every listener's connection limit and \(listening.descriptorPlan.reserve) descriptors for the upstream; lowered in proportion to \(listening.descriptorPlan.lineSocket) (line socket), \(listening.descriptorPlan.endpointSocket) (endpoint socket), \(listening.descriptorPlan.endpointTCP) (endpoint TCP); raise LimitNOFILE="
             )
         }
     }
@@ -135,11 +135,11 @@ extension Daemon {
     }
 
     private func acceptFailed(_ origin: ClientSession.Origin, _ error: IOError) {
-        guard let unlogged = acceptFailureLog.admit(origin, now: .loopNow) else { return }
+        guard let unlogged = listening.acceptFailureLog.admit(origin, now: .loopNow) else { return }
         events.emit(
             .acceptFailed,
             [
-                "GQLMUX_LISTENER": listenerName(origin), "GQLMUX_ERROR": "\(error)", "GQLMUX_NOFILE": "\(descriptorPlan.openFiles)",
+                "GQLMUX_LISTENER": listenerName(origin), "GQLMUX_ERROR": "\(error)", "GQLMUX_NOFILE": "\(listening.descriptorPlan.openFiles)",
                 "GQLMUX_UNLOGGED": "\(unlogged)",
             ],
             message:

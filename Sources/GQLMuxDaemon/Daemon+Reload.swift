@@ -16,9 +16,9 @@ extension Daemon {
     /// `reconnect_if_connected`). Reloads run one after the other.
     package func reload() -> EventLoopFuture<Void> {
         eventLoop.flatSubmit {
-            let previous = self.lastReload ?? self.eventLoop.makeSucceededVoidFuture()
+            let previous = self.run.lastReload ?? self.eventLoop.makeSucceededVoidFuture()
             let this = previous.flatMapErrorWithEventLoop { _, loop in loop.makeSucceededVoidFuture() }.flatMap { self.reloadNow() }
-            self.lastReload = this
+            self.run.lastReload = this
             return this
         }
     }
@@ -33,7 +33,7 @@ extension Daemon {
         }
         .map { prepared in self.apply(prepared) }
         done.whenFailure { error in
-            self.reloadError = "\(error)"
+            self.run.reloadError = "\(error)"
             self.events.emit(.reloadFailed, ["GQLMUX_ERROR": "\(error)"], message: "reload failed, configuration kept: \(error)")
         }
         done.whenComplete { _ in
@@ -47,7 +47,7 @@ extension Daemon {
     private func apply(_ prepared: PreparedReload) {
         eventLoop.assertInEventLoop()
         configuration = prepared.configuration
-        descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
+        listening.descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
         switchboard.apply(configuration)
         switchboard.budget.limit = configuration.limits.totalBufferBytes
         upstreams.maxIdentities = configuration.limits.maxIdentities
@@ -58,7 +58,7 @@ extension Daemon {
             switchboard.endLane(lane, .upstreamRemoved(name: upstreams.lane(lane)?.upstream ?? "?"))
         }
         _ = upstreams.retireOnLoop(applied.removed)
-        reloadError = nil
+        run.reloadError = nil
         events.emit(
             .reloaded,
             ["GQLMUX_UPSTREAMS": upstreams.names.joined(separator: " ")],

@@ -73,7 +73,7 @@ extension Daemon {
             credential = LaneCredential(payload: .file(file))
         }
         if let credential, let refusal = identityCapRefusal(upstream: name, credential: credential, for: session) { return .failure(refusal) }
-        switch upstreams.choose(upstream: name, credential: credential, paced: !resumingCarriedClient) {
+        switch upstreams.choose(upstream: name, credential: credential, paced: !run.resumingCarriedClient) {
         case .unknownUpstream:
             return .failure(LaneRefusal(code: .unknownUpstream, message: "no upstream is named '\(name.prefix(64))'"))
         case .tooManyIdentities(let limit):

@@ -35,51 +35,20 @@ package final class Daemon: @unchecked Sendable {
     var sessions: [ObjectIdentifier: ClientSession] = [:]
     /// Connection numbers, cuts per app and each upstream lane's health (`clients`, `status`).
     let view = OperatorView()
-    var serverChannel: (any Channel)?
     /// The listeners systemd passed (socket activation), adopted instead of binding.
     let listeners: AdoptedListeners
-    /// `[metrics] listen` (a start-only key): served by the sibling ``MetricsEndpoint``.
-    let metricsListen: MetricsListenAddress?
-    /// Where the metrics endpoint listens, once bound, or why it could not bind: `start` waits
-    /// for it.
-    let metricsBinding = AsyncThrowingStream<String, any Error>.makeStream()
-    /// The GraphQL endpoint's listeners (Unix socket, loopback TCP).
-    var endpointChannels: [any Channel] = []
-    /// Its Unix socket file, when this process created it.
-    var endpointSocketFile: String?
-    /// Where the endpoint listens, for `status` and the started event.
-    private(set) var endpointAddresses: [String] = []
     /// Prometheus metrics (`metrics` verb, `[metrics] listen`).
     let metrics = DaemonMetrics()
-    /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
-    private var metricsAddress: String?
-    var stopping = false
-    /// Set while a carried client resumes its subscriptions: the identity lanes it held in the
-    /// previous process are made again at once, not paced as new ones (``UpstreamRegistry``).
-    var resumingCarriedClient = false
-    /// Open connections of each listener (``admitConnection``).
-    var connectionCounts: [ClientSession.Origin: Int] = [:]
-    /// Once-a-second journal limits: a full listener, a failing accept, and each kind of endpoint
-    /// refusal from each sender (by listener, reason, Host and Origin).
-    var listenerFullLog = LogLimiter<ClientSession.Origin>()
-    var acceptFailureLog = LogLimiter<ClientSession.Origin>()
-    var refusalLog = LogLimiter<String>()
-    /// Each listener's connection limit within the open-file limit (made again at each reload).
-    var descriptorPlan: DescriptorPlan
-    /// Whether this process created the socket file (an adopted one belongs to systemd).
-    var ownsSocketFile = true
     /// What the daemon tells, and asks, the process that runs it: given at initialisation.
     let hooks: DaemonHooks
-    /// `gqlmuxctl restart` asked for this stop: the clients are handed over whatever the
-    /// service manager is doing, and gqlmuxd exits with ``restartExitCode``.
-    package internal(set) var restartRequested = false
     /// The exit status gqlmuxd.service restarts on (`RestartForceExitStatus=`).
     package static let restartExitCode: Int32 = 75
-    private var statusScheduled = false
-    /// The last reload's error, shown in STATUS and `status` until a reload succeeds.
-    var reloadError: String?
-    /// The reload in progress, if any: the next one starts after it, so two never interleave.
-    var lastReload: EventLoopFuture<Void>?
+    /// What it listens on, and each listener's limits and journal limits (``Listening``).
+    var listening: Listening
+    /// Where it is in its run: stopping, restarting, reloading (``RunState``).
+    var run = RunState()
+    /// `gqlmuxctl restart` asked for this stop (``RunState/restartRequested``).
+    package var restartRequested: Bool { run.restartRequested }
 
     /// - Parameters:
     ///   - configuration: the parsed configuration.
@@ -98,8 +67,10 @@ package final class Daemon: @unchecked Sendable {
         self.configuration = configuration
         self.configPath = configPath
         self.listeners = listeners
-        self.metricsListen = configuration.metricsListen
-        self.descriptorPlan = DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
+        self.listening = Listening(
+            metricsListen: configuration.metricsListen,
+            descriptorPlan: DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
+        )
         self.eventLoop = eventLoop
         self.events = events
         // Start-up reads the CA files here, before anything is served; a reload prepares
@@ -158,8 +129,8 @@ package final class Daemon: @unchecked Sendable {
         let listeningFD = listeners.line ?? inheritance.line
         let endpointFD = listeners.graphql ?? inheritance.graphql
         var bound: String?
-        if metricsListen != nil {
-            for try await address in metricsBinding.stream {
+        if listening.metricsListen != nil {
+            for try await address in listening.metricsBinding.stream {
                 bound = address
                 break
             }
@@ -179,15 +150,15 @@ package final class Daemon: @unchecked Sendable {
             return "http://" + (channel.localAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "?") + configuration.graphqlEndpoint.path
         }
         try await onLoop {
-            self.serverChannel = server
-            self.ownsSocketFile = self.listeners.line == nil
-            self.metricsAddress = metricsAddress
-            self.endpointChannels = endpoint
-            self.endpointSocketFile = endpointFile
-            self.endpointAddresses = endpointAddresses
+            self.listening.serverChannel = server
+            self.listening.ownsSocketFile = self.listeners.line == nil
+            self.listening.metricsAddress = metricsAddress
+            self.listening.endpointChannels = endpoint
+            self.listening.endpointSocketFile = endpointFile
+            self.listening.endpointAddresses = endpointAddresses
             var fields = [
                 "GQLMUX_SOCKET": configuration.socketPath, "GQLMUX_VERSION": Self.version, "GQLMUX_SOCKET_ACTIVATED": self.listeners.line == nil ? "no" : "yes",
-                "GQLMUX_NOFILE": "\(self.descriptorPlan.openFiles)",
+                "GQLMUX_NOFILE": "\(self.listening.descriptorPlan.openFiles)",
             ]
             if let metricsAddress { fields["GQLMUX_METRICS"] = metricsAddress }
             if !endpointAddresses.isEmpty {
@@ -198,7 +169,7 @@ package final class Daemon: @unchecked Sendable {
                 .started,
                 fields,
                 message: "gqlmuxd \(Self.version) listening on \(configuration.socketPath)"
-                    + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "") + "; open-file limit \(self.descriptorPlan.openFiles)"
+                    + (metricsAddress.map { "; metrics on http://\($0)/metrics" } ?? "") + "; open-file limit \(self.listening.descriptorPlan.openFiles)"
             )
             self.logListeners(
                 endpointSocket: endpointAddresses.contains { $0.hasPrefix("/") },
@@ -332,8 +303,8 @@ package final class Daemon: @unchecked Sendable {
     /// - Parameter reason: why this is a stop and not a restart (with a file descriptor store).
     package func shutdown(reason: String? = nil) async {
         let alreadyStopping = try? await eventLoop.submit { () -> Bool in
-            defer { self.stopping = true }
-            return self.stopping
+            defer { self.run.stopping = true }
+            return self.run.stopping
         }.get()
         guard alreadyStopping == false else { return }
         events.emit(
@@ -341,7 +312,7 @@ package final class Daemon: @unchecked Sendable {
             reason.map { ["GQLMUX_REASON": $0] } ?? [:],
             message: "stopping: closing clients and the upstream" + (reason.map { " (\($0))" } ?? "")
         )
-        let listeners = try? await onLoop { [self.serverChannel].compactMap { $0 } + self.endpointChannels }
+        let listeners = try? await onLoop { [self.listening.serverChannel].compactMap { $0 } + self.listening.endpointChannels }
         for channel in listeners ?? [] { try? await channel.close() }
         let closes: [EventLoopFuture<Void>] =
             (try? await eventLoop.submit {
@@ -352,9 +323,9 @@ package final class Daemon: @unchecked Sendable {
             }.get()) ?? []
         _ = try? await EventLoopFuture.andAllComplete(closes, on: eventLoop).get()
         try? await eventLoop.flatSubmit { self.shutDownUpstreams() }.get()
-        let socketFile = try? await onLoop { self.ownsSocketFile ? self.configuration.socketPath : nil }
+        let socketFile = try? await onLoop { self.listening.ownsSocketFile ? self.configuration.socketPath : nil }
         if let path = socketFile ?? nil { unlink(path) }
-        let endpointFile = try? await onLoop { self.endpointSocketFile }
+        let endpointFile = try? await onLoop { self.listening.endpointSocketFile }
         if let path = endpointFile ?? nil { unlink(path) }
     }
 
@@ -404,7 +375,7 @@ package final class Daemon: @unchecked Sendable {
 
     func sessionOpened(_ session: ClientSession) {
         eventLoop.assertInEventLoop()
-        if stopping {
+        if run.stopping {
             session.fail(code: LocalErrorCode.shuttingDown, Switchboard.shuttingDownMessage)
             return
         }
@@ -443,9 +414,9 @@ package final class Daemon: @unchecked Sendable {
             version: Self.version,
             upstream: table[0].snapshot,
             upstreams: table,
-            reloadError: reloadError,
-            metricsAddress: metricsAddress,
-            endpointAddresses: endpointAddresses,
+            reloadError: run.reloadError,
+            metricsAddress: listening.metricsAddress,
+            endpointAddresses: listening.endpointAddresses,
             clients: sessions.count,
             localSubscriptions: switchboard.localCount,
             upstreamSubscriptions: switchboard.upstreamCount,
@@ -474,10 +445,10 @@ package final class Daemon: @unchecked Sendable {
     package var statusLineOnLoop: String { reportOnLoop.line }
 
     func statusChanged() {
-        guard !statusScheduled else { return }
-        statusScheduled = true
+        guard !run.statusScheduled else { return }
+        run.statusScheduled = true
         eventLoop.execute {
-            self.statusScheduled = false
+            self.run.statusScheduled = false
             self.hooks.statusChanged?(self.statusLineOnLoop)
         }
     }
