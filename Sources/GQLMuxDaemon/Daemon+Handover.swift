@@ -50,7 +50,7 @@ extension Daemon {
             return
                 "restart needs systemd's file descriptor store (gqlmuxd.service sets FileDescriptorStoreMax= and FDSTORE=); restart the daemon with your service manager instead"
         }
-        guard !run.stopping, !run.restartRequested else { return "gqlmuxd is already run.stopping" }
+        guard !run.stopping, !run.restartRequested else { return "gqlmuxd is already stopping" }
         run.restartRequested = true
         // After this turn, so the `ok` is written first (and handed over with the rest).
         eventLoop.execute { requestStop() }
@@ -75,7 +75,7 @@ extension Daemon {
             return true
         }.get()
         guard began == true else { return false }
-        events.emit(.stopping, ["GQLMUX_REASON": reason], message: "run.stopping for a restart (\(reason)): handing clients to the next process")
+        events.emit(.stopping, ["GQLMUX_REASON": reason], message: "stopping for a restart (\(reason)): handing clients to the next process")
         HandoverFault.reached(.draining, loop: eventLoop)
 
         // Draining: what is in flight gets its answer (the switchboard says when the last one came).
@@ -105,7 +105,7 @@ extension Daemon {
             )
         } catch {
             stored = false
-            events.emit(.handoverFailed, ["GQLMUX_ERROR": "\(error)"], message: "could not hand clients to the next process: \(error); run.stopping instead")
+            events.emit(.handoverFailed, ["GQLMUX_ERROR": "\(error)"], message: "could not hand clients to the next process: \(error); stopping instead")
             // Told SHUTTING_DOWN and closed, as in a stop; waited for like a stop's.
             let closes: [EventLoopFuture<Void>] =
                 (try? await eventLoop.submit { () -> [EventLoopFuture<Void>] in

@@ -74,7 +74,7 @@ struct MetricsEndpoint: Service {
 
     /// The endpoint of `daemon`'s `[metrics] listen`, nil when it has none.
     init?(daemon: Daemon) {
-        guard let listen = daemon.listening.metricsListen else { return nil }
+        guard let listen = daemon.metricsListen else { return nil }
         self.daemon = daemon
         self.listen = listen
     }
@@ -85,13 +85,13 @@ struct MetricsEndpoint: Service {
             channel = try await MetricsHTTPServer.bind(listen, on: daemon.eventLoop) { [daemon] in daemon.metricsText() }
         } catch {
             let failure = DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
-            daemon.listening.metricsBinding.continuation.finish(throwing: failure)
+            daemon.metricsBinding.continuation.finish(throwing: failure)
             throw failure
         }
         var address = listen
         address.port = channel.localAddress?.port ?? listen.port
-        daemon.listening.metricsBinding.continuation.yield(address.description)
-        daemon.listening.metricsBinding.continuation.finish()
+        daemon.metricsBinding.continuation.yield(address.description)
+        daemon.metricsBinding.continuation.finish()
         try? await gracefulShutdown()
         try? await channel.close()
     }

@@ -43,6 +43,11 @@ package final class Daemon: @unchecked Sendable {
     let hooks: DaemonHooks
     /// The exit status gqlmuxd.service restarts on (`RestartForceExitStatus=`).
     package static let restartExitCode: Int32 = 75
+    /// `[metrics] listen` (a start-only key): served by the sibling ``MetricsEndpoint``.
+    let metricsListen: MetricsListenAddress?
+    /// Where the metrics endpoint listens, once bound, or why it could not bind: `start` waits
+    /// for it.
+    let metricsBinding = AsyncThrowingStream<String, any Error>.makeStream()
     /// What it listens on, and each listener's limits and journal limits (``Listening``).
     var listening: Listening
     /// Where it is in its run: stopping, restarting, reloading (``RunState``).
@@ -67,10 +72,8 @@ package final class Daemon: @unchecked Sendable {
         self.configuration = configuration
         self.configPath = configPath
         self.listeners = listeners
-        self.listening = Listening(
-            metricsListen: configuration.metricsListen,
-            descriptorPlan: DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration)
-        )
+        self.metricsListen = configuration.metricsListen
+        self.listening = Listening(descriptorPlan: DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration))
         self.eventLoop = eventLoop
         self.events = events
         // Start-up reads the CA files here, before anything is served; a reload prepares
@@ -129,8 +132,8 @@ package final class Daemon: @unchecked Sendable {
         let listeningFD = listeners.line ?? inheritance.line
         let endpointFD = listeners.graphql ?? inheritance.graphql
         var bound: String?
-        if listening.metricsListen != nil {
-            for try await address in listening.metricsBinding.stream {
+        if metricsListen != nil {
+            for try await address in metricsBinding.stream {
                 bound = address
                 break
             }

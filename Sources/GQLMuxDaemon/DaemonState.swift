@@ -2,8 +2,9 @@ import GQLMuxConfiguration
 import NIOCore
 
 /// What the daemon listens on: its listeners once bound or adopted, where they are, how many
-/// connections each holds against its limit, and the journal limits of their floods. Loop-confined,
-/// as the daemon is.
+/// connections each holds against its limit, and the journal limits of their floods. Read and
+/// written on the daemon's loop only (what other threads read, the metrics listener's address
+/// and its binding, stays on the daemon as constants).
 struct Listening {
     /// The line socket's listener.
     var serverChannel: (any Channel)?
@@ -13,11 +14,6 @@ struct Listening {
     var endpointSocketFile: String?
     /// Where the endpoint listens, for `status` and the started event.
     var endpointAddresses: [String] = []
-    /// `[metrics] listen` (a start-only key): served by the sibling ``MetricsEndpoint``.
-    let metricsListen: MetricsListenAddress?
-    /// Where the metrics endpoint listens, once bound, or why it could not bind: `start` waits
-    /// for it.
-    let metricsBinding = AsyncThrowingStream<String, any Error>.makeStream()
     /// Where `GET /metrics` is served (`[metrics] listen`, its port resolved), for `status`.
     var metricsAddress: String?
     /// Whether this process created the socket file (an adopted one belongs to systemd).
@@ -32,13 +28,12 @@ struct Listening {
     var acceptFailureLog = LogLimiter<ClientSession.Origin>()
     var refusalLog = LogLimiter<String>()
 
-    init(metricsListen: MetricsListenAddress?, descriptorPlan: DescriptorPlan) {
-        self.metricsListen = metricsListen
+    init(descriptorPlan: DescriptorPlan) {
         self.descriptorPlan = descriptorPlan
     }
 }
 
-/// Where the daemon is in its run. Loop-confined, as the daemon is.
+/// Where the daemon is in its run. Read and written on the daemon's loop only.
 struct RunState {
     /// The stop has begun: nothing new is accepted.
     var stopping = false

@@ -46,7 +46,24 @@ package struct SystemdNotifier: Sendable {
         return .microseconds(Int64(usec))
     }
 
-    static func oneLine(_ text: String) -> String {
-        text.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ")
+    /// `text` as one `STATUS=` value: systemd splits a notification into assignments at every
+    /// CR and LF, so a CR left in (a server's close reason, a `connection_error` message) would
+    /// be a command of its own (`WATCHDOG=trigger`, `STOPPING=1`, `FDSTOREREMOVE=1`). Every
+    /// control character (C0, DEL, C1), and the Unicode line and paragraph separators, becomes a
+    /// space; at most `maxStatusBytes` bytes of it are kept, cut at a character.
+    package static func oneLine(_ text: String) -> String {
+        var line = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let shown: Unicode.Scalar =
+                scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}" ? " " : scalar
+            bytes += UTF8.width(shown)
+            guard bytes <= maxStatusBytes else { break }
+            line.append(shown)
+        }
+        return String(line)
     }
+
+    /// The longest `STATUS=` value sent (systemd shows one line; a notification is one datagram).
+    package static let maxStatusBytes = 2_048
 }

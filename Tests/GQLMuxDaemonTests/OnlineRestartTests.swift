@@ -1,5 +1,4 @@
 import Foundation
-import GQLMuxDaemon
 import Glibc
 import NIOConcurrencyHelpers
 import NIOCore
@@ -7,11 +6,36 @@ import NIOPosix
 import TestUpstream
 import Testing
 
+@testable import GQLMuxDaemon
+
 /// The online restart through real daemons and real sockets, this process standing in for
 /// systemd's file descriptor store (`DaemonRig.restartOnline`): clients are carried, told
 /// `reconnecting` then `active` with `gapMs`, and never closed; what cannot be carried whole is
 /// closed cleanly; a record that cannot be read closes what was passed and starts clean.
 @Suite struct OnlineRestartTests {
+    /// `gqlmuxctl restart` asks the service manager once: a second request while the first
+    /// stop is under way is refused with the reason, and the stop is asked for once.
+    @Test func aSecondRestartIsRefusedAsAlreadyStopping() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let configuration = try DaemonConfiguration.parse("[upstream]\nurl = \"ws://127.0.0.1:9/graphql\"\nlazy = true")
+        let asked = NIOLockedValueBox(0)
+        let restart = DaemonHooks.OnlineRestart(store: { _ in }, requestStop: { asked.withLockedValue { $0 += 1 } })
+        let daemon = try Daemon(
+            configuration: configuration,
+            configPath: nil,
+            eventLoop: group.next(),
+            events: EventLog().events,
+            hooks: DaemonHooks(onlineRestart: restart)
+        )
+        let answers = try await daemon.eventLoop.submit { [daemon.restart(), daemon.restart()] }.get()
+        #expect(answers[0] == nil, "the first is begun")
+        #expect(answers[1] == "gqlmuxd is already stopping")
+        try await daemon.eventLoop.submit {}.get()  // the stop is asked for after the answer's turn
+        #expect(asked.withLockedValue { $0 } == 1)
+        #expect(daemon.restartRequested)
+        try await group.shutdownGracefully()
+    }
+
     @Test func aLineClientIsCarriedToTheNextDaemonWithoutAClose() async throws {
         try await DaemonRig.with { rig in
             let client = try await rig.connect()

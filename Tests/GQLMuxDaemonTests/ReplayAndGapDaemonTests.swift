@@ -103,7 +103,8 @@ import Testing
 
             let snapshotting = client.subscribe(query: "subscription { tick }", resnapshot: "{ hello }")
             var snapshotResults = snapshotting.makeAsyncIterator()
-            await until("three subscribers", upstream: rig.server) { $0.activeSubscriptions == 1 && snapshotting.state == .active }
+            // A client library subscription signals nobody: its state is polled.
+            await eventually("three subscribers") { await rig.server.currentStats.activeSubscriptions == 1 && snapshotting.state == .active }
 
             await rig.server.closeAll(code: 1012, reason: "service restart")
             await eventually("a gap told") { first.lastGap != nil && first.state == .active }

@@ -90,7 +90,7 @@ import Testing
             let b = try await rig.connect()
             a.subscribe(id: "a")
             b.subscribe(id: "b")
-            await until("active", upstream: rig.server) { $0.activeSubscriptions == 1 && b.lines.count == 1 }
+            await until("active", upstream: rig.server, also: b) { $0.activeSubscriptions == 1 && b.lines.count == 1 }
             await rig.server.completeAll()
             await until("both completed", on: a, b) {
                 a.lines.contains(#"{"type":"complete","id":"a"}"#) && b.lines.contains(#"{"type":"complete","id":"b"}"#)
@@ -98,7 +98,7 @@ import Testing
             // Fatal close: every subscriber gets UPSTREAM_CLOSED with the code and reason.
             a.subscribe(id: "a2")
             b.subscribe(id: "b2")
-            await until("resubscribed", upstream: rig.server) { $0.activeSubscriptions == 1 && b.lines(containing: "b2").count == 1 }
+            await until("resubscribed", upstream: rig.server, also: b) { $0.activeSubscriptions == 1 && b.lines(containing: "b2").count == 1 }
             await rig.server.closeAll(code: 4403, reason: "Forbidden")
             await until("errors fanned out", on: a, b) {
                 !a.lines(containing: #""id":"a2","payload":[{"message""#).isEmpty && !b.lines(containing: #""id":"b2","payload":[{"message""#).isEmpty

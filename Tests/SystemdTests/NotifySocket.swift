@@ -49,8 +49,9 @@ final class NotifySocket: Changing, @unchecked Sendable {
     /// Every datagram received so far.
     var messages: [String] { box.withLockedValue { $0 } }
 
-    /// Every `KEY=value` line received so far, in order.
-    var lines: [String] { messages.flatMap { $0.split(separator: "\n").map(String.init) } }
+    /// Every `KEY=value` assignment received so far, in order, split as systemd splits a
+    /// notification: at every LF and every CR.
+    var lines: [String] { messages.flatMap { $0.split { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }.map(String.init) } }
 
     func close() {
         thread.cancel()

@@ -47,6 +47,15 @@ import Glibc
         try await server.start()
         await eventually("STATUS connected again") { notify.lines.filter { $0.hasPrefix("STATUS=connected to") }.count >= 2 }
 
+        // A server's close reason reaches STATUS=: its CR and LF must not become commands of
+        // their own (systemd splits at both; WATCHDOG=trigger would have it kill gqlmuxd).
+        await server.closeAll(code: 1011, reason: "bye\rWATCHDOG=trigger\r\nSTOPPING=1\nFDSTOREREMOVE=1\u{2028}x")
+        await until("STATUS with the reason", on: notify) { notify.lines.contains { $0.hasPrefix("STATUS=") && $0.contains("bye WATCHDOG=trigger") } }
+        #expect(!notify.lines.contains("WATCHDOG=trigger") && !notify.lines.contains("STOPPING=1") && !notify.lines.contains("FDSTOREREMOVE=1"))
+        #expect(notify.messages.allSatisfy { !$0.unicodeScalars.contains("\r") && !$0.unicodeScalars.contains("\u{2028}") })
+        await eventually("STATUS connected once more") { notify.lines.filter { $0.hasPrefix("STATUS=connected to") }.count >= 3 }
+        #expect(daemon.isRunning)
+
         // SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1.
         let readyBefore = notify.lines.filter { $0 == "READY=1" }.count
         daemon.signal(SIGHUP)
