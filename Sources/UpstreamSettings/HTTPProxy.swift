@@ -75,11 +75,13 @@ package struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The URL with any password replaced, for error messages.
+    /// The URL for error messages (which reach STATUS=): its user info replaced, up to the last
+    /// `@`, and its query and fragment left out.
     static func redacted(_ text: String) -> String {
-        guard let at = text.lastIndex(of: "@") else { return text }
         let start = text.firstRange(of: "://")?.upperBound ?? text.startIndex
-        return String(text[..<start]) + "***" + String(text[at...])
+        var shown = text.lastIndex(of: "@").map { String(text[..<start]) + "***" + String(text[$0...]) } ?? text
+        if let query = shown.firstIndex(where: { $0 == "?" || $0 == "#" }) { shown = String(shown[..<query]) }
+        return shown
     }
 
     static func percentDecoded(_ text: Substring) -> String? {

@@ -13,7 +13,7 @@ package struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
         } else if string.hasPrefix("https://") {
             scheme = ("https://", "wss://")
         } else {
-            throw UpstreamURLError("'\(shownURL(string))' must start with http:// or https://")
+            throw UpstreamURLError("\(named(string)) must start with http:// or https://")
         }
         let parsed: UpstreamURL
         do {

@@ -30,29 +30,31 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
             secure = true
             rest = string.dropFirst(6)
         } else {
-            throw UpstreamURLError("'\(shownURL(string))' must start with ws:// or wss://")
+            throw UpstreamURLError("\(named(string)) must start with ws:// or wss://")
         }
         let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
         let authority = rest[..<authorityEnd]
         var target = String(rest[authorityEnd...])
         if let hash = target.firstIndex(of: "#") { target = String(target[..<hash]) }
         if target.isEmpty || target.hasPrefix("?") { target = "/" + target }
-        // Each message shows the URL as `shownURL` does (no user info, no query): a reload's error
-        // reaches STATUS=, which every local user can read.
-        guard !authority.contains("@") else {
-            throw UpstreamURLError("'\(shownURL(string))' has user info, which is not supported (send credentials in headers)")
+        // A reload's error reaches STATUS=, which every local user reads: each message names the
+        // URL as `named` does (never its query, never anything of a URL that holds an `@`).
+        guard !rest.prefix(while: { $0 != "?" && $0 != "#" }).contains("@") else {
+            throw UpstreamURLError(
+                "\(named(string)) has user info or an '@' before its query, which is not supported (send credentials in headers; write an '@' in the path as %40)"
+            )
         }
-        guard !authority.isEmpty else { throw UpstreamURLError("'\(shownURL(string))' has no host") }
+        guard !authority.isEmpty else { throw UpstreamURLError("\(named(string)) has no host") }
         var host: Substring
         var portText: Substring?
         if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { throw UpstreamURLError("'\(shownURL(string))' has an unclosed IPv6 address") }
+            guard let close = authority.firstIndex(of: "]") else { throw UpstreamURLError("\(named(string)) has an unclosed IPv6 address") }
             host = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
             if after.hasPrefix(":") {
                 portText = after.dropFirst()
             } else if !after.isEmpty {
-                throw UpstreamURLError("'\(shownURL(string))' has garbage after the IPv6 address")
+                throw UpstreamURLError("\(named(string)) has garbage after the IPv6 address")
             }
         } else if let colon = authority.lastIndex(of: ":") {
             host = authority[..<colon]
@@ -60,11 +62,11 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
         } else {
             host = authority
         }
-        guard !host.isEmpty else { throw UpstreamURLError("'\(shownURL(string))' has no host") }
+        guard !host.isEmpty else { throw UpstreamURLError("\(named(string)) has no host") }
         var port = secure ? 443 : 80
         if let portText {
             guard let value = Int(portText), (1...65535).contains(value) else {
-                throw UpstreamURLError("'\(shownURL(string))' has an invalid port '\(portText)'")
+                throw UpstreamURLError("\(named(string)) has an invalid port" + (string.contains("@") ? "" : " '\(portText)'"))
             }
             port = value
         }
@@ -78,4 +80,11 @@ package struct UpstreamURL: Sendable, Equatable, CustomStringConvertible {
 package struct UpstreamURLError: Error, Equatable, CustomStringConvertible {
     package var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// A URL as an error message may name it, quoted: without its query and fragment (``shownURL``),
+/// or not at all when it holds an `@` anywhere, since user info is never shown, whatever
+/// characters (`/`, `?`, `#`) its password holds.
+func named(_ string: String) -> String {
+    string.contains("@") ? "the URL" : "'\(shownURL(string))'"
 }

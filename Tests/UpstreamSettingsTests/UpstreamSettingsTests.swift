@@ -19,6 +19,10 @@ import Testing
         }
         let error = #expect(throws: HTTPProxy.ParseError.self) { try HTTPProxy(parsing: "https://user:secret@proxy:1") }
         #expect(error?.description.contains("secret") == false, "a password never reaches a message")
+        for bad in ["http://proxy:3128/?auth=secret", "socks5://u:se/cret@proxy:1", "http://proxy:3128/path#secret"] {
+            let error = #expect(throws: HTTPProxy.ParseError.self) { try HTTPProxy(parsing: bad) }
+            #expect(error?.description.contains("secret") == false && error?.description.contains("cret") == false, "\(error?.description ?? "")")
+        }
     }
 
     @Test func theEnvironmentIsReadAsCurlReadsIt() throws {
@@ -54,17 +58,28 @@ import Testing
         for bad in ["http://h/", "ws://", "ws://user:pw@h/", "ws://[::1/", "ws://[::1]x/", "ws://h:0/", "ws://h:65536/", "ws://h:x/", "ws://:80/"] {
             #expect(throws: UpstreamURLError.self, "\(bad)") { try UpstreamURL(bad) }
         }
-        // A reload's error reaches STATUS=, which every local user reads: no user info, no query.
+        // A reload's error reaches STATUS=, which every local user reads: no user info (whatever
+        // characters its password holds), no query; a URL with an '@' is not quoted at all.
         for (bad, said) in [
-            ("ws://user:secret@h/", "'ws://h/' has user info"), ("ws://h:99999/g?apikey=secret", "'ws://h:99999/g' has an invalid port"),
-            ("ftp://h/?apikey=secret", "'ftp://h/' must start with"), ("https://u:secret@h/", "'https://h/' must start with ws://"),
+            ("ws://user:secret@h/", "the URL has user info"), ("ws://h:99999/g?apikey=secret", "'ws://h:99999/g' has an invalid port"),
+            ("ftp://h/?apikey=secret", "'ftp://h/' must start with"), ("https://u:secret@h/", "the URL must start with ws://"),
+            ("wss://key:se/cret+e==@api.example/graphql", "the URL has user info"), ("wss://key:se?cret@h", "the URL has an invalid port"),
+            ("wss:/u:secret@h", "the URL must start with"), ("u:secret@h:443", "the URL must start with"),
+            ("wss://secret/PART@h/graphql", "the URL has user info or an '@' before its query"),
         ] {
             let error = #expect(throws: UpstreamURLError.self) { try UpstreamURL(bad) }
-            #expect(error?.description.contains("secret") == false, "\(bad): \(error?.description ?? "")")
+            for part in ["secret", "cret", "key", "PART"] {
+                #expect(error?.description.contains(part) == false, "\(bad): \(error?.description ?? "")")
+            }
             #expect(error?.description.hasPrefix(said) == true, "\(bad): \(error?.description ?? "")")
         }
+        #expect(throws: UpstreamURLError.self, "an '@' in the path must be %40") { try UpstreamURL("ws://h/p@q") }
+        #expect(try UpstreamURL("ws://h/p%40q?mail=a@b").target == "/p%40q?mail=a@b", "an '@' in the query is the query's")
         let http = #expect(throws: UpstreamURLError.self) { try HTTPURL("http://u:secret@h:1/?token=secret") }
-        #expect(http?.description == "'http://h:1/' has user info, which is not supported (send credentials in headers)")
+        #expect(
+            http?.description
+                == "the URL has user info or an '@' before its query, which is not supported (send credentials in headers; write an '@' in the path as %40)"
+        )
     }
 
     @Test func httpURLsAreParsedLikeWebSocketURLs() throws {
