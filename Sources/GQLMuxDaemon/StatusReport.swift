@@ -65,11 +65,14 @@ struct StatusReport {
     func json(wholeURLs: Bool = false) -> ByteBuffer {
         var status = JSONObjectWriter()
         status.field("version", version)
-        status.field("upstream") { Self.write(upstream, wholeURLs: wholeURLs, to: &$0) }
+        // What a server wrote in words (a close reason) about one identity's lane may name that
+        // identity's credential or user: only an admin reads it.
+        let defaultServerText = wholeURLs || (upstreams.first?.identity ?? "host") == "host"
+        status.field("upstream") { Self.write(upstream, wholeURLs: wholeURLs, serverText: defaultServerText, to: &$0) }
         status.field("upstreams") { table in
             for entry in upstreams {
                 table.field(entry.name) { object in
-                    Self.write(entry.snapshot, wholeURLs: wholeURLs, to: &object)
+                    Self.write(entry.snapshot, wholeURLs: wholeURLs, serverText: wholeURLs || entry.identity == "host", to: &object)
                     object.field("identity", entry.identity)
                     if entry.identity == "host" { Self.write(health[Self.healthKey(upstream: entry.name, identity: nil)], to: &object) }
                     object.field("subscriptions") { subscriptions in
@@ -120,7 +123,7 @@ struct StatusReport {
         object.field("lastMessageAge", number: health?.lastMessageAge)
     }
 
-    private static func write(_ upstream: UpstreamSnapshot, wholeURLs: Bool, to object: inout JSONObjectWriter) {
+    private static func write(_ upstream: UpstreamSnapshot, wholeURLs: Bool, serverText: Bool, to object: inout JSONObjectWriter) {
         object.field("state", upstream.state.name.rawValue)
         object.field("url", wholeURLs ? upstream.url : Self.shown(upstream.url))
         object.field("transport", upstream.transport)
@@ -133,14 +136,14 @@ struct StatusReport {
                     connection.field("state", c.state.name.rawValue)
                     connection.field("operations", c.operations)
                     connection.field("protocol", c.wire)
-                    connection.field("detail", Self.describe(c.state))
+                    connection.field("detail", Self.describe(c.state, serverText: serverText))
                 }
             }
         )
         object.field("httpURL", wholeURLs ? upstream.httpURL : upstream.httpURL.map(Self.shown))
         object.field("reconnects", upstream.reconnects)
         if let streams = upstream.streams { object.field("streams", streams) }
-        object.field("detail", Self.describe(upstream.state))
+        object.field("detail", Self.describe(upstream.state, serverText: serverText))
     }
 
     /// `url` as every local user may see it (``shownURL(_:)``).
@@ -154,7 +157,9 @@ struct StatusReport {
 
     private var connectionLine: String {
         guard upstreams.count < 2 else { return tableLine }
-        guard upstream.state == .connected else { return Self.describe(upstream.state) }
+        guard upstream.state == .connected else {
+            return Self.describe(upstream.state, serverText: (upstreams.first?.identity ?? "host") == "host")
+        }
         let count = upstream.connections.count
         let over = count > 1 ? " over \(count) connections" : ""
         let transport = upstream.streams == nil ? "" : " (\(upstream.transport))"
@@ -174,17 +179,18 @@ struct StatusReport {
         return "\(upstreams.count) upstreams: \(summary); \(each); \(clients) clients, \(localSubscriptions) subscriptions (\(upstreamSubscriptions) upstream)"
     }
 
-    /// A connection state in operators' words.
-    static func describe(_ state: ConnectionState) -> String {
+    /// A connection state in operators' words; without `serverText`, without what the server
+    /// wrote in words (``DisconnectCause/withoutServerText``).
+    static func describe(_ state: ConnectionState, serverText: Bool = true) -> String {
         switch state {
         case .idle: return "idle (lazy: connects on first subscribe)"
         case .connecting(let attempt), .awaitingAck(let attempt): return "connecting (attempt \(attempt))"
         case .connected: return "connected"
         case .reconnecting(let attempt, let delay, let cause):
-            return "reconnecting in \(delay.formattedSeconds(decimals: 1))s (attempt \(attempt)): \(cause)"
+            return "reconnecting in \(delay.formattedSeconds(decimals: 1))s (attempt \(attempt)): \(serverText ? cause.description : cause.withoutServerText)"
         case .paused: return "paused"
         case .failed(let code, let reason):
-            return "failed: " + (code.map { "upstream closed \($0) \(reason)" } ?? reason) + "; waiting for reload"
+            return "failed: " + (code.map { "upstream closed \($0)" + (serverText ? " \(reason)" : "") } ?? reason) + "; waiting for reload"
         case .shutDown: return "stopping"
         }
     }

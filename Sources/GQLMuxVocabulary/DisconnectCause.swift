@@ -31,6 +31,16 @@ package enum DisconnectCause: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The text without what the server wrote in words (a close reason, an HTTP reason phrase):
+    /// for those who must not read one identity's server messages (``description`` otherwise).
+    package var withoutServerText: String {
+        switch self {
+        case .closed(let code, _): "upstream closed \(code)"
+        case .httpStatus(let code, _): "HTTP \(code)"
+        default: description
+        }
+    }
+
     /// The bounded `cause` label of `gqlmux_reconnects_total`.
     package var metricLabel: String {
         switch self {

@@ -51,6 +51,26 @@ import Upstream
         #expect(report(pool([.paused]), reloadError: "bad key").line == "paused; last reload failed (configuration kept): bad key")
     }
 
+    /// What a server wrote about one identity's lane (a close reason that may name its
+    /// credential or user) reaches an admin only: not STATUS=, not another user's `status`.
+    @Test func anIdentitysServerTextIsShownToAnAdminOnly() throws {
+        let closed = ConnectionState.reconnecting(attempt: 1, delay: .seconds(1), cause: .closed(code: 4403, reason: "invalid token eyJsecret"))
+        let failed = ConnectionState.failed(closeCode: 4403, reason: "user alice: quota")
+        for state in [closed, failed] {
+            var value = report(pool([state]))
+            value.upstreams = [.init(name: "default", identity: "client", snapshot: pool([state]), identities: [("0123456789ab", pool([state]))])]
+            for text in [value.line, String(buffer: value.json())] {
+                #expect(!text.contains("eyJsecret") && !text.contains("alice"), "\(text)")
+                #expect(text.contains("upstream closed 4403"), "the code is still told: \(text)")
+            }
+            let admin = String(buffer: value.json(wholeURLs: true))
+            #expect(admin.contains("eyJsecret") || admin.contains("user alice: quota"), "an admin reads it whole")
+            // The host's own lane keeps its reason for everyone, as before.
+            value.upstreams[0].identity = "host"
+            #expect(value.line.contains("invalid token eyJsecret") || value.line.contains("user alice: quota"))
+        }
+    }
+
     @Test func severalUpstreamsAreSummedUpThenNamedEach() {
         var value = report(pool([.connected]))
         let down = pool([.reconnecting(attempt: 1, delay: .seconds(1), cause: .network("refused"))])
