@@ -283,10 +283,11 @@ struct Status: AsyncParsableCommand {
 
     static func human(_ json: String) -> String {
         guard let s = JSONValue.parse(json), s.isObject else { return json }
-        /// A value as the summary shows it: strings bare, anything else as JSON, `fallback` if absent.
+        /// A value as the summary shows it: strings bare, anything else as JSON, `fallback` if
+        /// absent; never what a terminal would act on (a server's close reason is in `detail`).
         func show(_ value: JSONValue?, _ fallback: String = "?") -> String {
             guard let value, value != .null else { return fallback }
-            return value.stringValue ?? value.text
+            return TextCell.sanitized(value.stringValue ?? value.text)
         }
         let upstream = s["upstream"]
         let subs = s["subscriptions"]

@@ -11,7 +11,9 @@ struct UpstreamEventLog {
     /// Records `event` of pool connection `connection`; `context` is where it was connected
     /// and with which subprotocol (or stream flavour), and its reconnects so far.
     func record(_ event: TransportEvent, lane: LaneID = .primary, connection: Int, context: (url: String, wire: String, reconnects: Int)) {
-        let url = context.url
+        // As every local user sees it (no user info, no query string, where some servers take
+        // a key): the journal is for operators, not for the upstream's credentials.
+        let url = StatusReport.shown(context.url)
         let events = self.events.adding(["GQLMUX_CONNECTION": "\(connection)"])
         switch event {
         case .stateChanged(let state):

@@ -23,6 +23,8 @@ final class EventLog: Changing {
     }
     func count(_ event: DaemonEvent) -> Int { box.withLockedValue { $0.filter { $0.0 == event }.count } }
     func all(_ event: DaemonEvent) -> [[String: String]] { box.withLockedValue { $0.filter { $0.0 == event }.map(\.2) } }
+    /// Every message, in order.
+    var messages: [String] { box.withLockedValue { $0.map(\.1) } }
 }
 
 /// A test upstream + a daemon on a temporary socket.
