@@ -70,8 +70,9 @@ let package = Package(
             dependencies: [.product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
-        // One HTTP header field (name and value) and HTTP's whitespace rule: what the endpoint,
-        // the upstream settings, presented credentials and the handover record share. Pure.
+        // One HTTP header field (name and value) and a trimming helper (HTTP's optional whitespace
+        // by default): what the endpoint, the upstream settings and transports, presented
+        // credentials, the handover record and the daemon share. Pure.
         .target(name: "HTTPFields", swiftSettings: strict),
         // The shared vocabulary of every side (operation ids, kinds, states and updates, the
         // connection's state and events, close codes, disconnect causes, backoff, the clock's
@@ -318,7 +319,7 @@ let package = Package(
                 "HTTPFields",
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS",
                 "RequestValidation",
-                "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "GQLMuxFuzz", "GQLMuxTestSupport",
+                "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "GQLMuxTestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -330,7 +331,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Bodies of the libFuzzer targets (Fuzz/, scripts/fuzz.sh) and the corpus replay test.
+        // Bodies of the libFuzzer targets (Fuzz/, scripts/fuzz.sh); GQLMuxFuzzTests replays their corpus.
         .target(
             name: "GQLMuxFuzz",
             dependencies: [
@@ -354,6 +355,7 @@ let package = Package(
         .testTarget(
             name: "GQLMuxConfigurationTests",
             dependencies: [
+                "GQLMuxTestSupport",
                 "HTTPFields",
                 "AWSSigning", "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "HTTPStreaming", "LocalEndpoint",
                 "LocalProtocol", "RequestValidation", "Upstream", .product(name: "NIOCore", package: "swift-nio"),
@@ -389,9 +391,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "AWSSigningTests", dependencies: ["AWSSigning"], swiftSettings: strict),
+        .testTarget(name: "AWSSigningTests", dependencies: ["GQLMuxTestSupport", "AWSSigning"], swiftSettings: strict),
         .testTarget(name: "GQLMuxVocabularyTests", dependencies: ["GQLMuxVocabulary"], swiftSettings: strict),
-        .testTarget(name: "HandoverTests", dependencies: ["HTTPFields", "GQLMuxVocabulary", "Handover"], swiftSettings: strict),
+        .testTarget(name: "HandoverTests", dependencies: ["GQLMuxTestSupport", "HTTPFields", "GQLMuxVocabulary", "Handover"], swiftSettings: strict),
         .testTarget(name: "JSONEnvelopeTests", dependencies: ["JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")], swiftSettings: strict),
         .testTarget(
             name: "UpstreamFramesTests",
@@ -404,7 +406,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "UpstreamSettingsTests", dependencies: ["UpstreamSettings"], swiftSettings: strict),
-        .testTarget(name: "GQLMuxFuzzTests", dependencies: ["GQLMuxFuzz"], swiftSettings: strict),
+        .testTarget(name: "GQLMuxFuzzTests", dependencies: ["GQLMuxTestSupport", "GQLMuxFuzz"], swiftSettings: strict),
         .testTarget(name: "SpawnTests", dependencies: ["Spawn"], swiftSettings: strict),
         .testTarget(name: "GQLMuxClientCoreTests", dependencies: ["GQLMuxClientCore"], swiftSettings: strict),
         .testTarget(name: "GQLMuxClientTests", dependencies: ["GQLMuxClient"], swiftSettings: strict),

@@ -38,6 +38,9 @@ final class ResultBuffer: Sendable {
     /// Results waiting for the consumer.
     var count: Int { state.withLockedValue { $0.count } }
 
+    /// A consumer is waiting for the next result (for tests).
+    var hasWaiter: Bool { state.withLockedValue { $0.waiter != nil } }
+
     /// Adds a result (from the connection's loop). Results after the end are dropped.
     func push(_ result: GQLMuxResult) {
         let (waiter, becameFull) = state.withLockedValue { s -> (CheckedContinuation<GQLMuxResult?, any Error>?, Bool) in

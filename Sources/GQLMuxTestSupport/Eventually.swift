@@ -1,9 +1,11 @@
 import Testing
 
 /// Polls `condition` every 10 ms until it holds, or records an issue after `seconds`: for
-/// state no test helper signals (a test server's counters, a library client's state). What a
-/// ``Changing`` helper holds is waited on with ``until(_:within:on:sourceLocation:_:)``
-/// instead, which checks at each change and never on a timer.
+/// state nothing signals (a client library subscription's state, a file appearing, a child
+/// process's output). What a ``Changing`` helper holds is waited on with
+/// ``until(_:within:on:sourceLocation:_:)``, and the test upstream's counters with
+/// ``until(_:within:upstream:also:sourceLocation:_:)``: both check at each change, never on a
+/// timer.
 package func eventually(
     _ what: String,
     within seconds: Double = 10,

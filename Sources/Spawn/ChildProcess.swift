@@ -38,6 +38,16 @@ package final class ChildProcess: Sendable {
     /// Variables a child never inherits from the test runner.
     package static let systemdVariables = ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"]
 
+    /// A child's environment: the runner's without ``systemdVariables`` (a test run under
+    /// systemd must not hand its notify socket or listeners on), then `given` on top (a test
+    /// may set them for its child on purpose). Pure.
+    package static func environment(inheriting inherited: [String: String], setting given: [String: String]) -> [String: String] {
+        var merged = inherited
+        for key in systemdVariables { merged[key] = nil }
+        merged.merge(given) { _, new in new }
+        return merged
+    }
+
     package let pid: Int32
     private let captured: Mutex<(stdout: [UInt8], stderr: [UInt8], openPipes: Int)>
     /// The wait status once reaped; after that `pid` may belong to someone else.
@@ -103,15 +113,14 @@ package final class ChildProcess: Sendable {
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
-        var merged: [String: String] = [:]
+        var inherited: [String: String] = [:]
         var entry = environ
         while let pointer = entry.pointee {
             let pair = String(cString: pointer)
-            if let equals = pair.firstIndex(of: "=") { merged[String(pair[..<equals])] = String(pair[pair.index(after: equals)...]) }
+            if let equals = pair.firstIndex(of: "=") { inherited[String(pair[..<equals])] = String(pair[pair.index(after: equals)...]) }
             entry += 1
         }
-        for key in Self.systemdVariables { merged[key] = nil }
-        merged.merge(environment) { _, new in new }
+        let merged = Self.environment(inheriting: inherited, setting: environment)
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]

@@ -2,7 +2,8 @@ import Synchronization
 
 /// Who is told when the test upstream's counters change: called on the server's loop after
 /// each change of ``TestUpstreamServer/currentStats``, so a test waits on a change instead of
-/// polling the counters on a timer.
+/// polling the counters on a timer. (Not GQLMuxTestSupport's `Changes`: TestUpstream is linked
+/// into the benchmark and the demo's server too, which must not depend on the test library.)
 package final class StatsObservers: Sendable {
     private let observers = Mutex<(next: Int, all: [Int: @Sendable () -> Void])>((0, [:]))
 

@@ -1,5 +1,6 @@
 import AWSSigning
 import Foundation
+import GQLMuxTestSupport
 import Testing
 
 /// Signature Version 4 as botocore computes it (Tests/Fixtures/sigv4-botocore.json, written by
@@ -16,7 +17,7 @@ import Testing
     }
 
     static func vectors() throws -> [Vector] {
-        let path = #filePath.replacingOccurrences(of: "AWSSigningTests/SignatureV4Tests.swift", with: "Fixtures/sigv4-botocore.json")
+        let path = repositoryRoot() + "/Tests/Fixtures/sigv4-botocore.json"
         let cases = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [[String: Any]])
         return cases.map { c in
             Vector(

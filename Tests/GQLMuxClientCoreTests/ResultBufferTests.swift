@@ -40,14 +40,24 @@ import Testing
         #expect(try await buffer.next(onCancel: {}) == nil, "the error is thrown once")
     }
 
-    @Test func aWaitingConsumerGetsTheNextResultOrTheEnd() async throws {
+    @Test func aWaitingConsumerIsHandedTheNextResultAndThenTheEnd() async throws {
         let buffer = ResultBuffer(capacity: 2) { _ in }
-        async let first = buffer.next(onCancel: {})
-        while buffer.count == 0 {
-            buffer.push(Self.result(1))  // pushed to the waiter if it waits, else buffered
-            try await Task.sleep(for: .milliseconds(1))
-        }
-        #expect(try await first == Self.result(1))
+        let waiting = Task { try await buffer.next(onCancel: {}) }
+        // Pushed to the waiter, not buffered: once it waits, nothing is left behind.
+        try await waitUntilWaiting(buffer)
+        buffer.push(Self.result(1))
+        #expect(try await waiting.value == Self.result(1))
+        #expect(buffer.count == 0, "handed over, not buffered")
+        let ending = Task { try await buffer.next(onCancel: {}) }
+        try await waitUntilWaiting(buffer)
+        buffer.finish(nil)
+        #expect(try await ending.value == nil, "the end reaches a consumer already waiting")
+    }
+
+    /// Returns once a consumer waits (a result pushed before would be buffered instead).
+    private func waitUntilWaiting(_ buffer: ResultBuffer) async throws {
+        for _ in 0..<1_000 where !buffer.hasWaiter { try await Task.sleep(for: .milliseconds(1)) }
+        #expect(buffer.hasWaiter)
     }
 
     @Test func cancelDropsWhatIsBufferedAndReleasesThePressure() async throws {

@@ -1,5 +1,6 @@
 import AWSSigning
 import Foundation
+import GQLMuxTestSupport
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import HTTPFields
@@ -181,7 +182,7 @@ import Upstream
 
     @Test func theShippedSamplesParse() throws {
         for name in ["appsync-api-key", "appsync-token", "appsync-iam", "appsync-identities"] {
-            let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxConfigurationTests/AppSyncConfigurationTests.swift", with: "config/samples/\(name).toml")
+            let path = repositoryRoot() + "/config/samples/\(name).toml"
             let c = try DaemonConfiguration.load(path: path)
             #expect(c.upstreams.allSatisfy { $0.name == "default" || $0.upstream.carrier == .appsync }, "\(name)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import GQLMuxTestSupport
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import HTTPStreaming
@@ -184,7 +185,7 @@ import Upstream
     }
 
     @Test func shippedExampleConfigParses() throws {
-        let path = #filePath.replacingOccurrences(of: "Tests/GQLMuxConfigurationTests/ConfigurationTests.swift", with: "config/gqlmuxd.toml")
+        let path = repositoryRoot() + "/config/gqlmuxd.toml"
         let c = try DaemonConfiguration.load(path: path)
         #expect(c.socketPath == "/run/gqlmux/gqlmux.sock")
     }

@@ -1,5 +1,7 @@
 import Foundation
 import GQLMuxDaemon
+// Every file of this test target sees the shared helpers (until, eventually, repositoryRoot,
+// ChildProcess) through this one import.
 @_exported import GQLMuxTestSupport
 import GQLMuxVocabulary
 import GraphQLTransportWS

@@ -1,6 +1,5 @@
 import Foundation
 import GQLMuxDaemon
-import GQLMuxFuzz
 import NIOCore
 import NIOPosix
 import TestUpstream

@@ -1,13 +1,13 @@
 import Foundation
 import GQLMuxFuzz
+import GQLMuxTestSupport
 import Testing
 
 /// The libFuzzer targets' bodies over their seed corpus, in every test run (a debug build, so
 /// SwiftNIO's own assertions hold; the libFuzzer runs themselves are scripts/fuzz.sh).
 @Suite struct CorpusReplayTests {
-    /// The fuzz targets' seed corpus replays in every test run (the libFuzzer runs are scripts/fuzz.sh).
     @Test func fuzzSeedCorpusReplays() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: repositoryRoot())
         var replayed: Set<String> = []
         let targets: [(folder: String, name: String, body: (UnsafeRawBufferPointer) -> Void)] = [
             ("local", "localLines", FuzzTargets.localLines), ("upstream", "upstreamMessage", FuzzTargets.upstreamMessage),
@@ -20,7 +20,7 @@ import Testing
             replayed.insert(folder)
             let dir = root.appendingPathComponent("Fuzz/corpus/\(folder)")
             let files = try FileManager.default.contentsOfDirectory(atPath: dir.path)
-            #expect(files.count >= 5)
+            #expect(files.count >= 5, "Fuzz/corpus/\(folder) has \(files.count) seeds")
             for file in files {
                 let data = try Data(contentsOf: dir.appendingPathComponent(file))
                 data.withUnsafeBytes { target($0) }

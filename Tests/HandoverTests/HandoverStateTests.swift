@@ -1,4 +1,5 @@
 import Foundation
+import GQLMuxTestSupport
 import GQLMuxVocabulary
 import HTTPFields
 import Handover
@@ -35,7 +36,7 @@ import Testing
     /// must be adopted, or refused whole. A new version adds its fixture here (written with
     /// GQLMUX_WRITE_FIXTURES=1) and keeps reading the ones before it, or says why it cannot.
     @Test func theRecordsOfEveryReleasedVersionReadBack() throws {
-        let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures")
+        let fixtures = URL(fileURLWithPath: repositoryRoot() + "/Tests/Fixtures")
         let current = fixtures.appendingPathComponent("handover-v\(HandoverState.version).record")
         if ProcessInfo.processInfo.environment["GQLMUX_WRITE_FIXTURES"] == "1" { try Data(state.encoded()).write(to: current) }
         for version in 1...HandoverState.version {

@@ -1,4 +1,6 @@
 import Foundation
+// Every file of this test target sees the shared helpers (until, eventually, repositoryRoot,
+// ChildProcess) through this one import.
 @_exported import GQLMuxTestSupport
 import NIOConcurrencyHelpers
 import Testing
@@ -9,8 +11,7 @@ import Glibc
 
 /// The package root and the directory holding the built executables.
 enum Paths {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
+    static let root = repositoryRoot()
 
     /// `GQLMUX_BIN_DIR`, else next to the test bundle, else `.build/debug`.
     static let binDir: String = {

@@ -38,8 +38,7 @@ import UpstreamFrames
 
     static func text(_ string: String) -> (WebSocketOpcode, ByteBuffer) { (.text, ByteBuffer(string: string)) }
 
-    /// What the handler wrote back, decoded by NIO's own decoder (the frames are masked, as a
-    /// client's must be).
+    /// The frames the handler wrote back, as it wrote them (a client's must carry a mask key).
     static func written(_ channel: EmbeddedChannel) throws -> [WebSocketFrame] {
         var frames: [WebSocketFrame] = []
         while let frame = try channel.readOutbound(as: WebSocketFrame.self) { frames.append(frame) }

@@ -1,4 +1,6 @@
 import Foundation
+// Every file of this test target sees the shared helpers (until, eventually, repositoryRoot,
+// ChildProcess) through this one import.
 @_exported import GQLMuxTestSupport
 import GQLMuxVocabulary
 import GraphQLTransportWS
