@@ -10,27 +10,16 @@
 #   scripts/latency-trace.sh            (root: perf reads the tracepoints)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/perf-wrapper.sh
 command -v perf >/dev/null || { echo "latency-trace.sh needs perf: apt-get install linux-perf" >&2; exit 1; }
 scripts/release-build.sh --product gqlmuxd >&2
 scripts/release-build.sh --product gqlmux-bench >&2
 bin=$(swift build -c release --static-swift-stdlib --show-bin-path)
 out=$(mktemp -d /tmp/gqlmux-latency-trace.XXXXXX)
 events=syscalls:sys_exit_epoll_wait,syscalls:sys_exit_poll,syscalls:sys_exit_read,syscalls:sys_enter_write,syscalls:sys_exit_write
-cat >"$out/gqlmuxd" <<WRAP
-#!/bin/sh
-"$bin/gqlmuxd" "\$@" &
-child=\$!
-echo \$child > "$out/pid"
-perf record -a -e $events -o "$out/perf.data" 2>"$out/perf.log" &
-recorder=\$!
-trap 'kill -TERM \$child' TERM INT
-wait \$child || wait \$child
-kill -INT \$recorder
-wait \$recorder
-WRAP
-chmod +x "$out/gqlmuxd"
+perf_wrapper "$bin/gqlmuxd" "$out" -e "$events"
 "$bin/gqlmux-bench" "$out/gqlmuxd" latency | tee "$out/bench.txt"
-for _ in $(seq 1 100); do grep -q "Captured" "$out/perf.log" 2>/dev/null && break; sleep 0.1; done
+perf_wait "$out"
 perf script -i "$out/perf.data" -F comm,pid,tid,time,event 2>/dev/null | grep -v '^ *perf ' >"$out/events.txt"
 python3 - "$out/events.txt" "$(cat "$out/pid")" <<'EOF'
 import collections, sys
