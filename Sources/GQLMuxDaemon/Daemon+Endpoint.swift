@@ -45,7 +45,7 @@ extension Daemon {
         return channels
     }
 
-    private func endpointBootstrap(_ configuration: DaemonConfiguration, origin: ClientSession.Origin) -> ServerBootstrap {
+    private func endpointBootstrap(_ configuration: DaemonConfiguration, origin: ClientOrigin) -> ServerBootstrap {
         let limits = configuration.limits
         return ServerBootstrap(group: eventLoop)
             .acceptingLater()

@@ -155,7 +155,7 @@ extension Daemon {
                 session.shutDown()
                 continue
             }
-            if session.origin == .lineSocket {
+            if session.wire?.tellsReconnecting == true {
                 for subscription in record.subscriptions {
                     session.send(.state(id: subscription.id, .reconnecting, gapMs: nil), flush: false)
                 }
@@ -227,7 +227,7 @@ extension Daemon {
         }
         return HandoverState.Client(
             cookie: cookie,
-            origin: session.origin,
+            origin: session.arrival.listener,
             kind: carriage.kind,
             name: session.name,
             acknowledged: carriage.acknowledged,

@@ -22,7 +22,7 @@ extension Daemon {
     }
 
     /// The most connections `origin` may hold at once, as planned.
-    func connectionLimit(_ origin: ClientSession.Origin) -> Int {
+    func connectionLimit(_ origin: ClientOrigin) -> Int {
         switch origin {
         case .lineSocket: listening.descriptorPlan.lineSocket
         case .endpointSocket: listening.descriptorPlan.endpointSocket
@@ -32,7 +32,7 @@ extension Daemon {
 
     /// Counts a new connection of `origin` in, if its listener has room; it is counted out
     /// when it closes. On the loop (a child channel initializer).
-    func admitConnection(_ channel: any Channel, origin: ClientSession.Origin) -> Bool {
+    func admitConnection(_ channel: any Channel, origin: ClientOrigin) -> Bool {
         eventLoop.assertInEventLoop()
         let open = listening.connectionCounts[origin, default: 0]
         guard open < connectionLimit(origin) else {
@@ -58,7 +58,7 @@ extension Daemon {
 
     /// What a refused connection is told before it is closed: the line protocol's error, or an
     /// HTTP 503 (the endpoint's clients speak HTTP first, WebSocket clients included).
-    func refusal(for origin: ClientSession.Origin) -> ByteBuffer {
+    func refusal(for origin: ClientOrigin) -> ByteBuffer {
         switch origin {
         case .lineSocket:
             return LocalEncode.line(.error(id: nil, .local(code: .limitExceeded, message: "max_clients (\(connectionLimit(origin))) reached")))
@@ -73,7 +73,7 @@ extension Daemon {
     }
 
     /// The listener's name in the journal: its path or address.
-    func listenerName(_ origin: ClientSession.Origin) -> String {
+    func listenerName(_ origin: ClientOrigin) -> String {
         switch origin {
         case .lineSocket: configuration.socketPath
         case .endpointSocket: listening.endpointAddresses.first { $0.hasPrefix("/") } ?? "graphql_endpoint socket"
@@ -90,7 +90,7 @@ extension Daemon {
             restricted
             ? "root, gqlmuxd's own user, allowed_uids \(security.allowedUIDs) and allowed_gids \(security.allowedGIDs) (checked with SO_PEERCRED and SO_PEERGROUPS: primary and supplementary groups)"
             : "every user who can open the socket file (no allowed_uids/allowed_gids)"
-        var listeners: [(ClientSession.Origin, String, String)] = [
+        var listeners: [(ClientOrigin, String, String)] = [
             (.lineSocket, "line protocol, Unix socket mode \(String(configuration.socketMode, radix: 8))", peers)
         ]
         if endpointSocket {
@@ -127,14 +127,14 @@ extension Daemon {
 
     /// The accept back-off: when accept fails (EMFILE, ENFILE, ENOBUFS) the listener waits
     /// 100 ms before accepting again, instead of spinning on a socket that stays readable.
-    func acceptBackoff(_ origin: ClientSession.Origin) -> AcceptBackoffHandler {
+    func acceptBackoff(_ origin: ClientOrigin) -> AcceptBackoffHandler {
         AcceptBackoffHandler(shouldForwardIOErrorCaught: false) { [weak self] error in
             self?.acceptFailed(origin, error)
             return .milliseconds(100)
         }
     }
 
-    private func acceptFailed(_ origin: ClientSession.Origin, _ error: IOError) {
+    private func acceptFailed(_ origin: ClientOrigin, _ error: IOError) {
         guard let unlogged = listening.acceptFailureLog.admit(origin, now: .loopNow) else { return }
         events.emit(
             .acceptFailed,

@@ -14,7 +14,7 @@ extension Daemon {
         let everyone = isAdmin(peer)
         let uid = peer?.uid
         let visible = { (session: ClientSession) in
-            everyone || (uid != nil && session.origin != .endpointTCP && session.credentials?.uid == uid)
+            everyone || (uid != nil && session.arrival.listener != .endpointTCP && session.credentials?.uid == uid)
         }
         switch table {
         case .clients: return clientRows(sessions.values.filter(visible).sorted { $0.number < $1.number })
@@ -72,7 +72,7 @@ extension Daemon {
                     let peer = session.credentials
                     row.field("id", session.number)
                     row.field("kind", session.kindName)
-                    row.field("listener", session.origin.rawValue)
+                    row.field("listener", session.arrival.listener.rawValue)
                     row.field("uid", count: peer.map { Int($0.uid) })
                     row.field("gid", count: peer.map { Int($0.gid) })
                     row.field("pid", count: peer.map { Int($0.pid) })
@@ -91,12 +91,12 @@ extension Daemon {
                         }
                     )
                     row.field("subscriptions", held.operations)
-                    row.field("results", session.resultsSent)
-                    row.field("bytes", session.bytesSent)
-                    row.field("rate", number: session.resultWindow.perSecond(at: now, since: session.openedAt))
-                    row.field("byteRate", number: session.byteWindow.perSecond(at: now, since: session.openedAt))
-                    row.field("queuedBytes", session.unreadNow())
-                    row.field("queuedPeakBytes", session.peakQueued)
+                    row.field("results", session.writer.resultsSent)
+                    row.field("bytes", session.writer.bytesSent)
+                    row.field("rate", number: session.writer.resultWindow.perSecond(at: now, since: session.openedAt))
+                    row.field("byteRate", number: session.writer.byteWindow.perSecond(at: now, since: session.openedAt))
+                    row.field("queuedBytes", session.writer.unreadNow())
+                    row.field("queuedPeakBytes", session.writer.peakQueued)
                     row.field("slowConsumerCuts", self.view.cuts(uid: peer?.uid, process: session.process))
                     row.field("connectedAt", number: Double(session.connectedAtMs) / 1_000)
                     row.field("restarts", session.restarts)
@@ -138,7 +138,7 @@ extension Daemon {
         switchboard.operationRows().map { summary, stats in
             var byUID: [UInt32: Int] = [:]
             for reader in summary.readers {
-                guard let session = sessions[reader], session.origin != .endpointTCP, let uid = session.credentials?.uid else { continue }
+                guard let session = sessions[reader], session.arrival.listener != .endpointTCP, let uid = session.credentials?.uid else { continue }
                 byUID[uid, default: 0] += 1
             }
             let names = names(of: summary.lane)

@@ -62,7 +62,7 @@ extension Daemon {
                 )
             }
         case .peer(let table):
-            guard session.origin != .endpointTCP, let peer = session.credentials else {
+            guard session.arrival.listener != .endpointTCP, let peer = session.credentials else {
                 return .failure(
                     LaneRefusal(code: .forbidden, message: "upstream '\(name)' serves local users by their uid (identity = \"peer\"); a TCP client has none")
                 )
@@ -94,8 +94,8 @@ extension Daemon {
     /// when that uid's clients hold that many identity lanes already (TCP clients are one peer),
     /// so one user's apps cannot take every identity.
     private func identityCapRefusal(upstream name: String, credential: LaneCredential, for session: ClientSession) -> LaneRefusal? {
-        let peer = session.origin == .endpointTCP ? nil : session.credentials?.uid
-        let sameUser = sessions.values.filter { ($0.origin == .endpointTCP ? nil : $0.credentials?.uid) == peer }
+        let peer = session.arrival.listener == .endpointTCP ? nil : session.credentials?.uid
+        let sameUser = sessions.values.filter { ($0.arrival.listener == .endpointTCP ? nil : $0.credentials?.uid) == peer }
         let held = sameUser.reduce(into: Set<LaneID>()) { $0.formUnion($1.heldLanes) }
         if let existing = upstreams.identityLane(upstream: name, credential: credential), held.contains(existing) { return nil }
         let cap = configuration.limits.maxIdentitiesPerUID

@@ -384,7 +384,7 @@ package final class Daemon: @unchecked Sendable {
         }
         // The endpoint's TCP port has no peer credentials: with allowed_uids set it needs a token
         // or allow_all_local_users (checked when the configuration is read).
-        guard session.origin == .endpointTCP || isAllowed(session.credentials) else {
+        guard session.arrival.listener == .endpointTCP || isAllowed(session.credentials) else {
             events.emit(.clientRefused, session.fields(), message: "peer not in allowed_uids/allowed_gids")
             session.fail(code: LocalErrorCode.forbidden, "this user may not use gqlmuxd (allowed_uids / allowed_gids)")
             return

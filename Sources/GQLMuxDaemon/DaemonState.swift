@@ -1,4 +1,5 @@
 import GQLMuxConfiguration
+import GQLMuxVocabulary
 import NIOCore
 
 /// What the daemon listens on: its listeners once bound or adopted, where they are, how many
@@ -19,13 +20,13 @@ struct Listening {
     /// Whether this process created the socket file (an adopted one belongs to systemd).
     var ownsSocketFile = true
     /// Open connections of each listener (``Daemon/admitConnection``).
-    var connectionCounts: [ClientSession.Origin: Int] = [:]
+    var connectionCounts: [ClientOrigin: Int] = [:]
     /// Each listener's connection limit within the open-file limit (made again at each reload).
     var descriptorPlan: DescriptorPlan
     /// Once-a-second journal limits: a full listener, a failing accept, and each kind of endpoint
     /// refusal from each sender (by listener, reason, Host and Origin).
-    var listenerFullLog = LogLimiter<ClientSession.Origin>()
-    var acceptFailureLog = LogLimiter<ClientSession.Origin>()
+    var listenerFullLog = LogLimiter<ClientOrigin>()
+    var acceptFailureLog = LogLimiter<ClientOrigin>()
     var refusalLog = LogLimiter<String>()
 
     init(descriptorPlan: DescriptorPlan) {

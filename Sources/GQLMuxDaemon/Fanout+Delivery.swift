@@ -2,21 +2,22 @@ import LocalEndpoint
 import Multiplexing
 import NIOCore
 
-/// The fan-out's unsafe code, all of it: the hot path reads each subscriber's session and line
+/// The fan-out's unsafe code, all of it: the hot path reads each subscriber's writer and line
 /// prefix without reference counting (retain/release pairs were 13 % of fan-out time with 100
 /// subscribers, 18 % with 500).
 ///
 /// Invariant 1: a ``Fanout/Delivery`` owns a ``Fanout/SubscriberSink``, and the sink owns what the
-/// delivery's two plain values point at: `handle` is its `session`, held strongly for the
-/// sink's whole life, and `prefixBytes` is storage the sink allocated itself in `init`, wrote
-/// only there and frees only in `deinit`. So both are valid for as long as the `Delivery` value
-/// that carries them is reachable, and nothing else can move or free them.
+/// delivery's two plain values point at: `handle` is its session's `writer`, a constant of the
+/// session, which the sink holds strongly for its whole life, and `prefixBytes` is storage the
+/// sink allocated itself in `init`, wrote only there and frees only in `deinit`. So both are
+/// valid for as long as the `Delivery` value that carries them is reachable, and nothing else
+/// can move or free them.
 ///
 /// Every other pointer is scoped: a payload's bytes are read inside its own
 /// `withUnsafeReadableBytes`, and a small run's inside the one of ``Fanout/runScratch``, where its
 /// payloads lie side by side; none is kept past the closure that made it.
 extension Fanout {
-    /// One subscriber's session and its encoded `next` prefix, owned.
+    /// One subscriber's session (and so its writer) and its encoded `next` prefix, owned.
     final class SubscriberSink {
         let session: ClientSession
         /// `{"type":"next","id":LOCAL_ID,"payload":`, in storage this sink allocated.
@@ -34,8 +35,8 @@ extension Fanout {
     /// What the hot path needs per subscriber, as plain values (see the invariant above).
     struct Delivery {
         let sink: SubscriberSink
-        /// `sink.session`, unretained.
-        let handle: Unmanaged<ClientSession>
+        /// `sink.session.writer`, unretained.
+        let handle: Unmanaged<ResultWriter>
         /// `sink.prefix`, read only.
         let prefixBytes: UnsafeRawBufferPointer
 
@@ -43,7 +44,7 @@ extension Fanout {
         /// subscription) and one for the sink.
         init(session: ClientSession, prefix: ByteBuffer) {
             sink = SubscriberSink(session: session, prefix: prefix)
-            handle = Unmanaged.passUnretained(session)
+            handle = Unmanaged.passUnretained(session.writer)
             prefixBytes = UnsafeRawBufferPointer(sink.prefix)
         }
 
@@ -106,9 +107,9 @@ extension Fanout {
             // mid-turn by another operation's result (subscriptions whose results interleave)
             // is copied into each client's batch instead, and flushed with the turn: a write
             // per client per result cost 7 times the deliveries.
-            let sharing = flushing || run.bytes >= ClientSession.batchChunkBytes
+            let sharing = flushing || run.bytes >= ResultWriter.batchChunkBytes
             let (delivered, flushed) =
-                run.largest < ClientSession.sharedPayloadBytes
+                run.largest < ResultWriter.sharedPayloadBytes
                 ? writeSmallRun(payloads, to: subscribers, flushing: flushing, sharing: sharing)
                 : writeLargeRun(payloads, to: subscribers, flushing: flushing)
             change = flushed
@@ -122,7 +123,7 @@ extension Fanout {
         return change
     }
 
-    /// A run whose payloads are all under ``ClientSession/sharedPayloadBytes``: copied once
+    /// A run whose payloads are all under ``ResultWriter/sharedPayloadBytes``: copied once
     /// into ``runScratch``, side by side; then, when `sharing`, framed once for each framing and
     /// prefix length among its subscribers (``SharedFrames``, at most ``frameGroups`` of them),
     /// each subscriber's prefix written into the frames before they are handed to it and
@@ -167,12 +168,12 @@ extension Fanout {
                         let handle = subscribers[index].tag.handle
                         let head = subscribers[index].tag.prefixBytes
                         var framed = false
-                        let written = handle._withUnsafeGuaranteedRef { session in
-                            let framing = session.framing
+                        let written = handle._withUnsafeGuaranteedRef { writer in
+                            let framing = writer.framing
                             // An HTTP stream's prefix names no operation: its frames are shared
                             // with nothing written, so they need no flush of their own.
-                            guard session.takesSharedFrames, sharing || framing.isChunked else {
-                                return session.writeNexts(prefix: head, bodies: bodies)
+                            guard writer.takesSharedFrames, sharing || framing.isChunked else {
+                                return writer.writeNexts(prefix: head, bodies: bodies)
                             }
                             let group: Int
                             if let found = groups.firstIndex(where: { $0.fits(framing, prefixLength: head.count) }) {
@@ -183,11 +184,11 @@ extension Fanout {
                                 )
                                 group = groups.count - 1
                             } else {
-                                return session.writeNexts(prefix: head, bodies: bodies)
+                                return writer.writeNexts(prefix: head, bodies: bodies)
                             }
                             groups[group].hold(head)
                             framed = sharing
-                            return session.writeFrames(groups[group].frames)
+                            return writer.writeFrames(groups[group].frames)
                         }
                         guard written else { continue }
                         delivered += bodies.count
@@ -216,7 +217,7 @@ extension Fanout {
     /// At most this many frames' buffers are kept for the next run's (``frameStock``).
     static let frameStockLimit = 16
 
-    /// A run with a payload of ``ClientSession/sharedPayloadBytes`` or more: each subscriber
+    /// A run with a payload of ``ResultWriter/sharedPayloadBytes`` or more: each subscriber
     /// is handed the large payloads' buffers themselves (no copy) and the small ones copied,
     /// result after result. Returns the results delivered and the bytes the flushes handed to NIO.
     private func writeLargeRun(_ payloads: [ByteBuffer], to subscribers: [Core.Subscriber], flushing: Bool) -> (delivered: Int, flushed: Int) {
@@ -229,10 +230,10 @@ extension Fanout {
                 var wrote = 0
                 for payload in payloads {
                     let written = payload.withUnsafeReadableBytes { body in
-                        handle._withUnsafeGuaranteedRef { session in
-                            body.count < ClientSession.sharedPayloadBytes
-                                ? session.writeNext(prefix: head, body: body)
-                                : session.writeNext(prefix: head, body: body, payload: payload)
+                        handle._withUnsafeGuaranteedRef { writer in
+                            body.count < ResultWriter.sharedPayloadBytes
+                                ? writer.writeNext(prefix: head, body: body)
+                                : writer.writeNext(prefix: head, body: body, payload: payload)
                         }
                     }
                     guard written else { break }
@@ -249,11 +250,11 @@ extension Fanout {
     /// A subscriber was written to: marked for the end of the turn's flush, or flushed now when
     /// `flushing`. Returns the bytes that flush handed to NIO.
     @inline(__always)
-    private func finishDelivery(to handle: Unmanaged<ClientSession>, results: Int, flushing: Bool) -> Int {
-        handle._withUnsafeGuaranteedRef { session in
-            session.noteDelivered(results, second: runSecond)
-            markDirty(session)
-            return flushing ? session.flush() : 0
+    private func finishDelivery(to handle: Unmanaged<ResultWriter>, results: Int, flushing: Bool) -> Int {
+        handle._withUnsafeGuaranteedRef { writer in
+            writer.noteDelivered(results, second: runSecond)
+            markDirty(writer)
+            return flushing ? writer.flush() : 0
         }
     }
 
@@ -276,7 +277,7 @@ extension Fanout {
     }
 
     /// One result to one subscriber (its prefix, the payload's bytes, its suffix), marked for
-    /// the next flush; false when its session is closing.
+    /// the next flush; false when its client is closed.
     @inline(__always)
     func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to delivery: Delivery) -> Bool {
         write(body, payload, to: delivery.handle, prefix: delivery.prefixBytes)
@@ -284,13 +285,13 @@ extension Fanout {
 
     /// The same, from a delivery's two plain values.
     @inline(__always)
-    func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to handle: Unmanaged<ClientSession>, prefix head: UnsafeRawBufferPointer)
+    func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to handle: Unmanaged<ResultWriter>, prefix head: UnsafeRawBufferPointer)
         -> Bool
     {
-        handle._withUnsafeGuaranteedRef { session in
-            guard session.writeNext(prefix: head, body: body, payload: payload) else { return false }
-            session.noteDelivered(1, second: Self.second())
-            markDirty(session)
+        handle._withUnsafeGuaranteedRef { writer in
+            guard writer.writeNext(prefix: head, body: body, payload: payload) else { return false }
+            writer.noteDelivered(1, second: Self.second())
+            markDirty(writer)
             return true
         }
     }

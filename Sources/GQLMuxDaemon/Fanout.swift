@@ -46,8 +46,8 @@ final class Fanout: @unchecked Sendable {
     /// The loop clock's whole second now.
     @inline(__always)
     static func second() -> Int64 { Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000_000) }
-    /// Sessions written to since the last flush, each once (see `ClientSession.awaitingFlush`).
-    private var dirty: [ClientSession] = []
+    /// Writers written to since the last flush, each once (see `ResultWriter.awaitingFlush`).
+    private var dirty: [ResultWriter] = []
     private var flushScheduled = false
     /// Results written to clients.
     var messagesOut = 0
@@ -70,14 +70,14 @@ final class Fanout: @unchecked Sendable {
     func tell(_ session: ClientSession, _ message: SessionMessage, flush: Bool = false) {
         eventLoop.assertInEventLoop()
         session.send(message, flush: flush)
-        if !flush { markDirty(session) }
+        if !flush { markDirty(session.writer) }
     }
 
     /// Tells `session` a local error for operation `id`, counted by code.
     func tellError(_ session: ClientSession, id: String, code: LocalErrorCode, message: String) {
         eventLoop.assertInEventLoop()
         session.sendError(id: id, code: code, message: message, flush: false)
-        markDirty(session)
+        markDirty(session.writer)
     }
 
     /// A result gqlmuxd itself gives one subscriber (a replay, a snapshot), as a value its wire
@@ -87,9 +87,9 @@ final class Fanout: @unchecked Sendable {
         eventLoop.assertInEventLoop()
         let session = subscriber.tag.session
         session.send(.next(id: subscriber.localID, payload: payload, mark: mark), flush: false)
-        session.noteDelivered(1, second: Self.second())
+        session.writer.noteDelivered(1, second: Self.second())
         messagesOut += 1
-        markDirty(session)
+        markDirty(session.writer)
     }
 
     /// A result held for a subscriber until its snapshot was answered.
@@ -100,13 +100,13 @@ final class Fanout: @unchecked Sendable {
 
     // MARK: - Flushing
 
-    /// Flushes every session written since the last flush: when the upstream read ends
+    /// Flushes every writer written to since the last flush: when the upstream read ends
     /// (``flushNow()``), else at the end of the loop turn. A flag test per delivery on the hot
     /// path, not a hash insert.
-    func markDirty(_ session: ClientSession) {
-        guard !session.awaitingFlush else { return }
-        session.awaitingFlush = true
-        dirty.append(session)
+    func markDirty(_ writer: ResultWriter) {
+        guard !writer.awaitingFlush else { return }
+        writer.awaitingFlush = true
+        dirty.append(writer)
         scheduleFlush()
     }
 
@@ -138,11 +138,11 @@ final class Fanout: @unchecked Sendable {
         flushScheduled = false
         // Each subscriber's share of the run is written out at once, while its bytes are warm.
         var change = writeRun(flushing: true)
-        let sessions = dirty
+        let writers = dirty
         dirty.removeAll(keepingCapacity: true)
-        for session in sessions {
-            session.awaitingFlush = false
-            change += session.flush()
+        for writer in writers {
+            writer.awaitingFlush = false
+            change += writer.flush()
         }
         budget.outboundChanged(by: change)
     }

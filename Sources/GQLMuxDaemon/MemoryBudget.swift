@@ -78,12 +78,12 @@ final class MemoryBudget {
     private func enforce() {
         // The running total is an estimate (a drain is seen at the next flush); measure exactly.
         let live = sessions()
-        for session in live { session.refreshBuffered() }
-        outbound = live.reduce(0) { $0 + $1.buffered }
-        var ordered = live.filter { $0.buffered > 0 }.sorted { $0.buffered > $1.buffered }
+        for session in live { session.writer.refreshBuffered() }
+        outbound = live.reduce(0) { $0 + $1.writer.buffered }
+        var ordered = live.filter { $0.writer.buffered > 0 }.sorted { $0.writer.buffered > $1.writer.buffered }
         while outbound > limit, !ordered.isEmpty {
             let victim = ordered.removeFirst()
-            let behind = victim.buffered
+            let behind = victim.writer.buffered
             events.emit(
                 .memoryBudget,
                 victim.fields(["GQLMUX_LIMIT_BYTES": "\(limit)", "GQLMUX_BUFFERED_BYTES": "\(behind)"]),

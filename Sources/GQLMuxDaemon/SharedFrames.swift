@@ -3,7 +3,7 @@ import NIOCore
 
 /// A run's results framed once for every subscriber of one framing whose prefixes have one
 /// length, instead of copied into each subscriber's batch: frames of about
-/// ``ClientSession/batchChunkBytes`` and the place of each result's prefix in them. Before a
+/// ``ResultWriter/batchChunkBytes`` and the place of each result's prefix in them. Before a
 /// subscriber's write, ``hold(_:)`` writes its own prefix (the one part that names its
 /// operation id) into those places: tens of bytes per result instead of the whole result. The
 /// payloads' bytes are framed once and written from the same memory to every subscriber,
@@ -54,7 +54,7 @@ struct SharedFrames {
         prefixLength = prefix.count
         let header = framing.hasHeader
         let chunked = framing.isChunked
-        let limit = ClientSession.batchChunkBytes
+        let limit = ResultWriter.batchChunkBytes
         let spare = spares.popLast() ?? Spare()
         var frames = spare.frames
         var places = spare.places
@@ -150,6 +150,6 @@ struct SharedFrames {
     static let keptPlaces = 4_096
 
     /// The largest buffer ``recycle(into:limit:spares:)`` keeps: a frame of results under
-    /// ``ClientSession/sharedPayloadBytes`` with prefixes of usual length.
-    static let keptCapacity = 2 * ClientSession.batchChunkBytes
+    /// ``ResultWriter/sharedPayloadBytes`` with prefixes of usual length.
+    static let keptCapacity = 2 * ResultWriter.batchChunkBytes
 }

@@ -10,6 +10,13 @@ package protocol CarriedConnection: AnyObject {
     /// The connection goes to the next process: from now on this one writes nothing more on
     /// its own (no keep-alive, no heartbeat, no timeout's answer, no close frame).
     func handOver()
+    /// Whether its client hears `reconnecting` for each subscription as it is handed over (the
+    /// line protocol's words for it; the endpoint's protocols have none).
+    var tellsReconnecting: Bool { get }
+}
+
+extension CarriedConnection {
+    package var tellsReconnecting: Bool { false }
 }
 
 extension HandoverState {

@@ -24,6 +24,10 @@ package enum ClientRequest {
     case admin(AdminVerb, id: String?, upstream: String? = nil)
     /// Not a request of the protocol: answered with an error, and the connection ends.
     case invalid(reason: String)
+    /// Input its wire could not take (a line over `max_line_bytes`, one the memory budget
+    /// cannot hold): answered with an error of `code`, and the connection ends. `logged`: the
+    /// journal's words for it, when it is the client's fault.
+    case refused(LocalErrorCode, message: String, logged: String?)
 
     package enum Table: String, Sendable, CaseIterable {
         case clients, operations

@@ -75,7 +75,14 @@ import Upstream
     /// A connected line client's channel with its wire (lines in, requests out) and its session.
     private func client(_ loop: EmbeddedEventLoop, _ switchboard: Switchboard, _ host: Host) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel(loop: loop)
-        let session = ClientSession(host: host, switchboard: switchboard, events: DaemonEvents { _, _, _ in }, metrics: switchboard.metrics, channel: channel)
+        let session = ClientSession(
+            host: host,
+            switchboard: switchboard,
+            events: DaemonEvents { _, _, _ in },
+            metrics: switchboard.metrics,
+            channel: channel,
+            arrival: .init(.lineSocket)
+        )
         try channel.pipeline.syncOperations.addHandler(LineWire { [unowned host] in host.documentLimits })
         try channel.pipeline.syncOperations.addHandler(session)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()

@@ -20,7 +20,7 @@ import Testing
             let daemon = rig.daemon
             let buffers = try await daemon.eventLoop.submit {
                 try daemon.sessions.values.map { session in
-                    (session.origin, try session.channel.syncOptions!.getOption(.socketOption(.so_sndbuf)))
+                    (session.arrival.listener, try session.channel.syncOptions!.getOption(.socketOption(.so_sndbuf)))
                 }
             }.get()
             #expect(Set(buffers.map(\.0)) == [.lineSocket, .endpointSocket])

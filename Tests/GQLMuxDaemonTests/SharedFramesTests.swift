@@ -80,7 +80,7 @@ import Testing
         var stock: [ByteBuffer] = []
         var frames = Self.frames(framing, id: "s1", stock: &stock)
         #expect(frames.frames.count > 2, "the run spans several frames")
-        #expect(frames.frames.allSatisfy { $0.readableBytes <= ClientSession.batchChunkBytes + 20 })
+        #expect(frames.frames.allSatisfy { $0.readableBytes <= ResultWriter.batchChunkBytes + 20 })
         #expect(try Self.read(frames.frames, chunked: framing.isChunked) == Self.wire(framing, id: "s1"))
         for id in ["s2", "t7", "s1"] {
             Self.hold(&frames, framing, id: id)

@@ -1,0 +1,33 @@
+import GQLMuxVocabulary
+import NIOCore
+
+extension ClientSession {
+    /// How a client came in, as whoever builds its pipeline says: what the session needs of
+    /// its listener and wire without naming either.
+    struct Arrival {
+        /// The listener it was accepted on (carried over a restart: the one it came in on
+        /// before). The control plane's: which table row and which access rules.
+        let listener: ClientOrigin
+        /// How its wire takes what is written to it.
+        let output: ResultWriter.Output
+        /// Whether its peer has credentials to read (a Unix socket's; a TCP peer has none).
+        let hasPeerCredentials: Bool
+        /// How long a client cut for falling behind has to read what was queued before the
+        /// error that cut it: a WebSocket client reads its close frame (1008, with the reason)
+        /// only after all of it, so it gets longer. Nothing new is queued meanwhile.
+        let drainAfterCut: TimeAmount
+        /// `GQLMUX_CLIENT_KIND` in its journal entries (none for the line socket's, as before
+        /// the endpoint existed).
+        let logKind: String?
+
+        /// A client of `listener`.
+        init(_ listener: ClientOrigin) {
+            self.listener = listener
+            let line = listener == .lineSocket
+            output = line ? .lines : .values
+            hasPeerCredentials = listener != .endpointTCP
+            drainAfterCut = line ? .seconds(1) : .seconds(10)
+            logKind = line ? nil : listener.rawValue
+        }
+    }
+}
