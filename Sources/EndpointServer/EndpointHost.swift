@@ -95,8 +95,11 @@ extension EndpointHost {
 /// What ``EndpointPipeline`` asks the control plane besides what the handlers ask: a session
 /// for a connection, a share of the memory budget, and the settings a pipeline is built with.
 package protocol EndpointConnectionHost: EndpointHost {
+    /// The sessions it makes: what ``EndpointPipeline/configure(_:origin:arrival:host:)`` hands
+    /// back for a carried connection, as the host's own type.
+    associatedtype Session: EndpointSession
     /// A session for `channel`, wired to the data plane; added to the pipeline by the caller.
-    func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> any EndpointSession
+    func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> Session
     /// A new connection's share of the memory budget (released when it closes).
     func makeInboundBudget() -> any InboundBudget
     /// `[graphql_endpoint] path`.

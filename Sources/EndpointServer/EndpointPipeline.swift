@@ -6,13 +6,6 @@ import NIOHTTP1
 import NIOWebSocket
 import RequestValidation
 
-/// How a connection reaches the endpoint: accepted now on one of its listeners, or carried
-/// over a restart, as the previous process's record describes it.
-package enum EndpointArrival {
-    case accepted
-    case carried(HandoverState.Client)
-}
-
 /// Why a carried connection cannot be rebuilt by the endpoint.
 package struct EndpointPipelineError: Error, CustomStringConvertible {
     package var description: String
@@ -36,12 +29,12 @@ package enum EndpointPipeline {
     /// (its subscriptions are the caller's to resume); nil for an accepted one, whose session
     /// comes with its first request or upgrade.
     @discardableResult
-    package static func configure(
+    package static func configure<Host: EndpointConnectionHost>(
         _ channel: any Channel,
         origin: ClientOrigin,
-        arrival: EndpointArrival,
-        host: any EndpointConnectionHost
-    ) throws -> (any EndpointSession)? {
+        arrival: ConnectionArrival,
+        host: Host
+    ) throws -> Host.Session? {
         switch arrival {
         case .accepted:
             try accept(channel, origin: origin, host: host)
@@ -162,7 +155,7 @@ package enum EndpointPipeline {
 
     /// An endpoint WebSocket client's handlers, its session last: after its upgrade, or carried
     /// over a restart (`acknowledged`: its `connection_init` was answered before).
-    private static func addWebSocketHandlers(
+    private static func addWebSocketHandlers<Host: EndpointConnectionHost>(
         _ channel: any Channel,
         wire: WireProtocol,
         token: EndpointToken?,
@@ -170,8 +163,8 @@ package enum EndpointPipeline {
         reservation: any InboundBudget,
         acknowledged: Bool = false,
         upstream: String? = nil,
-        host: any EndpointConnectionHost
-    ) throws -> any EndpointSession {
+        host: Host
+    ) throws -> Host.Session {
         let sync = channel.pipeline.syncOperations
         // Frames out are encoded by EndpointWebSocketHandler, a batch at a time, and written
         // below NIO's frame encoder.

@@ -22,9 +22,9 @@ import Glibc
 /// `fail` check `eventLoop.assertInEventLoop()` (debug builds and tests); the hot path writes
 /// to its writer only from the fan-out's deliveries, whose entry (`Switchboard.upstream`)
 /// makes the same check, so a delivery pays for no check of its own.
-final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Sendable {
-    typealias InboundIn = ClientRequest
-    typealias OutboundOut = ByteBuffer
+package final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Sendable {
+    package typealias InboundIn = ClientRequest
+    package typealias OutboundOut = ByteBuffer
 
     /// The control plane (admin verbs, status, counting sessions); the daemon owns this
     /// session's channel, so it outlives the session.
@@ -49,14 +49,14 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// Its share of the memory budget for what it has not finished sending (a partial line or
     /// frame): such a client cannot be carried over a restart.
-    var inbound: (any InboundBudget)?
+    package var inbound: (any InboundBudget)?
 
     /// Whether it holds part of a line or frame it has not finished sending.
     var holdsPartialInput: Bool { (inbound?.held ?? 0) > 0 }
 
     /// The handler that owns this client's wire: what the online restart asks whether, and
     /// as what, the client can be carried.
-    var wire: (any CarriedConnection)?
+    package var wire: (any CarriedConnection)?
 
     /// How it came in, as whoever built its pipeline says: the control plane's to read (which
     /// listener, whether its peer has credentials, how long a cut client may drain).
@@ -67,7 +67,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// What this client presents for upstreams with `identity = "client"`: a line client's
     /// `connection_init` `payload.upstream`; an endpoint client's WebSocket `connection_init`
     /// payload and its request headers. Set through ``present(_:)`` only.
-    private(set) var presented = PresentedCredential()
+    package private(set) var presented = PresentedCredential()
     /// Why the credential this client last presented is not kept (over `max_credential_bytes`,
     /// or the memory budget): each subscribe that would need it is refused with this.
     private(set) var presentedRefusal: String?
@@ -105,7 +105,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     /// `identity = "client"`, only up to `[limits] max_credential_bytes`, and counted in the
     /// memory budget. The lanes of the credential it replaces are let go of where none of this
     /// client's operations use them: a client holds one credential at a time.
-    func present(_ credential: PresentedCredential) {
+    package func present(_ credential: PresentedCredential) {
         budget.credentialsChanged(by: -presented.byteCount)
         presented = PresentedCredential()
         presentedRefusal = nil
@@ -123,7 +123,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         countEarlierCredentials()
     }
 
-    func presentPayload(_ payload: [UInt8]?) {
+    package func presentPayload(_ payload: [UInt8]?) {
         guard presentedRefusal == nil else { return }
         present(PresentedCredential(payload: payload, headers: presented.headers))
     }
@@ -152,7 +152,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
 
     /// How results reach this client (``ResultWriter/framing``): set by the endpoint's handlers
     /// before a subscribe.
-    var framing: NextFraming {
+    package var framing: NextFraming {
         get { writer.framing }
         set { writer.framing = newValue }
     }
@@ -171,14 +171,14 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
     // MARK: - Channel events
 
     /// An endpoint client's session is added once its kind is known, after the channel is active.
-    func handlerAdded(context: ChannelHandlerContext) {
+    package func handlerAdded(context: ChannelHandlerContext) {
         writer.context = context
         if context.channel.isActive { open(context.channel) }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { writer.context = nil }
+    package func handlerRemoved(context: ChannelHandlerContext) { writer.context = nil }
 
-    func channelActive(context: ChannelHandlerContext) {
+    package func channelActive(context: ChannelHandlerContext) {
         open(context.channel)
         context.fireChannelActive()
     }
@@ -191,7 +191,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         host.sessionOpened(self)
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         dropOperations()
         budget.outboundChanged(by: writer.releaseBuffered())
         releaseAll()  // also when it was refused as it opened: what it took since goes too
@@ -199,7 +199,7 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         context.fireChannelInactive()
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable { budget.outboundChanged(by: writer.refreshBuffered()) }
         if !context.channel.isWritable, !closing {
             writer.queuedNow()
@@ -210,11 +210,11 @@ final class ClientSession: ChannelInboundHandler, EndpointSession, @unchecked Se
         context.fireChannelWritabilityChanged()
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
         // A request is answered after the results that arrived before it (asking the core
         // writes nothing: this is where a batched run is written for a client's request).

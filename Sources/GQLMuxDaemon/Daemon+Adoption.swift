@@ -143,20 +143,17 @@ extension Daemon {
         since: Instant,
         limits: DaemonConfiguration.Limits
     ) async throws {
-        let channel = try await ClientBootstrap(group: eventLoop)
+        // The session its handlers were built with, handed from the initializer to the resume.
+        let carried = NIOLoopBoundBox.makeEmptyBox(valueType: ClientSession.self, eventLoop: eventLoop)
+        _ = try await ClientBootstrap(group: eventLoop)
             .clientSocketOptions(limits, origin: record.origin)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard self.admitConnection(channel, origin: record.origin) else { throw DaemonError("its listener is full") }
-                    let session: ClientSession
-                    if record.kind == .line {
-                        session = try self.addLineHandlers(channel)
-                    } else {
-                        // The endpoint rebuilds its own kinds, through the path a fresh connection takes.
-                        let built = try EndpointPipeline.configure(channel, origin: record.origin, arrival: .carried(record), host: self)
-                        guard let built = built as? ClientSession else { throw DaemonError("the endpoint gave a carried connection no session") }
-                        session = built
+                    guard let session = try self.configureClient(channel, listener: record.origin, arrival: .carried(record)) else {
+                        throw DaemonError("a carried connection was given no session")
                     }
+                    carried.value = session
                     session.name = record.name
                     if let connectedAtMs = record.connectedAtMs { session.connectedAtMs = connectedAtMs }
                     session.restarts = (record.restarts ?? 0) + 1
@@ -165,7 +162,7 @@ extension Daemon {
             }
             .withConnectedSocket(fd).get()
         try await eventLoop.submit {
-            let session = try channel.pipeline.syncOperations.handler(type: ClientSession.self)
+            guard let session = carried.value else { return }
             // Refused as it opened (its uid is no longer allowed): it is closing, and resumes nothing.
             guard self.sessions[ObjectIdentifier(session)] != nil else { return }
             self.run.resumingCarriedClient = true

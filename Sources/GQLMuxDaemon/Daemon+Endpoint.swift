@@ -1,6 +1,7 @@
 import EndpointServer
 import GQLMuxConfiguration
 import GQLMuxVocabulary
+import Handover
 import NIOCore
 import NIOPosix
 
@@ -63,7 +64,7 @@ extension Daemon {
                     guard self.admitConnection(channel, origin: origin) else {
                         return try channel.pipeline.syncOperations.addHandler(RefuseConnection(self.refusal(for: origin)))
                     }
-                    try EndpointPipeline.configure(channel, origin: origin, arrival: .accepted, host: self)
+                    try self.configureClient(channel, listener: origin, arrival: .accepted)
                 }
             }
     }

@@ -51,7 +51,7 @@ extension Daemon: EndpointHost {
 
 /// The control plane's part in building an endpoint connection's pipeline (``EndpointPipeline``).
 extension Daemon: EndpointConnectionHost {
-    package func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> any EndpointSession {
+    package func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> ClientSession {
         makeSession(channel, origin: origin)
     }
 

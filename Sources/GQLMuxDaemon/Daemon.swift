@@ -213,7 +213,7 @@ package final class Daemon: @unchecked Sendable {
                     guard self.admitConnection(channel, origin: .lineSocket) else {
                         return try sync.addHandler(RefuseConnection(self.refusal(for: .lineSocket)))
                     }
-                    _ = try self.addLineHandlers(channel)
+                    try self.configureClient(channel, listener: .lineSocket, arrival: .accepted)
                 }
             }
         if let fd = listeningFD {
@@ -227,33 +227,6 @@ package final class Daemon: @unchecked Sendable {
             throw DaemonError("cannot set mode \(String(configuration.socketMode, radix: 8)) on \(path): \(String(cString: strerror(errno)))")
         }
         return channel
-    }
-
-    /// A line-protocol client's handlers, its session last: accepted now, or carried over a
-    /// restart. On the channel's loop.
-    func addLineHandlers(_ channel: any Channel) throws -> ClientSession {
-        let limits = configuration.limits
-        let sync = channel.pipeline.syncOperations
-        let reservation = NIOLoopBound(InboundReservation(budget: self.switchboard.budget), eventLoop: channel.eventLoop)
-        channel.closeFuture.whenComplete { _ in reservation.value.release() }
-        reservation.value.onCut = {
-            let error = LocalEncode.line(
-                .error(
-                    id: nil,
-                    .local(code: .limitExceeded, message: "the daemon's memory budget (total_buffer_bytes) is full; your unfinished line was dropped")
-                )
-            )
-            channel.writeAndFlush(error).whenComplete { _ in channel.close(promise: nil) }
-        }
-        let decoder = LineFrameDecoder(maxLineBytes: limits.maxLineBytes, holding: { reservation.value.hold($0) })
-        try sync.addHandler(ByteToMessageHandler(decoder))
-        let wire = LineWire(documentLimits: { [unowned self] in self.documentLimits })
-        try sync.addHandler(wire)
-        let session = makeSession(channel, origin: .lineSocket)
-        session.inbound = reservation.value
-        session.wire = wire
-        try sync.addHandler(session)
-        return session
     }
 
     /// A Unix stream socket bound to `path` (a stale file replaced) and listening. Bound here,

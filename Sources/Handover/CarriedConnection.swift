@@ -35,3 +35,10 @@ extension HandoverState {
         }
     }
 }
+
+/// How a client connection reaches this process: accepted now on one of its listeners, or
+/// carried over a restart, as the previous process's record describes it.
+package enum ConnectionArrival {
+    case accepted
+    case carried(HandoverState.Client)
+}
