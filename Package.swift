@@ -18,14 +18,16 @@ let strict: [SwiftSetting] =
     + (ProcessInfo.processInfo.environment["GQLMUX_WARNINGS_AS_ERRORS"] == "1" ? [.unsafeFlags(["-warnings-as-errors"])] : [])
     + (fuzzInstrumented ? [.unsafeFlags(["-Onone", "-enforce-exclusivity=checked", "-sanitize=fuzzer,address"])] : [])
 
-/// The serving module, GQLMuxDaemon, only (its configuration lives in GQLMuxConfiguration). In
-/// release builds Swift's dynamic exclusivity checks (a begin/end access pair, through
-/// thread-local storage, on every class property touched per delivery, in
-/// `ClientSession.writeNext` and `Fanout.deliver`) cost gqlmuxd 11-36 % of its fan-out rate
-/// (best against best, median against median); turning them off in the other hot-path modules
-/// too (the wire core, Upstream, Multiplexing) gained nothing measurable
-/// (`scripts/exclusivity-ab.sh` and its variants). Debug builds (every test) and the fuzz build
-/// keep the checks. `GQLMUX_EXCLUSIVITY_CHECKED=1` keeps them in release too, for that A/B.
+/// The hot path's module, ResultDelivery, only (the fan-out, the result writers, shared frames,
+/// result bytes: the one home of the daemon's raw pointers). In release builds Swift's dynamic
+/// exclusivity checks (a begin/end access pair, through thread-local storage, on every class
+/// property touched per delivery, in the writer's `writeNext` and the fan-out's deliveries)
+/// cost gqlmuxd 11-36 % of its fan-out rate (best against best, median against median);
+/// turning them off in the other hot-path modules too (the wire core, Upstream, Multiplexing)
+/// gained nothing measurable (`scripts/exclusivity-ab.sh` and its variants). Every other module,
+/// the daemon's control plane, sessions and handover included, keeps Swift's checks. Debug
+/// builds (every test) and the fuzz build keep them here too. `GQLMUX_EXCLUSIVITY_CHECKED=1`
+/// keeps them in release as well, for that A/B.
 let hotPath: [SwiftSetting] =
     strict
     + (ProcessInfo.processInfo.environment["GQLMUX_EXCLUSIVITY_CHECKED"] == "1" || fuzzInstrumented
@@ -200,11 +202,20 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The daemon: Unix socket server, sessions, fan-out.
+        // The hot path: results to their subscribers' sockets, framed once, batched per client.
+        .target(
+            name: "ResultDelivery",
+            dependencies: [
+                "GQLMuxVocabulary", "LocalProtocol", "LocalEndpoint", "Multiplexing",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: hotPath
+        ),
+        // The daemon: Unix socket server, sessions, the control plane, the handover.
         .target(
             name: "GQLMuxDaemon",
             dependencies: [
-                "HTTPFields",
+                "HTTPFields", "ResultDelivery",
                 "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
                 "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover", "JSONEnvelope",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -213,7 +224,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: hotPath
+            swiftSettings: strict
         ),
         // glibc's malloc tuning (mallopt, malloc_trim), which the Glibc module does not export.
         .target(name: "CMallocTuning"),
@@ -316,7 +327,7 @@ let package = Package(
         .testTarget(
             name: "GQLMuxDaemonTests",
             dependencies: [
-                "HTTPFields",
+                "HTTPFields", "ResultDelivery",
                 "GQLMuxDaemon", "GQLMuxClient", "LocalProtocol", "TestUpstream", "Upstream", "GQLMuxVocabulary", "GraphQLTransportWS",
                 "RequestValidation",
                 "LocalEndpoint", "EndpointServer", "GQLMuxConfiguration", "SystemdSupport", "GQLMuxTestSupport",
@@ -408,6 +419,14 @@ let package = Package(
         .testTarget(name: "UpstreamSettingsTests", dependencies: ["UpstreamSettings"], swiftSettings: strict),
         .testTarget(name: "GQLMuxFuzzTests", dependencies: ["GQLMuxTestSupport", "GQLMuxFuzz"], swiftSettings: strict),
         .testTarget(name: "SpawnTests", dependencies: ["Spawn"], swiftSettings: strict),
+        .testTarget(
+            name: "ResultDeliveryTests",
+            dependencies: [
+                "ResultDelivery", "GQLMuxVocabulary", "LocalEndpoint", "LocalProtocol",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "GQLMuxClientCoreTests", dependencies: ["GQLMuxClientCore"], swiftSettings: strict),
         .testTarget(name: "GQLMuxClientTests", dependencies: ["GQLMuxClient"], swiftSettings: strict),
         .testTarget(name: "HTTPFieldsTests", dependencies: ["HTTPFields"], swiftSettings: strict),

@@ -1,5 +1,6 @@
 import GQLMuxVocabulary
 import NIOCore
+import ResultDelivery
 
 extension ClientSession {
     /// How a client came in, as whoever builds its pipeline says: what the session needs of

@@ -10,6 +10,7 @@ import RequestValidation
 
 #if canImport(Glibc)
 import Glibc
+import ResultDelivery
 #endif
 
 /// One local client connection: its operations, its admin verbs, its lanes and credentials,
@@ -369,6 +370,15 @@ package final class ClientSession: ChannelInboundHandler, EndpointSession, @unch
     /// Its process's name (`/proc/PID/comm` when it connected); nil without peer credentials.
     private(set) var process: String?
     /// Results and bytes written to it, counted per batch (a subscriber's share of a run), never
+
+    /// Everything written for it that it has not read: NIO's queue and its socket's (the
+    /// `clients` verb's `queuedBytes`; kept as the peak if it is one). The kernel counts its
+    /// bookkeeping too (several times the bytes of small writes), so never more than was sent.
+    func unreadNow() -> Int {
+        let unread = min(writer.queuedNow() + (closing ? 0 : KernelQueue.bytes(of: channel)), writer.bytesSent)
+        writer.notePeak(unread)
+        return unread
+    }
 
     /// Its kind as operators name it: the wire it speaks now.
     var kindName: String { writer.kindName }

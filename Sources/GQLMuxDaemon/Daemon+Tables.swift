@@ -3,6 +3,7 @@ import JSONEnvelope
 import Multiplexing
 import NIOCore
 import RequestValidation
+import ResultDelivery
 import Upstream
 
 /// The operator's view: `clients` and `operations`, one row per client connection and per
@@ -95,7 +96,7 @@ extension Daemon {
                     row.field("bytes", session.writer.bytesSent)
                     row.field("rate", number: session.writer.resultWindow.perSecond(at: now, since: session.openedAt))
                     row.field("byteRate", number: session.writer.byteWindow.perSecond(at: now, since: session.openedAt))
-                    row.field("queuedBytes", session.writer.unreadNow())
+                    row.field("queuedBytes", session.unreadNow())
                     row.field("queuedPeakBytes", session.writer.peakQueued)
                     row.field("slowConsumerCuts", self.view.cuts(uid: peer?.uid, process: session.process))
                     row.field("connectedAt", number: Double(session.connectedAtMs) / 1_000)

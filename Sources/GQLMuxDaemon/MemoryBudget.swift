@@ -5,6 +5,7 @@ import NIOCore
 
 #if canImport(Glibc)
 import Glibc
+import ResultDelivery
 #endif
 
 /// The memory budget: `[limits] total_buffer_bytes` bounds the bytes waiting to be written to
@@ -16,7 +17,7 @@ import Glibc
 /// much room is left to keep results in.
 ///
 /// Not `Sendable`: the daemon, its sessions, switchboard and fan-out use it on the daemon's loop only.
-final class MemoryBudget {
+final class MemoryBudget: OutboundBudget {
     private let eventLoop: any EventLoop
     private let events: DaemonEvents
     /// `[limits] total_buffer_bytes` (a reload may change it).

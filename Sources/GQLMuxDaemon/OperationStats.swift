@@ -1,4 +1,5 @@
 import GQLMuxVocabulary
+import ResultDelivery
 
 /// What the operator's view shows of one upstream operation beside what the core knows of it:
 /// its results (counted once per run) and its outages. Made only once it has a result or an

@@ -6,6 +6,7 @@ import LocalProtocol
 import Multiplexing
 import NIOCore
 import RequestValidation
+import ResultDelivery
 import Upstream
 
 /// The multiplexer core's I/O side: it feeds the core client and upstream events, one at a
@@ -76,8 +77,8 @@ final class Switchboard: @unchecked Sendable {
     }
     /// Results written to clients (the fan-out counts them).
     var messagesOut: Int { fanout.messagesOut }
-    /// What the clients' unwritten bytes may take.
-    var budget: MemoryBudget { fanout.budget }
+    /// What the clients' unwritten bytes may take (the fan-out's budget too).
+    let budget: MemoryBudget
     /// `[subscriptions] replay_last`: a joiner's replay when its own request does not say.
     var replayLast: Bool
 
@@ -129,6 +130,7 @@ final class Switchboard: @unchecked Sendable {
         for (lane, layout) in lanes { multiplexer.setLayout(layout, of: lane) }
         self.multiplexer = multiplexer
         self.upstream = upstream
+        self.budget = budget
         self.fanout = Fanout(eventLoop: eventLoop, budget: budget, turn: turn)
         // A run's last result is kept for replays, as far as the budget has room.
         fanout.runWritten = { [unowned self] id, last, count in
@@ -211,7 +213,7 @@ final class Switchboard: @unchecked Sendable {
     /// whose client was told `reconnecting` at that instant.
     func subscribe(_ request: SubscribeRequest, session: ClientSession, localID: String, resumingSince: Instant? = nil, lane: LaneID = .primary) {
         eventLoop.assertInEventLoop()
-        let delivery = Fanout.Delivery(session: session, prefix: session.framing.prefix(id: localID))
+        let delivery = Fanout.Delivery(writer: session.writer, prefix: session.framing.prefix(id: localID))
         let key = request.kind == .subscription ? DedupKey(request.dedupKey) : nil
         serially {
             let actions = changing {
@@ -392,7 +394,7 @@ final class Switchboard: @unchecked Sendable {
                 if openedAt[id] == nil { openedAt[id] = UInt32(clamping: (NIODeadline.now().uptimeNanoseconds &- madeAt.loop) / 1_000_000_000) }
                 open(id, kind: kind, payload: payload, on: placement, first: first, lane: lane)
             case .joined(let id, let subscriber, let state, let count):
-                fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
+                fanout.tell(subscriber, .state(id: subscriber.localID, LocalOperationState(state), gapMs: nil), flush: true)
                 events.emit(
                     .subscribed,
                     [
@@ -420,7 +422,7 @@ final class Switchboard: @unchecked Sendable {
                 )
             case .tellState(let subscriber, let state, let gap):
                 let gapMs = gap.map { Int($0.nanoseconds / 1_000_000) }
-                fanout.tell(subscriber.tag.session, .state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs))
+                fanout.tell(subscriber, .state(id: subscriber.localID, LocalOperationState(state), gapMs: gapMs))
             case .replay(let subscriber, let payload):
                 fanout.deliverMarked(payload, .replayed, to: subscriber)
             case .snapshot(let subscriber, let payload):
@@ -428,7 +430,7 @@ final class Switchboard: @unchecked Sendable {
             case .deliverHeld(let subscriber, let payload):
                 fanout.deliverHeld(payload, to: subscriber)
             case .finish(let subscriber, let finish):
-                fanout.tell(subscriber.tag.session, Self.message(finish, localID: subscriber.localID))
+                fanout.tell(subscriber, Self.message(finish, localID: subscriber.localID))
             case .finished(let id, let finish, let count, let lane):
                 forgetFigures(of: id)
                 finished("\(id)", finish, subscribers: count, upstream: upstream.upstreamName(of: lane) ?? "?")
@@ -436,7 +438,8 @@ final class Switchboard: @unchecked Sendable {
                 assert(asker != nil, "a refusal answers a subscribe")
                 if let asker { refuse(asker, localID, refusal, lane: askedLane) }
             case .shutDown(let subscriber):
-                fanout.tellError(subscriber.tag.session, id: subscriber.localID, code: LocalErrorCode.shuttingDown, message: Self.shuttingDownMessage)
+                let error = SessionMessage.error(id: subscriber.localID, .local(code: .shuttingDown, message: Self.shuttingDownMessage))
+                if fanout.tell(subscriber, error) { metrics.errorSent(.shuttingDown) }
             }
         }
     }

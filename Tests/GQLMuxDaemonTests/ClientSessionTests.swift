@@ -9,6 +9,7 @@ import Testing
 import Upstream
 
 @testable import GQLMuxDaemon
+@testable import ResultDelivery
 
 /// A line client's ``ClientSession`` and the ``Fanout`` behind it on `EmbeddedChannel`s and one
 /// embedded loop, with a control plane and an upstream of the test's own: no socket, no

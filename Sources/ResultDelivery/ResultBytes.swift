@@ -4,11 +4,11 @@ import LocalEndpoint
 /// a run's subscribers at once (``SharedFrames``): each as header, prefix, payload and suffix,
 /// the few bytes around each payload copied inline (through `memmove`, a call per result for
 /// so few bytes cost more than the copy).
-enum ResultBytes {
+package enum ResultBytes {
     /// How many of `bodies[next...]`, each with `fixed` bytes of framing, fit in `room` bytes,
     /// and at least one: the end of those results and their bytes.
     @inline(__always)
-    static func fitting(_ bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>, from next: Int, fixed: Int, room: Int) -> (end: Int, bytes: Int) {
+    package static func fitting(_ bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>, from next: Int, fixed: Int, room: Int) -> (end: Int, bytes: Int) {
         var end = next + 1
         var bytes = fixed + bodies[next].count
         while end < bodies.endIndex, bytes + fixed + bodies[end].count <= room {
@@ -22,7 +22,7 @@ enum ResultBytes {
     /// prefix, payload and `tail`, and tells `place` where each prefix begins (its offset from
     /// `out`). Returns the bytes written.
     @inline(__always)
-    static func frame(
+    package static func frame(
         _ bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>,
         _ range: Range<Int>,
         header: Bool,
@@ -48,7 +48,7 @@ enum ResultBytes {
 
     /// A prefix (tens of bytes): copied a word at a time, the last word overlapping.
     @inline(__always)
-    static func short(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) {
+    package static func short(_ bytes: UnsafeRawBufferPointer, to out: UnsafeMutableRawPointer) {
         let count = bytes.count
         guard count >= 8, let source = bytes.baseAddress else {
             for index in 0..<count { out.storeBytes(of: bytes[index], toByteOffset: index, as: UInt8.self) }
@@ -66,7 +66,7 @@ enum ResultBytes {
     /// A framing's suffix after a payload: byte by byte when short (`}\n`), else as two
     /// overlapping words (multipart's 12 bytes: byte stores were 3 % of its fan-out time).
     @inline(__always)
-    static func tail(_ tail: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableRawPointer) {
+    package static func tail(_ tail: UnsafeBufferPointer<UInt8>, to out: UnsafeMutableRawPointer) {
         let count = tail.count
         guard count >= 8, count <= 16, let source = tail.baseAddress else {
             for index in 0..<count { out.storeBytes(of: tail[index], toByteOffset: index, as: UInt8.self) }

@@ -14,9 +14,9 @@ import NIOCore
 ///
 /// Not `Sendable`: used on its channel's loop only (the session's handler methods, and the
 /// fan-out's deliveries, whose entry asserts that loop).
-final class ResultWriter {
+package final class ResultWriter {
     /// How the wire in front of this writer takes what it writes.
-    enum Output {
+    package enum Output {
         /// Bytes, as they go to the socket: messages encoded as lines into the batch.
         case lines
         /// ``SessionOutput`` values: results framed, messages as values.
@@ -25,20 +25,20 @@ final class ResultWriter {
 
     private let output: Output
     private let channel: any Channel
-    private let budget: MemoryBudget
+    private let budget: any OutboundBudget
     /// The memory of a written batch, reused for the next large one (``BatchSpare``).
     private let spare: BatchSpare
 
     /// Where its writes start: the session's own place in the pipeline while it is there.
-    var context: ChannelHandlerContext?
+    package var context: ChannelHandlerContext?
 
     /// Once set (error, slow consumer, shutdown, handover) nothing more is batched.
-    var closed = false
+    package var closed = false
 
     /// Set while the fan-out holds it in its list to flush at the end of the loop turn.
-    var awaitingFlush = false
+    package var awaitingFlush = false
 
-    init(output: Output, channel: any Channel, budget: MemoryBudget, spare: BatchSpare) {
+    package init(output: Output, channel: any Channel, budget: any OutboundBudget, spare: BatchSpare) {
         self.output = output
         self.channel = channel
         self.budget = budget
@@ -50,7 +50,7 @@ final class ResultWriter {
     /// How results reach this client: set by the endpoint's handlers before a subscribe (the
     /// WebSocket's for the session's life, the HTTP one per request: a stream's events, or
     /// values for a JSON answer it assembles); the line protocol otherwise.
-    var framing = NextFraming.line {
+    package var framing = NextFraming.line {
         didSet {
             framed = framing != .line
             framedHeader = framing.hasHeader
@@ -74,7 +74,7 @@ final class ResultWriter {
 
     /// The wire as operators name it (the `clients` verb's `kind`): as this writer frames for
     /// it now.
-    var kindName: String {
+    package var kindName: String {
         guard output == .values else { return "line" }
         switch framing {
         case .webSocket(.transportWS): return "graphql-transport-ws"
@@ -87,7 +87,7 @@ final class ResultWriter {
 
     /// Whether the fan-out may hand this client a run's shared frames (``SharedFrames``): every
     /// client but a single HTTP answer, whose results reach its wire as values.
-    var takesSharedFrames: Bool { answerID == nil }
+    package var takesSharedFrames: Bool { answerID == nil }
 
     // MARK: - The batch
 
@@ -98,7 +98,7 @@ final class ResultWriter {
     /// `shared` part of an HTTP stream is not a sealed chunk: the HTTP codec chunks it.
     private var queued: [(bytes: ByteBuffer, shared: Bool)] = []
     /// Bytes NIO holds for this client, unwritten, as of the last flush or refresh.
-    private(set) var buffered = 0
+    package private(set) var buffered = 0
     /// Bytes written by `writeNext` early, not yet reported to the memory budget (`flush` does).
     private var unreported = 0
     /// Shared chunks were handed to NIO and not flushed yet.
@@ -109,11 +109,11 @@ final class ResultWriter {
     /// A batch this full is written at once and a new one begun, so no batch outgrows 64 KiB of
     /// capacity: glibc serves 128 KiB and more with a fresh mmap, whose pages fault in on every
     /// write (about 7 % of fan-out time with 100 subscribers before this cap).
-    static let batchChunkBytes = 32 * 1_024
+    package static let batchChunkBytes = 32 * 1_024
 
     /// Payloads at least this big are queued by reference instead of copied into the batch:
     /// a copy per client would multiply memory by the number of clients behind.
-    static let sharedPayloadBytes = 1_024
+    package static let sharedPayloadBytes = 1_024
 
     /// One empty buffer every idle batch shares: the first line then allocates once, at the
     /// hinted size (`ByteBuffer()` allocated, and the reserve allocated again and freed it).
@@ -125,7 +125,7 @@ final class ResultWriter {
     /// appended to this client's batch. One NIO write per client per loop turn is far cheaper
     /// than two per message (see scripts/bench.sh). False when nothing was written.
     /// `prefix` and `body` are the bytes of the subscriber's prefix and of `payload`.
-    func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) -> Bool {
+    package func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer, payload: borrowing ByteBuffer) -> Bool {
         guard body.count >= Self.sharedPayloadBytes, answerID == nil else { return writeNext(prefix: prefix, body: body) }
         guard !closed else { return false }
         if batch.capacity == 0 { reserveBatch(for: lastBatchBytes) }
@@ -155,7 +155,7 @@ final class ResultWriter {
     /// The same for a payload under ``sharedPayloadBytes``, copied: no buffer is passed (and
     /// retained) for it.
     @inline(__always)
-    func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> Bool {
+    package func writeNext(prefix: UnsafeRawBufferPointer, body: UnsafeRawBufferPointer) -> Bool {
         withUnsafePointer(to: body) { writeNexts(prefix: prefix, bodies: UnsafeBufferPointer(start: $0, count: 1)) }
     }
 
@@ -165,7 +165,7 @@ final class ResultWriter {
     /// `writeBuffer` is not inlined and pays an exclusivity check per call: 15 % of fan-out
     /// time). Each result is written in the client's framing (``NextFraming``): header,
     /// prefix, payload, suffix. False when nothing was written.
-    func writeNexts(prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Bool {
+    package func writeNexts(prefix: UnsafeRawBufferPointer, bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Bool {
         guard !closed else { return false }
         if let answerID {
             for body in bodies { budget.outboundChanged(by: send(.next(id: answerID, payload: ByteBuffer(bytes: body), mark: nil))) }
@@ -222,7 +222,7 @@ final class ResultWriter {
     /// they count in full for each client, as a shared large payload does. The caller flushes
     /// at once: NIO then writes them if the socket has room and lets go of them before the next
     /// subscriber's prefix is written into the same memory. False when this client is closed.
-    func writeFrames(_ frames: [ByteBuffer]) -> Bool {
+    package func writeFrames(_ frames: [ByteBuffer]) -> Bool {
         guard !closed else { return false }
         var written = handOff()
         for frame in frames {
@@ -269,7 +269,7 @@ final class ResultWriter {
     /// `message`, after the results batched before it. A line client's is encoded into its
     /// batch and flushed when `flush`; an endpoint client's wire gets the value at once, to
     /// write in its own protocol. Returns the bytes handed to NIO, for the memory budget.
-    func send(_ message: SessionMessage, flush: Bool = true) -> Int {
+    package func send(_ message: SessionMessage, flush: Bool = true) -> Int {
         guard !closed else { return 0 }
         switch output {
         case .lines:
@@ -283,7 +283,7 @@ final class ResultWriter {
 
     /// The last thing written: `message` after everything batched, flushed, whether or not it
     /// is closed; `promise` completes once NIO has handed it to the kernel.
-    func sendLast(_ message: SessionMessage, promise: EventLoopPromise<Void>?) {
+    package func sendLast(_ message: SessionMessage, promise: EventLoopPromise<Void>?) {
         write(message, promise: promise)
         flushChannel()
     }
@@ -295,7 +295,7 @@ final class ResultWriter {
     /// bound that costs nothing on the hot path (the memory budget measures exactly when the
     /// estimate passes it, and a drain is measured when the channel turns writable again).
     @discardableResult
-    func flush() -> Int {
+    package func flush() -> Int {
         guard !closed else { return 0 }
         defer { unreported = 0 }
         guard batch.readableBytes > 0 || !queued.isEmpty else {
@@ -308,7 +308,7 @@ final class ResultWriter {
 
     /// Everything batched is written, then nothing more: the future completes once NIO has
     /// handed all of it to the kernel, so no frame or line is left half-written.
-    func writeOut() -> EventLoopFuture<Void> {
+    package func writeOut() -> EventLoopFuture<Void> {
         flush()
         closed = true
         let written = channel.eventLoop.makePromise(of: Void.self)
@@ -385,18 +385,18 @@ final class ResultWriter {
 
     /// Results and bytes written, counted per batch (a subscriber's share of a run), never per
     /// result; and the same over the last seconds.
-    private(set) var resultsSent = 0
-    private(set) var bytesSent = 0
+    package private(set) var resultsSent = 0
+    package private(set) var bytesSent = 0
     private var bytesCounted = 0
-    private(set) var resultWindow = RateWindow()
-    private(set) var byteWindow = RateWindow()
+    package private(set) var resultWindow = RateWindow()
+    package private(set) var byteWindow = RateWindow()
     /// The most bytes seen queued (NIO's, measured when its buffer fills, when the memory
     /// budget is checked and at each `clients` question; the kernel's at the question).
-    private(set) var peakQueued = 0
+    package private(set) var peakQueued = 0
 
     /// `count` results were written in second `second` of the loop's clock.
     @inline(__always)
-    func noteDelivered(_ count: Int, second: Int64) {
+    package func noteDelivered(_ count: Int, second: Int64) {
         resultsSent &+= count
         resultWindow.add(count, second: second)
         byteWindow.add(bytesSent &- bytesCounted, second: second)
@@ -405,33 +405,30 @@ final class ResultWriter {
 
     /// Measures how many bytes NIO holds unwritten; returns the change.
     @discardableResult
-    func refreshBuffered() -> Int {
+    package func refreshBuffered() -> Int {
         let now = queuedNow()
         defer { buffered = now }
         return now - buffered
     }
 
     /// The client is gone: what it held unwritten no longer counts. Returns the change.
-    func releaseBuffered() -> Int {
+    package func releaseBuffered() -> Int {
         defer { buffered = 0 }
         return -buffered
     }
 
     /// The bytes NIO holds unwritten now (measured, and kept as the peak if it is one).
     @discardableResult
-    func queuedNow() -> Int {
+    package func queuedNow() -> Int {
         let now = closed ? 0 : ((try? channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0)
         if now > peakQueued { peakQueued = now }
         return now
     }
 
-    /// Everything written that the client has not read: NIO's queue and its socket's (the
-    /// `clients` verb's `queuedBytes`; kept as the peak if it is one). The kernel counts its
-    /// bookkeeping too (several times the bytes of small writes), so never more than was sent.
-    func unreadNow() -> Int {
-        let unread = min(queuedNow() + (closed ? 0 : KernelQueue.bytes(of: channel)), bytesSent)
-        if unread > peakQueued { peakQueued = unread }
-        return unread
+    /// `bytes` were seen queued for the client (its socket's included): kept as the peak if
+    /// it is one.
+    package func notePeak(_ bytes: Int) {
+        if bytes > peakQueued { peakQueued = bytes }
     }
 }
 

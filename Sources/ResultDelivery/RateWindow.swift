@@ -1,16 +1,18 @@
 /// Counts per whole second of the monotonic clock, over the last ``seconds``: what a rate "over
 /// the last 10 s" reads. Pure (the caller passes the time), ten counters, no allocation: a
 /// client or an operation keeps one and adds to it once per batch or run, never per result.
-struct RateWindow {
-    static let seconds = 10
+package struct RateWindow {
+    package static let seconds = 10
 
     private var counts: InlineArray<10, Int> = .init(repeating: 0)
     /// The second the newest count belongs to (nil: nothing counted yet).
     private var newest: Int64?
 
+    package init() {}
+
     /// Adds `count` to second `second` (the clock's whole seconds). A second before the newest
     /// counts in the newest (the clock does not go back; a caller's older reading may).
-    mutating func add(_ count: Int, second: Int64) {
+    package mutating func add(_ count: Int, second: Int64) {
         let now = advance(to: second)
         counts[Self.slot(now)] &+= count
     }
@@ -18,7 +20,7 @@ struct RateWindow {
     /// Counts per second over the window that ends at `nanoseconds`: the last nine whole
     /// seconds and the current part-second, or since `start` when that is later, but over one
     /// second at least (a result in a counter's first milliseconds is not a rate of hundreds).
-    func perSecond(at nanoseconds: UInt64, since start: UInt64) -> Double {
+    package func perSecond(at nanoseconds: UInt64, since start: UInt64) -> Double {
         let second = Int64(nanoseconds / 1_000_000_000)
         guard let newest, newest > second - Int64(Self.seconds) else { return 0 }
         var sum = 0

@@ -20,9 +20,9 @@ import NIOCore
 /// | line protocol | lines |
 /// | WebSocket (both protocols) | whole WebSocket messages, each with its header |
 /// | SSE, multipart | one sealed HTTP/1.1 chunk |
-struct SharedFrames {
-    let framing: NextFraming
-    let prefixLength: Int
+package struct SharedFrames {
+    package let framing: NextFraming
+    package let prefixLength: Int
     /// The framed results, in order.
     private(set) var frames: [ByteBuffer] = []
     /// Where each result's prefix lies: its index in its frame's storage (from the frame's
@@ -34,7 +34,7 @@ struct SharedFrames {
     /// The arrays one run's frames were described in, emptied with their capacity kept, for the
     /// next run's (``recycle(into:limit:spares:)``): a lone result's frames then allocate
     /// nothing but what NIO still holds.
-    struct Spare {
+    package struct Spare {
         fileprivate var frames: [ByteBuffer] = []
         fileprivate var places: [Int] = []
         fileprivate var ends: [Int] = []
@@ -43,7 +43,7 @@ struct SharedFrames {
     /// Frames `bodies` (the payloads of a run, in order) in `framing`, each after `prefix`, in
     /// buffers taken from `stock` when it has any (their memory reused when nothing else
     /// holds them), described in arrays taken from `spares` when it has any.
-    init(
+    package init(
         framing: NextFraming,
         prefix: UnsafeRawBufferPointer,
         bodies: UnsafeBufferPointer<UnsafeRawBufferPointer>,
@@ -86,7 +86,7 @@ struct SharedFrames {
     /// Whether a subscriber in `framing` with a prefix of `prefixLength` bytes can be handed
     /// these frames.
     @inline(__always)
-    func fits(_ framing: NextFraming, prefixLength: Int) -> Bool {
+    package func fits(_ framing: NextFraming, prefixLength: Int) -> Bool {
         self.prefixLength == prefixLength && self.framing == framing
     }
 
@@ -94,7 +94,7 @@ struct SharedFrames {
     /// differs from the prefix the frames hold now are written (a line prefix differs from the
     /// last subscriber's in its id alone, often in one byte), and nothing when it is the same.
     /// A frame something else still holds is copied first.
-    mutating func hold(_ prefix: UnsafeRawBufferPointer) {
+    package mutating func hold(_ prefix: UnsafeRawBufferPointer) {
         precondition(prefix.count == prefixLength, "a prefix of another length needs frames of its own")
         guard let changed = difference(from: prefix) else { return }
         let bytes = UnsafeRawBufferPointer(rebasing: prefix[changed])
@@ -134,7 +134,7 @@ struct SharedFrames {
     /// leave megabytes kept outside the memory budget.
     /// Its arrays, emptied, go to `spares` (at most `limit` kept there too, and only arrays of
     /// a usual run's size).
-    mutating func recycle(into stock: inout [ByteBuffer], limit: Int, spares: inout [Spare]) {
+    package mutating func recycle(into stock: inout [ByteBuffer], limit: Int, spares: inout [Spare]) {
         for frame in frames where stock.count < limit && frame.capacity <= Self.keptCapacity { stock.append(frame) }
         frames.removeAll(keepingCapacity: frames.capacity <= Self.keptPlaces)
         places.removeAll(keepingCapacity: places.capacity <= Self.keptPlaces)
@@ -147,9 +147,9 @@ struct SharedFrames {
 
     /// The most prefix places a kept ``Spare`` holds room for: a run of the fan-out's largest
     /// (``Fanout/runBytes``) of small results.
-    static let keptPlaces = 4_096
+    package static let keptPlaces = 4_096
 
     /// The largest buffer ``recycle(into:limit:spares:)`` keeps: a frame of results under
     /// ``ResultWriter/sharedPayloadBytes`` with prefixes of usual length.
-    static let keptCapacity = 2 * ResultWriter.batchChunkBytes
+    package static let keptCapacity = 2 * ResultWriter.batchChunkBytes
 }

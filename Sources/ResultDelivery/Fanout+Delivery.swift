@@ -7,24 +7,23 @@ import NIOCore
 /// subscribers, 18 % with 500).
 ///
 /// Invariant 1: a ``Fanout/Delivery`` owns a ``Fanout/SubscriberSink``, and the sink owns what the
-/// delivery's two plain values point at: `handle` is its session's `writer`, a constant of the
-/// session, which the sink holds strongly for its whole life, and `prefixBytes` is storage the
-/// sink allocated itself in `init`, wrote only there and frees only in `deinit`. So both are
-/// valid for as long as the `Delivery` value that carries them is reachable, and nothing else
-/// can move or free them.
+/// delivery's two plain values point at: `handle` is its `writer`, held strongly for the sink's
+/// whole life, and `prefixBytes` is storage the sink allocated itself in `init`, wrote only
+/// there and frees only in `deinit`. So both are valid for as long as the `Delivery` value that
+/// carries them is reachable, and nothing else can move or free them.
 ///
 /// Every other pointer is scoped: a payload's bytes are read inside its own
 /// `withUnsafeReadableBytes`, and a small run's inside the one of ``Fanout/runScratch``, where its
 /// payloads lie side by side; none is kept past the closure that made it.
 extension Fanout {
-    /// One subscriber's session (and so its writer) and its encoded `next` prefix, owned.
-    final class SubscriberSink {
-        let session: ClientSession
+    /// One subscriber's writer and its encoded `next` prefix, owned.
+    package final class SubscriberSink {
+        package let writer: ResultWriter
         /// `{"type":"next","id":LOCAL_ID,"payload":`, in storage this sink allocated.
         fileprivate let prefix: UnsafeMutableRawBufferPointer
 
-        init(session: ClientSession, prefix encoded: ByteBuffer) {
-            self.session = session
+        package init(writer: ResultWriter, prefix encoded: ByteBuffer) {
+            self.writer = writer
             prefix = .allocate(byteCount: encoded.readableBytes, alignment: 1)
             encoded.withUnsafeReadableBytes { prefix.copyMemory(from: $0) }
         }
@@ -33,22 +32,20 @@ extension Fanout {
     }
 
     /// What the hot path needs per subscriber, as plain values (see the invariant above).
-    struct Delivery {
-        let sink: SubscriberSink
-        /// `sink.session.writer`, unretained.
-        let handle: Unmanaged<ResultWriter>
+    package struct Delivery {
+        package let sink: SubscriberSink
+        /// `sink.writer`, unretained.
+        package let handle: Unmanaged<ResultWriter>
         /// `sink.prefix`, read only.
-        let prefixBytes: UnsafeRawBufferPointer
+        package let prefixBytes: UnsafeRawBufferPointer
 
         /// One allocation for the prefix (a `ByteBuffer` takes two, 60 bytes more per idle
         /// subscription) and one for the sink.
-        init(session: ClientSession, prefix: ByteBuffer) {
-            sink = SubscriberSink(session: session, prefix: prefix)
-            handle = Unmanaged.passUnretained(session.writer)
+        package init(writer: ResultWriter, prefix: ByteBuffer) {
+            sink = SubscriberSink(writer: writer, prefix: prefix)
+            handle = Unmanaged.passUnretained(writer)
             prefixBytes = UnsafeRawBufferPointer(sink.prefix)
         }
-
-        var session: ClientSession { sink.session }
     }
 
     /// Results of one operation, in the order they arrived this loop turn, not yet written.
@@ -56,12 +53,12 @@ extension Fanout {
     /// the next, from frames shared while they are in the cache (``SharedFrames``). Written
     /// result by result instead, 100 clients' batches were megabytes between two writes of one,
     /// and the kernel read them back from memory.
-    struct ResultRun {
-        var id: Core.OperationID?
+    package struct ResultRun {
+        package var id: Core.OperationID?
         /// The operation's subscribers, as the core named them when the run began (the core
         /// changes only after the run is written).
-        var subscribers: [Core.Subscriber] = []
-        var payloads: [ByteBuffer] = []
+        package var subscribers: [Core.Subscriber] = []
+        package var payloads: [ByteBuffer] = []
         var bytes = 0
         /// The largest payload's bytes.
         var largest = 0
@@ -69,11 +66,11 @@ extension Fanout {
     }
 
     /// A run holds at most this many payload bytes before it is written (a turn reads less).
-    static let runBytes = 256 * 1_024
+    package static let runBytes = 256 * 1_024
 
     /// The hot path: `payload`, a result of operation `id`, joins this turn's run. A result of
     /// another operation first writes the run, then begins one for `subscribers`, read only then.
-    func append(_ payload: ByteBuffer, of id: Core.OperationID, subscribers: @autoclosure () -> [Core.Subscriber]) {
+    package func append(_ payload: ByteBuffer, of id: Core.OperationID, subscribers: @autoclosure () -> [Core.Subscriber]) {
         if run.id != id {
             writeRun()
             run.id = id
@@ -90,7 +87,7 @@ extension Fanout {
     /// the turn): each subscriber is flushed right after its share. Returns the change in bytes
     /// handed to NIO by those flushes.
     @discardableResult
-    func writeRun(flushing: Bool = false) -> Int {
+    package func writeRun(flushing: Bool = false) -> Int {
         guard !run.writing, let id = run.id, !run.payloads.isEmpty else { return 0 }
         var change = 0
         // One reading of the clock per run: the second each subscriber's and the operation's
@@ -205,17 +202,17 @@ extension Fanout {
 
     /// The arrays a small run is written with (its payloads' ends, their bytes while it is
     /// written, its groups of shared frames), empty between runs, their capacity kept.
-    struct RunArrays {
-        var ends: [Int] = []
-        var bodies: [UnsafeRawBufferPointer] = []
-        var groups: [SharedFrames] = []
+    package struct RunArrays {
+        package var ends: [Int] = []
+        package var bodies: [UnsafeRawBufferPointer] = []
+        package var groups: [SharedFrames] = []
     }
 
     /// A small run is framed once for at most this many framings and prefix lengths.
-    static let frameGroups = 4
+    package static let frameGroups = 4
 
     /// At most this many frames' buffers are kept for the next run's (``frameStock``).
-    static let frameStockLimit = 16
+    package static let frameStockLimit = 16
 
     /// A run with a payload of ``ResultWriter/sharedPayloadBytes`` or more: each subscriber
     /// is handed the large payloads' buffers themselves (no copy) and the small ones copied,
@@ -260,7 +257,7 @@ extension Fanout {
 
     /// Writes one result at once to the subscribers of an operation that `including` accepts
     /// (while some wait for a snapshot).
-    func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) {
+    package func deliver(_ payload: ByteBuffer, to subscribers: [Core.Subscriber], including: (Core.Subscriber) -> Bool) {
         var delivered = 0
         payload.withUnsafeReadableBytes { body in
             subscribers.withUnsafeBufferPointer { subscribers in
@@ -279,13 +276,13 @@ extension Fanout {
     /// One result to one subscriber (its prefix, the payload's bytes, its suffix), marked for
     /// the next flush; false when its client is closed.
     @inline(__always)
-    func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to delivery: Delivery) -> Bool {
+    package func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to delivery: Delivery) -> Bool {
         write(body, payload, to: delivery.handle, prefix: delivery.prefixBytes)
     }
 
     /// The same, from a delivery's two plain values.
     @inline(__always)
-    func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to handle: Unmanaged<ResultWriter>, prefix head: UnsafeRawBufferPointer)
+    package func write(_ body: UnsafeRawBufferPointer, _ payload: borrowing ByteBuffer, to handle: Unmanaged<ResultWriter>, prefix head: UnsafeRawBufferPointer)
         -> Bool
     {
         handle._withUnsafeGuaranteedRef { writer in

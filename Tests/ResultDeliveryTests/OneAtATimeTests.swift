@@ -1,6 +1,6 @@
 import Testing
 
-@testable import GQLMuxDaemon
+@testable import ResultDelivery
 
 /// The switchboard's and the fan-out's shared rule: one event at a time, the others after it, in
 /// the order they came.

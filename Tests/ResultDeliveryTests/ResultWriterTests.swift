@@ -5,7 +5,7 @@ import NIOCore
 import NIOEmbedded
 import Testing
 
-@testable import GQLMuxDaemon
+@testable import ResultDelivery
 
 /// One client's ``ResultWriter`` on an `EmbeddedChannel`, in each framing and both outputs: what
 /// it hands its wire is exactly each result framed alone, in order, one write per flush, with
@@ -22,9 +22,15 @@ import Testing
         func handlerRemoved(context: ChannelHandlerContext) { writer.context = nil }
     }
 
-    private func rig(_ output: ResultWriter.Output, _ framing: NextFraming = .line) throws -> (EmbeddedChannel, ResultWriter, MemoryBudget) {
+    /// Adds up what it is told.
+    final class Budget: OutboundBudget {
+        var outbound = 0
+        func outboundChanged(by delta: Int) { outbound += delta }
+    }
+
+    private func rig(_ output: ResultWriter.Output, _ framing: NextFraming = .line) throws -> (EmbeddedChannel, ResultWriter, Budget) {
         let channel = EmbeddedChannel()
-        let budget = MemoryBudget(limit: 1 << 30, eventLoop: channel.embeddedEventLoop, events: DaemonEvents { _, _, _ in })
+        let budget = Budget()
         let writer = ResultWriter(output: output, channel: channel, budget: budget, spare: BatchSpare())
         writer.framing = framing
         try channel.pipeline.syncOperations.addHandler(Place(writer))
@@ -154,7 +160,7 @@ import Testing
         let (channel, writer, _) = try rig(.lines)
         write(writer, prefix: NextFraming.line.prefix(id: "s"), ["{}"])
         var done = false
-        writer.writeOut().whenSuccess { done = true }
+        writer.writeOut().assumeIsolated().whenSuccess { done = true }
         #expect(done, "the write completes once handed over")
         #expect(String(buffer: try #require(try channel.readOutbound(as: ByteBuffer.self))) == #"{"type":"next","id":"s","payload":{}}"# + "\n")
         #expect(!write(writer, prefix: NextFraming.line.prefix(id: "s"), ["{}"]))

@@ -5,24 +5,26 @@
 /// the fan-out walks stays as it was for the whole walk.
 ///
 /// Used only on the daemon's loop (its owners assert it at their entry points).
-final class OneAtATime {
+package final class OneAtATime {
     private var busy = false
+    package init() {}
+
     private var waiting: [() -> Void] = []
     /// Called each time the outermost handling ends, with nothing left waiting.
-    var whenIdle: (() -> Void)?
+    package var whenIdle: (() -> Void)?
 
     /// Whether an event is being handled now: a new one must wait (``later(_:)``).
-    var isBusy: Bool { busy }
+    package var isBusy: Bool { busy }
 
     /// Runs `body` after the event being handled, and after those that arrived before it.
-    func later(_ body: @escaping () -> Void) {
+    package func later(_ body: @escaping () -> Void) {
         precondition(busy, "only an event that arrives during another waits")
         waiting.append(body)
     }
 
     /// Runs `body` as the event being handled, then whatever arrived meanwhile, in order. Called
     /// while another is handled (a nested step of the same event), it runs `body` at once.
-    func run(_ body: () -> Void) {
+    package func run(_ body: () -> Void) {
         guard !busy else { return body() }
         busy = true
         body()

@@ -3,7 +3,7 @@ import LocalEndpoint
 import NIOCore
 import Testing
 
-@testable import GQLMuxDaemon
+@testable import ResultDelivery
 
 /// A run framed once for every subscriber of a framing: the bytes each subscriber is handed
 /// are exactly what framing its results alone would give, with its own prefix in every result;

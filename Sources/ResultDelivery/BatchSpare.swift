@@ -11,14 +11,16 @@ import NIOCore
 /// must not pin a whole chunk's memory (the memory budget counts bytes written, not capacity).
 /// It holds at most one buffer. Used on the daemon's loop only, by the sessions the fan-out
 /// writes to.
-final class BatchSpare {
+package final class BatchSpare {
     private var spare: ByteBuffer?
 
+    package init() {}
+
     /// Batches smaller than this are sized to what they carry, as before.
-    static let minimumBytes = 8 * 1_024
+    package static let minimumBytes = 8 * 1_024
 
     /// The kept memory, emptied, with room for `capacity` bytes; nil when none is kept.
-    func take(capacity: Int) -> ByteBuffer? {
+    package func take(capacity: Int) -> ByteBuffer? {
         guard var reused = spare else { return nil }
         spare = nil
         reused.clear(minimumCapacity: capacity)
@@ -26,7 +28,7 @@ final class BatchSpare {
     }
 
     /// Keeps `batch` (just handed to NIO) for the next large batch, if it is one.
-    func keep(_ batch: ByteBuffer) {
+    package func keep(_ batch: ByteBuffer) {
         guard batch.capacity >= Self.minimumBytes else { return }
         spare = batch
     }
