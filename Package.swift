@@ -180,7 +180,7 @@ let package = Package(
         // systemd's file descriptor store: a versioned, checksummed record. Pure.
         .target(
             name: "Handover",
-            dependencies: ["HTTPFields", "GQLMuxVocabulary", "JSONEnvelope", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["HTTPFields", "GQLMuxVocabulary", "JSONEnvelope", "LocalProtocol", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         // The pure multiplexer core: the one registry of operations (dedup, reference counts,

@@ -18,7 +18,7 @@ import RequestValidation
 package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelHandler {
     package typealias InboundIn = HTTPServerRequestPart
     package typealias InboundOut = ClientRequest
-    package typealias OutboundIn = SessionOutput
+    package typealias OutboundIn = HTTPOutput
     package typealias OutboundOut = HTTPServerResponsePart
 
     private let path: String
@@ -325,7 +325,7 @@ package final class EndpointHTTPHandler: ChannelDuplexHandler, RemovableChannelH
         }
         let message: SessionMessage
         switch unwrapOutboundIn(data) {
-        case .framed(let events):
+        case .body(let events):
             // Framed by the session as SSE events or multipart parts: one body part (one HTTP
             // chunk) for all of them, flushed when the session flushes. The exchange is not
             // copied for it (that retained each of its fields on every write).

@@ -22,6 +22,14 @@ package protocol EndpointHost: AnyObject {
     func endpointRefused(_ refusal: EndpointRefusal, listener: ClientOrigin, fields: [String: String], message: String)
 }
 
+/// Which of the endpoint's wires a session writes to: each takes its own output.
+package enum EndpointWire: Sendable {
+    /// ``EndpointWebSocketHandler``: ``WebSocketOutput``.
+    case webSocket
+    /// ``EndpointHTTPHandler``: ``HTTPOutput``.
+    case http
+}
+
 /// Why the endpoint refused a request or closed a connection on its own.
 package enum EndpointRefusal: Sendable {
     /// The browser checks (Host, Origin, Sec-Fetch-Site) refused it.
@@ -33,7 +41,8 @@ package enum EndpointRefusal: Sendable {
 }
 
 /// The session behind one endpoint connection, as its handlers see it: a channel handler that
-/// reads requests (``ClientRequest``) and writes ``SessionOutput``, told how to frame results.
+/// reads requests (``ClientRequest``) and writes what its wire takes (``WebSocketOutput``,
+/// ``HTTPOutput``), told how to frame results.
 package protocol EndpointSession: AnyObject, ChannelHandler {
     /// How results reach the client: set before each subscribe.
     var framing: NextFraming { get set }
@@ -98,8 +107,9 @@ package protocol EndpointConnectionHost: EndpointHost {
     /// The sessions it makes: what ``EndpointPipeline/configure(_:origin:arrival:host:)`` hands
     /// back for a carried connection, as the host's own type.
     associatedtype Session: EndpointSession
-    /// A session for `channel`, wired to the data plane; added to the pipeline by the caller.
-    func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> Session
+    /// A session for `channel`, wired to the data plane, writing what `wire` takes; added to
+    /// the pipeline by the caller.
+    func endpointSession(_ channel: any Channel, origin: ClientOrigin, wire: EndpointWire) -> Session
     /// A new connection's share of the memory budget (released when it closes).
     func makeInboundBudget() -> any InboundBudget
     /// `[graphql_endpoint] path`.

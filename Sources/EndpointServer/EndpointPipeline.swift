@@ -65,7 +65,7 @@ package enum EndpointPipeline {
                 let sync = channel.pipeline.syncOperations
                 let writer = EncodedFrameWriter()
                 let http = httpHandler(origin: origin, reservation: host.makeInboundBudget(), writer: writer, host: host)
-                let session = host.endpointSession(channel, origin: origin)
+                let session = host.endpointSession(channel, origin: origin, wire: .http)
                 http.resume(exchange, session: session)
                 try sync.addHandler(writer)
                 try sync.addHandler(ResumedChunkedResponse())
@@ -91,7 +91,7 @@ package enum EndpointPipeline {
             host: host,
             reservation: reservation,
             writer: writer,
-            makeSession: { channel in host.endpointSession(channel, origin: origin) }
+            makeSession: { channel in host.endpointSession(channel, origin: origin, wire: .http) }
         )
     }
 
@@ -202,7 +202,7 @@ package enum EndpointPipeline {
             )
         }
         try sync.addHandler(handler)
-        let session = host.endpointSession(channel, origin: origin)
+        let session = host.endpointSession(channel, origin: origin, wire: .webSocket)
         handler.onInit = { [unowned session] payload in session.presentPayload(payload.map { Array($0.readableBytesView) }) }
         session.framing = .webSocket(wire)  // results framed once, by the fan-out
         session.inbound = reservation

@@ -22,7 +22,7 @@ import RequestValidation
 package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     package typealias InboundIn = WebSocketFrame
     package typealias InboundOut = ClientRequest
-    package typealias OutboundIn = SessionOutput
+    package typealias OutboundIn = WebSocketOutput
     package typealias OutboundOut = WebSocketFrame
 
     /// graphql-ws's default wait for `connection_init`.
@@ -167,7 +167,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     /// The session's results, already framed, as they are; its other lines, translated.
     package func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .framed(let frames):
+        case .frames(let frames):
             guard !closeSent else {
                 promise?.succeed()
                 return
@@ -175,10 +175,6 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
             writer.write(frames, flush: false, promise: promise)
         case .message(let message):
             perform(session.deliver(message), context: context, promise: promise, flush: false)
-        case .chunk:
-            // HTTP framing: a WebSocket session's results never take it.
-            assertionFailure("an HTTP chunk written to a WebSocket client")
-            promise?.fail(ChannelError.operationUnsupported)
         }
     }
 

@@ -21,11 +21,11 @@ extension ClientSession {
         /// the endpoint existed).
         let logKind: String?
 
-        /// A client of `listener`.
-        init(_ listener: ClientOrigin) {
+        /// A client of `listener` whose wire takes `output`.
+        init(_ listener: ClientOrigin, output: ResultWriter.Output) {
             self.listener = listener
+            self.output = output
             let line = listener == .lineSocket
-            output = line ? .lines : .values
             hasPeerCredentials = listener != .endpointTCP
             drainAfterCut = line ? .seconds(1) : .seconds(10)
             logKind = line ? nil : listener.rawValue

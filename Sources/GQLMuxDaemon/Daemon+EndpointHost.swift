@@ -4,6 +4,7 @@ import GQLMuxVocabulary
 import LocalEndpoint
 import NIOCore
 import RequestValidation
+import ResultDelivery
 
 /// The control plane's answers to the endpoint's handlers.
 extension Daemon: EndpointHost {
@@ -51,8 +52,8 @@ extension Daemon: EndpointHost {
 
 /// The control plane's part in building an endpoint connection's pipeline (``EndpointPipeline``).
 extension Daemon: EndpointConnectionHost {
-    package func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> ClientSession {
-        makeSession(channel, origin: origin)
+    package func endpointSession(_ channel: any Channel, origin: ClientOrigin, wire: EndpointWire) -> ClientSession {
+        makeSession(channel, arrival: .init(origin, output: wire == .webSocket ? .webSocket : .http))
     }
 
     package func makeInboundBudget() -> any InboundBudget { InboundReservation(budget: switchboard.budget) }

@@ -155,10 +155,8 @@ extension Daemon {
                 session.shutDown()
                 continue
             }
-            if session.wire?.tellsReconnecting == true {
-                for subscription in record.subscriptions {
-                    session.send(.state(id: subscription.id, .reconnecting, gapMs: nil), flush: false)
-                }
+            for message in session.wire?.farewell(subscriptions: record.subscriptions.map(\.id)) ?? [] {
+                session.send(message, flush: false)
             }
             carried.append((session, record))
         }

@@ -3,6 +3,7 @@ import GQLMuxVocabulary
 import Handover
 import LocalProtocol
 import NIOCore
+import ResultDelivery
 
 /// The one place a client connection's handlers are built, whichever listener accepted it, and
 /// whether accepted now or carried over a restart: the line socket's here, the endpoint's
@@ -48,7 +49,7 @@ extension Daemon {
         try sync.addHandler(ByteToMessageHandler(decoder))
         let wire = LineWire(documentLimits: { [unowned self] in self.documentLimits })
         try sync.addHandler(wire)
-        let session = makeSession(channel, origin: .lineSocket)
+        let session = makeSession(channel, arrival: .init(.lineSocket, output: .lines))
         session.inbound = reservation.value
         session.wire = wire
         try sync.addHandler(session)

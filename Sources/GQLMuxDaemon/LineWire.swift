@@ -42,7 +42,11 @@ final class LineWire: ChannelInboundHandler, CarriedConnection {
     }
 
     var carriage: HandoverState.Carriage? { .init(.line) }
-    var tellsReconnecting: Bool { true }
+    /// Its client hears that each subscription is `reconnecting`: the next process resumes it
+    /// and tells it `active` again.
+    func farewell(subscriptions ids: [String]) -> [SessionMessage] {
+        ids.map { .state(id: $0, .reconnecting, gapMs: nil) }
+    }
     func handOver() {}
 }
 

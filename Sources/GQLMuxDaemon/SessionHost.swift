@@ -55,7 +55,7 @@ extension Daemon: SessionHost {
     }
 
     /// A session for `channel`, wired to this daemon's data plane and to it as the host.
-    func makeSession(_ channel: any Channel, origin: ClientOrigin) -> ClientSession {
-        ClientSession(host: self, switchboard: switchboard, events: events, metrics: metrics, channel: channel, arrival: .init(origin))
+    func makeSession(_ channel: any Channel, arrival: ClientSession.Arrival) -> ClientSession {
+        ClientSession(host: self, switchboard: switchboard, events: events, metrics: metrics, channel: channel, arrival: arrival)
     }
 }

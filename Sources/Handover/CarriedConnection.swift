@@ -1,3 +1,5 @@
+import LocalProtocol
+
 /// A client connection's wire as the online restart sees it: each kind of client (the line
 /// protocol, an endpoint WebSocket, an endpoint stream) says for itself whether it can be
 /// carried to the next process as it is now, and what the record must say to rebuild it. The
@@ -10,13 +12,14 @@ package protocol CarriedConnection: AnyObject {
     /// The connection goes to the next process: from now on this one writes nothing more on
     /// its own (no keep-alive, no heartbeat, no timeout's answer, no close frame).
     func handOver()
-    /// Whether its client hears `reconnecting` for each subscription as it is handed over (the
-    /// line protocol's words for it; the endpoint's protocols have none).
-    var tellsReconnecting: Bool { get }
+    /// What its client hears, in its own protocol, as it is handed over with subscriptions
+    /// `ids`, after the results before it: the line protocol's `reconnecting` for each; the
+    /// endpoint's protocols have no words for it.
+    func farewell(subscriptions ids: [String]) -> [SessionMessage]
 }
 
 extension CarriedConnection {
-    package var tellsReconnecting: Bool { false }
+    package func farewell(subscriptions ids: [String]) -> [SessionMessage] { [] }
 }
 
 extension HandoverState {

@@ -2,18 +2,28 @@ import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
 
-/// What a client session writes to the wire in front of it, for a client of the local GraphQL
-/// endpoint: results already framed in that client's protocol, or a message as a value, which
-/// the wire writes in its own words.
-package enum SessionOutput {
+/// What a client's writer hands an endpoint WebSocket client's wire: results already framed as
+/// whole WebSocket messages, or a message as a value, which the wire writes in its protocol's
+/// words.
+package enum WebSocketOutput {
     /// Everything but a result framed on the hot path: an error, a complete, a state, a result
-    /// gqlmuxd gives itself or a single answer collects.
+    /// gqlmuxd gives itself.
     case message(SessionMessage)
-    /// Results framed for the client's wire by ``NextFraming``: written as they are (an HTTP
-    /// stream's become one chunk of its body, framed by the HTTP codec).
-    case framed(ByteBuffer)
-    /// An HTTP stream's results framed and sealed as one whole HTTP/1.1 chunk
-    /// (``NextFraming/sealChunk(_:)``): written as they are, below the HTTP codec.
+    /// Results framed by ``NextFraming``, each a whole WebSocket message: written as they are.
+    case frames(ByteBuffer)
+}
+
+/// What a client's writer hands an endpoint HTTP client's wire: a stream's results already
+/// framed, or a message as a value, which the wire turns into its exchange's answer.
+package enum HTTPOutput {
+    /// Everything but a result framed on the hot path: an error, a complete, a result a single
+    /// answer collects.
+    case message(SessionMessage)
+    /// SSE events or multipart parts framed by ``NextFraming``: one part of the stream's body,
+    /// chunked by the HTTP codec.
+    case body(ByteBuffer)
+    /// The same, sealed as one whole HTTP/1.1 chunk (``NextFraming/sealChunk(_:)``): written as
+    /// it is, below the HTTP codec.
     case chunk(ByteBuffer)
 }
 

@@ -8,19 +8,22 @@ import NIOCore
 /// its session tells it, in order after the results before them. The fan-out writes to it
 /// straight (``Fanout/Delivery``), the session for everything else; neither frames anything.
 ///
-/// What reaches the wire in front of it depends on how that wire takes its output
-/// (``Output``): the line protocol takes bytes, messages encoded into the batch as lines; the
-/// endpoint's wires take ``SessionOutput``, messages as values they write in their own words.
+/// What reaches the wire in front of it is what that wire takes (``Output``): the line
+/// protocol takes bytes, messages encoded into the batch as lines; the endpoint's WebSocket and
+/// HTTP wires take their own values (``WebSocketOutput``, ``HTTPOutput``), messages as values
+/// they write in their own words.
 ///
 /// Not `Sendable`: used on its channel's loop only (the session's handler methods, and the
 /// fan-out's deliveries, whose entry asserts that loop).
 package final class ResultWriter {
     /// How the wire in front of this writer takes what it writes.
-    package enum Output {
+    package enum Output: Sendable {
         /// Bytes, as they go to the socket: messages encoded as lines into the batch.
         case lines
-        /// ``SessionOutput`` values: results framed, messages as values.
-        case values
+        /// ``WebSocketOutput``: results as whole frames, messages as values.
+        case webSocket
+        /// ``HTTPOutput``: a stream's results as body parts or sealed chunks, messages as values.
+        case http
     }
 
     private let output: Output
@@ -75,7 +78,7 @@ package final class ResultWriter {
     /// The wire as operators name it (the `clients` verb's `kind`): as this writer frames for
     /// it now.
     package var kindName: String {
-        guard output == .values else { return "line" }
+        guard output != .lines else { return "line" }
         switch framing {
         case .webSocket(.transportWS): return "graphql-transport-ws"
         case .webSocket(.legacyWS): return "graphql-ws"
@@ -275,7 +278,7 @@ package final class ResultWriter {
         case .lines:
             batch.writeImmutableBuffer(LocalEncode.line(message))
             return flush ? self.flush() : 0
-        case .values:
+        case .webSocket, .http:
             defer { unreported = 0 }
             return writeAll(then: message) + unreported
         }
@@ -354,7 +357,8 @@ package final class ResultWriter {
     private func write(_ bytes: ByteBuffer, sealed: Bool = false, promise: EventLoopPromise<Void>? = nil) {
         switch output {
         case .lines: write(NIOAny(bytes), promise: promise)
-        case .values: write(NIOAny(sealed ? SessionOutput.chunk(bytes) : SessionOutput.framed(bytes)), promise: promise)
+        case .webSocket: write(NIOAny(WebSocketOutput.frames(bytes)), promise: promise)  // never sealed: not chunked
+        case .http: write(NIOAny(sealed ? HTTPOutput.chunk(bytes) : HTTPOutput.body(bytes)), promise: promise)
         }
     }
 
@@ -362,7 +366,8 @@ package final class ResultWriter {
     private func write(_ message: SessionMessage, promise: EventLoopPromise<Void>? = nil) {
         switch output {
         case .lines: write(NIOAny(LocalEncode.line(message)), promise: promise)
-        case .values: write(NIOAny(SessionOutput.message(message)), promise: promise)
+        case .webSocket: write(NIOAny(WebSocketOutput.message(message)), promise: promise)
+        case .http: write(NIOAny(HTTPOutput.message(message)), promise: promise)
         }
     }
 

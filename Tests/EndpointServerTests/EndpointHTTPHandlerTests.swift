@@ -42,7 +42,7 @@ import Testing
             subscribes.append((id, (try? request.get()).map { String(buffer: $0.payload) } ?? "invalid"))
         }
         func answer(_ messages: SessionMessage...) {
-            for message in messages { context?.write(NIOAny(SessionOutput.message(message)), promise: nil) }
+            for message in messages { context?.write(NIOAny(HTTPOutput.message(message)), promise: nil) }
             context?.flush()
         }
     }
@@ -124,7 +124,7 @@ import Testing
         let (channel, _, session) = try posted(#"{"query":"subscription { tick }"}"#, headers: [("Accept", "text/event-stream")])
         #expect(session.framing == .sse, "results are framed by the fan-out as SSE events")
         #expect(try response(channel)?.status == 200)
-        session.context?.writeAndFlush(NIOAny(SessionOutput.framed(ByteBuffer(string: "event: next\ndata: {\"data\":1}\n\n"))), promise: nil)
+        session.context?.writeAndFlush(NIOAny(HTTPOutput.body(ByteBuffer(string: "event: next\ndata: {\"data\":1}\n\n"))), promise: nil)
         var chunks: [String] = []
         while let part = try channel.readOutbound(as: HTTPServerResponsePart.self) {
             guard case .body(.byteBuffer(let bytes)) = part else { continue }

@@ -47,7 +47,7 @@ import Testing
         var maxMessageBytes = 1 << 20
         var sessions: [Session] = []
         var refusals: [EndpointRefusal] = []
-        func endpointSession(_ channel: any Channel, origin: ClientOrigin) -> Session {
+        func endpointSession(_ channel: any Channel, origin: ClientOrigin, wire: EndpointWire) -> Session {
             let session = Session()
             sessions.append(session)
             return session

@@ -82,7 +82,7 @@ import Upstream
             events: DaemonEvents { _, _, _ in },
             metrics: switchboard.metrics,
             channel: channel,
-            arrival: .init(.lineSocket)
+            arrival: .init(.lineSocket, output: .lines)
         )
         try channel.pipeline.syncOperations.addHandler(LineWire { [unowned host] in host.documentLimits })
         try channel.pipeline.syncOperations.addHandler(session)

@@ -96,18 +96,18 @@ import Testing
 
     @Test func aWebSocketClientGetsFramedResultsThenMessagesAsValues() throws {
         for wire in [WireProtocol.transportWS, .legacyWS] {
-            let (channel, writer, _) = try rig(.values, .webSocket(wire))
+            let (channel, writer, _) = try rig(.webSocket, .webSocket(wire))
             let framing = NextFraming.webSocket(wire)
             let payload = #"{"data":{"tick":1}}"#
             write(writer, prefix: framing.prefix(id: "a"), [payload])
             _ = writer.send(.complete(id: "a"))
-            guard case .framed(let frame)? = try channel.readOutbound(as: SessionOutput.self) else {
+            guard case .frames(let frame)? = try channel.readOutbound(as: WebSocketOutput.self) else {
                 Issue.record("the results first, framed")
                 continue
             }
             let text = String(buffer: framing.prefix(id: "a")) + payload + "}"
             #expect(Array(frame.readableBytesView) == [0x81, UInt8(text.utf8.count)] + Array(text.utf8))
-            guard case .message(.complete(let id))? = try channel.readOutbound(as: SessionOutput.self) else {
+            guard case .message(.complete(let id))? = try channel.readOutbound(as: WebSocketOutput.self) else {
                 Issue.record("then the message, as a value")
                 continue
             }
@@ -118,25 +118,25 @@ import Testing
 
     @Test func anHTTPStreamsBatchIsOneWholeChunk() throws {
         for framing in [NextFraming.sse, .multipart] {
-            let (channel, writer, _) = try rig(.values, framing)
+            let (channel, writer, _) = try rig(.http, framing)
             let payloads = [#"{"data":{"tick":1}}"#, #"{"data":{"tick":2}}"#]
             write(writer, prefix: framing.prefix(id: "http-1"), payloads)
             writer.flush()
-            guard case .chunk(let chunk)? = try channel.readOutbound(as: SessionOutput.self) else {
+            guard case .chunk(let chunk)? = try channel.readOutbound(as: HTTPOutput.self) else {
                 Issue.record("a sealed chunk")
                 continue
             }
             let body = payloads.map { String(buffer: framing.prefix(id: "http-1")) + $0 + "\(framing.suffix)" }.joined()
             #expect(String(buffer: chunk) == String(body.utf8.count, radix: 16) + "\r\n" + body + "\r\n")
-            #expect(try channel.readOutbound(as: SessionOutput.self) == nil)
+            #expect(try channel.readOutbound(as: HTTPOutput.self) == nil)
         }
     }
 
     @Test func aSingleAnswersResultsReachItsWireAsValues() throws {
-        let (channel, writer, budget) = try rig(.values, .answer(id: "http-3"))
+        let (channel, writer, budget) = try rig(.http, .answer(id: "http-3"))
         #expect(!writer.takesSharedFrames)
         write(writer, prefix: ByteBuffer(), [#"{"data":{"a":1}}"#])
-        guard case .message(.next(let id, let payload, let mark))? = try channel.readOutbound(as: SessionOutput.self) else {
+        guard case .message(.next(let id, let payload, let mark))? = try channel.readOutbound(as: HTTPOutput.self) else {
             Issue.record("a value, not bytes")
             return
         }
