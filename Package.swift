@@ -422,7 +422,7 @@ let package = Package(
         .testTarget(
             name: "ResultDeliveryTests",
             dependencies: [
-                "ResultDelivery", "GQLMuxVocabulary", "LocalEndpoint", "LocalProtocol",
+                "ResultDelivery", "GQLMuxVocabulary", "LocalEndpoint", "LocalProtocol", "Multiplexing",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: strict
