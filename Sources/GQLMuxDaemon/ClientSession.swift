@@ -65,90 +65,40 @@ package final class ClientSession: ChannelInboundHandler, EndpointSession, @unch
 
     private var opened = false
 
-    /// What this client presents for upstreams with `identity = "client"`: a line client's
-    /// `connection_init` `payload.upstream`; an endpoint client's WebSocket `connection_init`
-    /// payload and its request headers. Set through ``present(_:)`` only.
-    package private(set) var presented = PresentedCredential()
-    /// Why the credential this client last presented is not kept (over `max_credential_bytes`,
-    /// or the memory budget): each subscribe that would need it is refused with this.
-    private(set) var presentedRefusal: String?
-    /// The identity lanes this client may use (held in the registry until it leaves).
-    private(set) var heldLanes: Set<LaneID> = []
-    /// What this client presented when it was given each lane of an `identity = "client"`
-    /// upstream it holds: a restart makes each subscription's lane again with it, so a
-    /// subscription keeps its identity when the client has presented another since.
-    private(set) var presentedForLane: [LaneID: PresentedCredential] = [:]
-    /// Bytes of those that are not ``presented`` (kept only for the lanes the client still
-    /// holds), counted in the memory budget beside it.
-    private var earlierBytes = 0
+    /// What it presents for upstreams with `identity = "client"`, and the identity lanes it
+    /// holds. Changed through ``present(_:)`` and the lane methods only.
+    private(set) var presentedCredentials = ClientCredentials()
+    package var presented: PresentedCredential { presentedCredentials.presented }
 
     /// Records that this client uses identity lane `lane`, given it while presenting
     /// `presented` (nil: a lane that credential does not pick); true the first time.
     func holdLane(_ lane: LaneID, presented: PresentedCredential?) -> Bool {
-        if let presented, presentedForLane[lane] == nil { presentedForLane[lane] = presented }
-        return heldLanes.insert(lane).inserted
+        presentedCredentials.hold(lane, presented: presented)
     }
 
-    /// Counts in the budget the credentials kept for held lanes that are not ``presented``.
-    /// They are kept whatever the budget says: operations open on their lanes depend on them.
-    private func countEarlierCredentials() {
-        var seen: [PresentedCredential] = []
-        var bytes = 0
-        for credential in presentedForLane.values where credential != presented && !seen.contains(credential) {
-            seen.append(credential)
-            bytes += credential.byteCount
-        }
-        _ = budget.credentialsChanged(by: bytes - earlierBytes, whatever: true)
-        earlierBytes = bytes
-    }
-
-    /// Replaces what this client presents. Kept only while some upstream has
-    /// `identity = "client"`, only up to `[limits] max_credential_bytes`, and counted in the
-    /// memory budget. The lanes of the credential it replaces are let go of where none of this
-    /// client's operations use them: a client holds one credential at a time.
+    /// Replaces what this client presents (``ClientCredentials/present(_:limit:budget:inUse:)``);
+    /// the lanes of the credential it replaces are let go of where none of its operations use them.
     package func present(_ credential: PresentedCredential) {
-        budget.credentialsChanged(by: -presented.byteCount)
-        presented = PresentedCredential()
-        presentedRefusal = nil
-        if let limit = host.credentialLimit, !credential.isEmpty {
-            let size = credential.byteCount
-            if size > limit {
-                presentedRefusal = "the credential presented (\(size) bytes) is over [limits] max_credential_bytes (\(limit))"
-            } else if !budget.credentialsChanged(by: size) {
-                presentedRefusal = "the daemon's memory budget (total_buffer_bytes) cannot hold the credential presented now; try again later"
-            } else {
-                presented = credential
-            }
-        }
-        releaseUnusedLanes()
-        countEarlierCredentials()
+        release(presentedCredentials.present(credential, limit: host.credentialLimit, budget: budget, inUse: { self.switchboard.lanes(of: self) }))
     }
 
     package func presentPayload(_ payload: [UInt8]?) {
-        guard presentedRefusal == nil else { return }
+        guard presentedCredentials.refusal == nil else { return }
         present(PresentedCredential(payload: payload, headers: presented.headers))
     }
 
     /// Lets go of every held lane none of this client's open operations uses.
     func releaseUnusedLanes() {
-        guard !heldLanes.isEmpty else { return }
-        let used = switchboard.lanes(of: self)
-        for lane in heldLanes where !used.contains(lane) {
-            heldLanes.remove(lane)
-            presentedForLane[lane] = nil
-            host.releaseLane(lane)
-        }
-        countEarlierCredentials()
+        release(presentedCredentials.releaseUnused(inUse: { self.switchboard.lanes(of: self) }, budget: budget))
     }
 
     /// Lets go of everything it holds upstream (it leaves, or is refused at adoption).
     func releaseAll() {
-        budget.credentialsChanged(by: -presented.byteCount)
-        presented = PresentedCredential()
-        for lane in heldLanes { host.releaseLane(lane) }
-        heldLanes = []
-        presentedForLane = [:]
-        countEarlierCredentials()
+        release(presentedCredentials.releaseAll(budget: budget))
+    }
+
+    private func release(_ lanes: [LaneID]) {
+        for lane in lanes { host.releaseLane(lane) }
     }
 
     /// How results reach this client (``ResultWriter/framing``): set by the endpoint's handlers
@@ -295,13 +245,13 @@ package final class ClientSession: ChannelInboundHandler, EndpointSession, @unch
         let byCredential = Dictionary(grouping: subscriptions.filter { $0.credential.map { $0 < earlier.count } == true }) { $0.credential! }
         guard !byCredential.isEmpty else { return }
         let latest = presented
-        let latestRefusal = presentedRefusal
+        let latestRefusal = presentedCredentials.refusal
         for (index, group) in byCredential.sorted(by: { $0.key < $1.key }) {
             present(PresentedCredential(payload: earlier[index].payload.map { Array($0.utf8) }, headers: earlier[index].headers))
             for subscription in group { again(subscription) }
         }
         present(latest)
-        if latest.isEmpty, let latestRefusal { presentedRefusal = latestRefusal }
+        if latest.isEmpty, let latestRefusal { presentedCredentials.keepRefusal(latestRefusal) }
     }
 
     /// The handover failed after this client was set aside for it: it is closed as in a stop.

@@ -210,7 +210,7 @@ extension Daemon {
         for open in switchboard.subscriptions(of: session) {
             let upstream = upstreams.upstreamName(of: open.lane)
             var credential: Int?
-            if let made = session.presentedForLane[open.lane], made != session.presented {
+            if let made = session.presentedCredentials.presentedForLane[open.lane], made != session.presented {
                 credential = laneCredentials.index(of: open.lane, made)
             }
             subscriptions.append(

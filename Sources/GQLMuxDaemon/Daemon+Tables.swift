@@ -80,7 +80,7 @@ extension Daemon {
                     row.field("process", session.process.map(Self.printable))
                     row.field("name", Self.printable(session.name))
                     let held = self.switchboard.view(of: session)
-                    let lanes = held.lanes.union(session.heldLanes).sorted { $0.value < $1.value }
+                    let lanes = held.lanes.union(session.presentedCredentials.heldLanes).sorted { $0.value < $1.value }
                     row.field(
                         "upstreams",
                         objects: lanes.map { lane in

@@ -48,7 +48,7 @@ extension Daemon {
         case .host:
             break
         case .client(let forward):
-            if let refusal = session.presentedRefusal { return .failure(LaneRefusal(code: .limitExceeded, message: refusal)) }
+            if let refusal = session.presentedCredentials.refusal { return .failure(LaneRefusal(code: .limitExceeded, message: refusal)) }
             picking = session.presented
             switch Self.credential(session.presented, forwarding: forward, keepingOut: configuration.graphqlEndpoint.token) {
             case .success(let own): credential = own
@@ -96,7 +96,7 @@ extension Daemon {
     private func identityCapRefusal(upstream name: String, credential: LaneCredential, for session: ClientSession) -> LaneRefusal? {
         let peer = session.arrival.listener == .endpointTCP ? nil : session.credentials?.uid
         let sameUser = sessions.values.filter { ($0.arrival.listener == .endpointTCP ? nil : $0.credentials?.uid) == peer }
-        let held = sameUser.reduce(into: Set<LaneID>()) { $0.formUnion($1.heldLanes) }
+        let held = sameUser.reduce(into: Set<LaneID>()) { $0.formUnion($1.presentedCredentials.heldLanes) }
         if let existing = upstreams.identityLane(upstream: name, credential: credential), held.contains(existing) { return nil }
         let cap = configuration.limits.maxIdentitiesPerUID
         guard held.count >= cap else { return nil }

@@ -126,7 +126,7 @@ import Upstream
         let small = PresentedCredential(payload: Array(#"{"token":"alice"}"#.utf8), headers: [HeaderField(name: "authorization", value: "Bearer a")])
         session.present(small)
         #expect(session.presented == small)
-        #expect(session.presentedRefusal == nil)
+        #expect(session.presentedCredentials.refusal == nil)
         #expect(switchboard.budget.credentials == small.byteCount)
         // 65 bytes against a limit of 64: nothing kept, nothing counted, and the reason kept.
         let large = PresentedCredential(payload: Array(("{\"t\":\"" + String(repeating: "x", count: 57) + "\"}").utf8))
@@ -134,11 +134,11 @@ import Upstream
         session.present(large)
         #expect(session.presented.isEmpty)
         #expect(switchboard.budget.credentials == 0)
-        #expect(session.presentedRefusal?.contains("max_credential_bytes (64)") == true)
+        #expect(session.presentedCredentials.refusal?.contains("max_credential_bytes (64)") == true)
         // No upstream uses identities: nothing is kept at all.
         host.credentialLimit = nil
         session.present(small)
-        #expect(session.presented.isEmpty && session.presentedRefusal == nil && switchboard.budget.credentials == 0)
+        #expect(session.presented.isEmpty && session.presentedCredentials.refusal == nil && switchboard.budget.credentials == 0)
         // Leaving gives back what it held.
         host.credentialLimit = 64
         session.present(small)
@@ -153,11 +153,11 @@ import Upstream
         session.present(PresentedCredential(payload: Array(#"{"token":"one"}"#.utf8)))
         let first = session.holdLane(LaneID(7), presented: session.presented)
         #expect(first)
-        #expect(session.presentedForLane[LaneID(7)]?.payload == Array(#"{"token":"one"}"#.utf8))
+        #expect(session.presentedCredentials.presentedForLane[LaneID(7)]?.payload == Array(#"{"token":"one"}"#.utf8))
         session.present(PresentedCredential(payload: Array(#"{"token":"two"}"#.utf8)))
         #expect(host.released == [LaneID(7)])
-        #expect(session.heldLanes.isEmpty)
-        #expect(session.presentedForLane.isEmpty, "the credential kept for the lane goes with it")
+        #expect(session.presentedCredentials.heldLanes.isEmpty)
+        #expect(session.presentedCredentials.presentedForLane.isEmpty, "the credential kept for the lane goes with it")
     }
 
     @Test func identicalSubscriptionsShareOneUpstreamOperationAndEachClientHearsItsOwnID() throws {
