@@ -191,8 +191,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // gqlmuxd's configuration: the TOML file read and checked, and a reload prepared (its
-        // file I/O done) before the daemon applies it. Kept out of GQLMuxDaemon so the one
-        // module built without exclusivity checks holds only the serving code.
+        // file I/O done) before the daemon applies it. Kept out of the serving modules.
         .target(
             name: "GQLMuxConfiguration",
             dependencies: [

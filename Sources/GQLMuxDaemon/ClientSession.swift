@@ -7,10 +7,10 @@ import LocalProtocol
 import Multiplexing
 import NIOCore
 import RequestValidation
+import ResultDelivery
 
 #if canImport(Glibc)
 import Glibc
-import ResultDelivery
 #endif
 
 /// One local client connection: its operations, its admin verbs, its lanes and credentials,
@@ -319,7 +319,6 @@ package final class ClientSession: ChannelInboundHandler, EndpointSession, @unch
     var restarts = 0
     /// Its process's name (`/proc/PID/comm` when it connected); nil without peer credentials.
     private(set) var process: String?
-    /// Results and bytes written to it, counted per batch (a subscriber's share of a run), never
 
     /// Everything written for it that it has not read: NIO's queue and its socket's (the
     /// `clients` verb's `queuedBytes`; kept as the peak if it is one). The kernel counts its

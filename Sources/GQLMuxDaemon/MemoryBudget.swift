@@ -2,10 +2,10 @@ import CMallocTuning
 import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
+import ResultDelivery
 
 #if canImport(Glibc)
 import Glibc
-import ResultDelivery
 #endif
 
 /// The memory budget: `[limits] total_buffer_bytes` bounds the bytes waiting to be written to
@@ -68,6 +68,7 @@ final class MemoryBudget: OutboundBudget {
 
     /// A session's unwritten byte count changed by `delta` (flush, drain, close).
     func outboundChanged(by delta: Int) {
+        guard delta != 0 else { return }  // nothing changed: nothing to enforce
         outbound = max(0, outbound + delta)
         guard outbound + retained() > limit else { return }
         // Latest results kept for replays give way first: they are a convenience.

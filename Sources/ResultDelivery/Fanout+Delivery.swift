@@ -2,7 +2,7 @@ import LocalEndpoint
 import Multiplexing
 import NIOCore
 
-/// The daemon's unsafe code, all of it, lives in this module (ResultDelivery), the one built
+/// The hot path's unsafe code, all of it, lives in this module (ResultDelivery), the one built
 /// without exclusivity checks in release. Why: the hot path reads each subscriber's writer and
 /// prefix without reference counting (retain/release pairs were 13 % of fan-out time with 100
 /// subscribers, 18 % with 500) and copies results with raw stores. What keeps it safe is stated
@@ -17,9 +17,10 @@ import NIOCore
 ///    own `withUnsafeReadableBytes`, and a small run's inside the one of ``Fanout/runScratch``,
 ///    where its payloads lie side by side. None is kept past the closure that made it: the
 ///    array of a run's body pointers is emptied before it is kept for the next run.
-/// 3. **Bounded writes.** ``ResultBytes/frame(_:_:header:prefix:tail:to:place:)`` writes exactly
-///    the bytes ``ResultBytes/fitting(_:from:fixed:room:)`` counted for the same results (header
-///    room included), and every caller reserves at least that many before it writes.
+/// 3. **Bounded writes.** ``ResultBytes/frame(_:_:header:prefix:tail:to:place:)`` writes at most
+///    the bytes ``ResultBytes/fitting(_:from:fixed:room:)`` counted for the same results (a
+///    header's full room counted, whatever its length), and every caller reserves at least that
+///    many before it writes.
 /// 4. **Handed bytes never change.** A frame handed to a subscriber (``SharedFrames``) is never
 ///    written again while anything else holds it: the next subscriber's prefix goes into a copy.
 extension Fanout {

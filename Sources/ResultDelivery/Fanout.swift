@@ -11,7 +11,7 @@ import NIOCore
 ///
 /// `@unchecked Sendable` — safe because it is used only on the daemon's event loop, by the
 /// switchboard (whose entry points assert the loop) and by its own flush, which it schedules on
-/// that loop; `tell`, `tellError`, the marked and held deliveries and the flush assert it too
+/// that loop; `tell`, the marked and held deliveries and the flush assert it too
 /// (`eventLoop.assertInEventLoop()`, checked in debug builds and tests). The hot path's
 /// `append` and `markDirty` are reached only through those.
 package final class Fanout: @unchecked Sendable {

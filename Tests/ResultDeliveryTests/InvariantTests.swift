@@ -82,11 +82,12 @@ import Testing
         #expect(out.split(separator: "\n").count == 3)
     }
 
-    /// 3: what `frame` writes is exactly what `fitting` counted, for every framing's header,
-    /// prefix and tail; the byte after the counted room is never touched.
+    /// 3: what `frame` writes is at most what `fitting` counted, for every framing's header
+    /// (each of its three lengths), prefix and tail; the byte after the counted room is never
+    /// touched.
     @Test(arguments: [NextFraming.line, .webSocket(.transportWS), .sse, .multipart])
-    func framingWritesExactlyWhatWasCounted(_ framing: NextFraming) {
-        let payloads = (0..<40).map { String(repeating: "p", count: $0 * 13 % 300) }
+    func framingWritesWithinWhatWasCounted(_ framing: NextFraming) {
+        let payloads = (0..<40).map { String(repeating: "p", count: $0 * 13 % 300) } + [String(repeating: "q", count: 70_000)]
         let scratch = ByteBuffer(string: payloads.joined())
         let prefix = framing.prefix(id: "abc")
         prefix.withUnsafeReadableBytes { head in
@@ -101,7 +102,7 @@ import Testing
                         let fixed = (framing.hasHeader ? NextFraming.maxHeaderBytes : 0) + head.count + tail.count
                         var next = 0
                         while next < bodies.count {
-                            let (end, bytes) = ResultBytes.fitting(bodies, from: next, fixed: fixed, room: 2_000)
+                            let (end, bytes) = ResultBytes.fitting(bodies, from: next, fixed: fixed, room: 2_000)  // the large one alone: at least one result
                             let out = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes + 1, alignment: 1)
                             defer { out.deallocate() }
                             out.storeBytes(of: 0xA5, toByteOffset: bytes, as: UInt8.self)

@@ -7,7 +7,7 @@ import Testing
 
 @testable import ResultDelivery
 
-/// One client's ``ResultWriter`` on an `EmbeddedChannel`, in each framing and both outputs: what
+/// One client's ``ResultWriter`` on an `EmbeddedChannel`, in each framing and each of its three outputs: what
 /// it hands its wire is exactly each result framed alone, in order, one write per flush, with
 /// the messages told in between after the results before them; a large payload is passed by
 /// reference, an HTTP stream's batch is one whole chunk, a single answer gets values, and a
