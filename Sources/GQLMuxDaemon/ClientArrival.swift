@@ -14,8 +14,9 @@ extension ClientSession {
         /// Whether its peer has credentials to read (a Unix socket's; a TCP peer has none).
         let hasPeerCredentials: Bool
         /// How long a client cut for falling behind has to read what was queued before the
-        /// error that cut it: a WebSocket client reads its close frame (1008, with the reason)
-        /// only after all of it, so it gets longer. Nothing new is queued meanwhile.
+        /// error that cut it: 1 s on the line socket, 10 s on the endpoint's listeners (a
+        /// WebSocket client reads its close frame, 1008 with the reason, only after all of it;
+        /// an HTTP stream its final error). Nothing new is queued meanwhile.
         let drainAfterCut: TimeAmount
         /// `GQLMUX_CLIENT_KIND` in its journal entries (none for the line socket's, as before
         /// the endpoint existed).

@@ -11,30 +11,18 @@ import Testing
 /// The invariants that make the hot path's unsafe code safe, as `Fanout+Delivery.swift` states
 /// them, one test each (the fourth is `SharedFramesTests.framesStillHeldForOneSubscriberAreCopiedBeforeTheNextPrefix`).
 @Suite struct InvariantTests {
-    /// Gives the writer its place in the pipeline without holding it.
-    final class Place: ChannelInboundHandler {
-        typealias InboundIn = Never
-        weak var writer: ResultWriter?
-        init(_ writer: ResultWriter) { self.writer = writer }
-        func handlerAdded(context: ChannelHandlerContext) { writer?.context = context }
-    }
-
-    final class Budget: OutboundBudget {
-        func outboundChanged(by delta: Int) {}
-    }
-
     /// 1: a delivery alone keeps its writer and its prefix alive: with every other reference to
     /// the writer gone and the encoded prefix's buffer overwritten, a result written through the
     /// delivery's plain values still reaches the client, under the prefix it was made with.
     @Test func aDeliveryOwnsWhatItsPlainValuesPointAt() throws {
         let channel = EmbeddedChannel()
-        let budget = Budget()
+        let budget = CountingBudget()
         let fanout = Fanout(eventLoop: channel.embeddedEventLoop, budget: budget, turn: OneAtATime())
         var delivery: Fanout.Delivery?
         weak var weakWriter: ResultWriter?
         do {
             let writer = ResultWriter(output: .lines, channel: channel, budget: budget, spare: BatchSpare())
-            try channel.pipeline.syncOperations.addHandler(Place(writer))
+            try channel.pipeline.syncOperations.addHandler(WriterPlace(writer))
             var prefix = NextFraming.line.prefix(id: "kept")
             delivery = Fanout.Delivery(writer: writer, prefix: prefix)
             prefix.setString("XXXXXXXXXXXXXXXXXXXXXXXX", at: prefix.readerIndex)
@@ -56,10 +44,10 @@ import Testing
     /// with are kept for the next run empty.
     @Test func aRunsPointersAreNotKeptPastIt() throws {
         let channel = EmbeddedChannel()
-        let budget = Budget()
+        let budget = CountingBudget()
         let fanout = Fanout(eventLoop: channel.embeddedEventLoop, budget: budget, turn: OneAtATime())
         let writer = ResultWriter(output: .lines, channel: channel, budget: budget, spare: BatchSpare())
-        try channel.pipeline.syncOperations.addHandler(Place(writer))
+        try channel.pipeline.syncOperations.addHandler(WriterPlace(writer))
         typealias Core = Fanout.Core
         var core = Core(maxOperationsPerClient: 10)
         let actions = core.subscribe(

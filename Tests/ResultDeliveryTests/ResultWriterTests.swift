@@ -13,27 +13,12 @@ import Testing
 /// reference, an HTTP stream's batch is one whole chunk, a single answer gets values, and a
 /// closed writer writes nothing.
 @Suite struct ResultWriterTests {
-    /// Gives the writer its place in the pipeline, as the session does.
-    final class Place: ChannelInboundHandler {
-        typealias InboundIn = Never
-        let writer: ResultWriter
-        init(_ writer: ResultWriter) { self.writer = writer }
-        func handlerAdded(context: ChannelHandlerContext) { writer.context = context }
-        func handlerRemoved(context: ChannelHandlerContext) { writer.context = nil }
-    }
-
-    /// Adds up what it is told.
-    final class Budget: OutboundBudget {
-        var outbound = 0
-        func outboundChanged(by delta: Int) { outbound += delta }
-    }
-
-    private func rig(_ output: ResultWriter.Output, _ framing: NextFraming = .line) throws -> (EmbeddedChannel, ResultWriter, Budget) {
+    private func rig(_ output: ResultWriter.Output, _ framing: NextFraming = .line) throws -> (EmbeddedChannel, ResultWriter, CountingBudget) {
         let channel = EmbeddedChannel()
-        let budget = Budget()
+        let budget = CountingBudget()
         let writer = ResultWriter(output: output, channel: channel, budget: budget, spare: BatchSpare())
         writer.framing = framing
-        try channel.pipeline.syncOperations.addHandler(Place(writer))
+        try channel.pipeline.syncOperations.addHandler(WriterPlace(writer))
         return (channel, writer, budget)
     }
 
