@@ -216,7 +216,7 @@ let package = Package(
             dependencies: [
                 "HTTPFields", "ResultDelivery",
                 "GQLMuxConfiguration", "GQLMuxVocabulary", "GraphQLTransportWS", "Upstream", "LocalProtocol", "RequestValidation", "Multiplexing",
-                "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover", "JSONEnvelope",
+                "CMallocTuning", "LocalEndpoint", "EndpointServer", "Handover", "JSONEnvelope", "SystemdSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -231,7 +231,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(
             name: "SystemdSupport",
-            dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -434,6 +434,7 @@ let package = Package(
             name: "SystemdTests",
             dependencies: [
                 "SystemdSupport", "GQLMuxDaemon", "TestUpstream", "GQLMuxTestSupport", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -455,7 +456,7 @@ let package = Package(
         .testTarget(
             name: "UpstreamTests",
             dependencies: [
-                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming",
+                "Upstream", "TestUpstream", "GQLMuxVocabulary", "GraphQLTransportWS", "GQLMuxTestSupport", "HTTPStreaming", "GQLMuxConfiguration",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -244,9 +244,7 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     }
 
     package static func appendFrame(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, to out: inout ByteBuffer) {
-        out.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes) { bytes in
-            NextFraming.writeWebSocketHeader(opcode: UInt8(webSocketOpcode: opcode), length: payload.readableBytes, to: bytes.baseAddress!)
-        }
+        NextFraming.writeWebSocketHeader(opcode: UInt8(webSocketOpcode: opcode), length: payload.readableBytes, to: &out)
         var payload = payload
         out.writeBuffer(&payload)
     }

@@ -8,6 +8,7 @@ import Multiplexing
 import NIOCore
 import RequestValidation
 import ResultDelivery
+import SystemdSupport
 
 #if canImport(Glibc)
 import Glibc

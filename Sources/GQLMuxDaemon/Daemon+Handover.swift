@@ -5,6 +5,7 @@ import LocalProtocol
 import Multiplexing
 import NIOCore
 import RequestValidation
+import SystemdSupport
 import Upstream
 
 #if canImport(Glibc)
@@ -253,18 +254,8 @@ extension Daemon {
         return found
     }
 
-    /// A socket's `SO_COOKIE`, read through NIO (on the channel's loop).
-    static func cookie(_ channel: any Channel) -> UInt64? {
-        guard let provider = channel as? any SocketOptionProvider else { return nil }
-        let future: EventLoopFuture<UInt64> = provider.unsafeGetSocketOption(
-            level: NIOBSDSocket.OptionLevel.socket,
-            name: NIOBSDSocket.Option(rawValue: 57)  // SO_COOKIE
-        )
-        // On the channel's loop NIO reads the option at once: the future is complete here.
-        let cookie = NIOLoopBoundBox(UInt64?.none, eventLoop: channel.eventLoop)
-        future.whenSuccess { cookie.value = $0 }
-        return cookie.value
-    }
+    /// A socket's cookie (``SocketOptionNow/cookie(of:)``), on the channel's loop.
+    static func cookie(_ channel: any Channel) -> UInt64? { SocketOptionNow.cookie(of: channel) }
 }
 
 /// The handover record's credentials for lanes their clients no longer present for, one per

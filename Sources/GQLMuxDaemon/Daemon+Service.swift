@@ -74,7 +74,7 @@ struct MetricsEndpoint: Service {
 
     /// The endpoint of `daemon`'s `[metrics] listen`, nil when it has none.
     init?(daemon: Daemon) {
-        guard let listen = daemon.metricsListen else { return nil }
+        guard let listen = daemon.metricsBinding.listen else { return nil }
         self.daemon = daemon
         self.listen = listen
     }
@@ -85,14 +85,21 @@ struct MetricsEndpoint: Service {
             channel = try await MetricsHTTPServer.bind(listen, on: daemon.eventLoop) { [daemon] in daemon.metricsText() }
         } catch {
             let failure = DaemonError("[metrics] listen: cannot listen on \(listen): \(error)")
-            daemon.metricsBinding.continuation.finish(throwing: failure)
+            daemon.metricsBinding.bound.continuation.finish(throwing: failure)
             throw failure
         }
         var address = listen
         address.port = channel.localAddress?.port ?? listen.port
-        daemon.metricsBinding.continuation.yield(address.description)
-        daemon.metricsBinding.continuation.finish()
+        daemon.metricsBinding.bound.continuation.yield(address.description)
+        daemon.metricsBinding.bound.continuation.finish()
         try? await gracefulShutdown()
         try? await channel.close()
     }
+}
+
+/// `[metrics] listen` (a start-only key), served by the sibling ``MetricsEndpoint``, and where
+/// it listens once bound, or why it could not bind: `start` waits for it.
+struct MetricsBinding: Sendable {
+    let listen: MetricsListenAddress?
+    let bound = AsyncThrowingStream<String, any Error>.makeStream()
 }

@@ -4,6 +4,7 @@ import Multiplexing
 import NIOCore
 import RequestValidation
 import ResultDelivery
+import SystemdSupport
 import Upstream
 
 /// The operator's view: `clients` and `operations`, one row per client connection and per

@@ -5,6 +5,7 @@ import LocalEndpoint
 import LocalProtocol
 import NIOCore
 import RequestValidation
+import SystemdSupport
 import Upstream
 
 /// Why a client may not use an upstream: an error for that operation only.

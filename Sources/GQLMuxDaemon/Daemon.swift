@@ -6,6 +6,7 @@ import Handover
 import LocalProtocol
 import NIOCore
 import NIOPosix
+import SystemdSupport
 import Upstream
 
 #if canImport(Glibc)
@@ -32,7 +33,8 @@ package final class Daemon: @unchecked Sendable {
     let upstreams: UpstreamRegistry
     /// How the carriers reach the switchboard; disconnected once the upstreams are shut down.
     private let carrierSink: CarrierSink
-    var sessions: [ObjectIdentifier: ClientSession] = [:]
+    /// The clients connected now, each by its session (``LiveSessions``), which the budget measures too.
+    let sessions: LiveSessions
     /// Connection numbers, cuts per app and each upstream lane's health (`clients`, `status`).
     let view = OperatorView()
     /// The listeners systemd passed (socket activation), adopted instead of binding.
@@ -43,11 +45,8 @@ package final class Daemon: @unchecked Sendable {
     let hooks: DaemonHooks
     /// The exit status gqlmuxd.service restarts on (`RestartForceExitStatus=`).
     package static let restartExitCode: Int32 = 75
-    /// `[metrics] listen` (a start-only key): served by the sibling ``MetricsEndpoint``.
-    let metricsListen: MetricsListenAddress?
-    /// Where the metrics endpoint listens, once bound, or why it could not bind: `start` waits
-    /// for it.
-    let metricsBinding = AsyncThrowingStream<String, any Error>.makeStream()
+    /// `[metrics] listen` and where the sibling ``MetricsEndpoint`` listens once bound.
+    let metricsBinding: MetricsBinding
     /// What it listens on, and each listener's limits and journal limits (``Listening``).
     var listening: Listening
     /// Where it is in its run: stopping, restarting, reloading (``RunState``).
@@ -72,7 +71,7 @@ package final class Daemon: @unchecked Sendable {
         self.configuration = configuration
         self.configPath = configPath
         self.listeners = listeners
-        self.metricsListen = configuration.metricsListen
+        self.metricsBinding = MetricsBinding(listen: configuration.metricsListen)
         self.listening = Listening(descriptorPlan: DescriptorPlan(openFiles: Self.openFileLimit(), configuration: configuration))
         self.eventLoop = eventLoop
         self.events = events
@@ -84,7 +83,9 @@ package final class Daemon: @unchecked Sendable {
         self.carrierSink = sink
         self.upstreams = UpstreamRegistry(definitions, eventLoop: eventLoop, readEnded: { sink.readEnded() }) { id, update in sink.deliver(id, update) }
         upstreams.maxIdentities = configuration.limits.maxIdentities
-        let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: eventLoop, events: events)
+        let sessions = LiveSessions()
+        self.sessions = sessions
+        let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, sessions: sessions, eventLoop: eventLoop, events: events)
         let registry = upstreams
         let lanes = Dictionary(
             uniqueKeysWithValues: definitions.compactMap { definition in
@@ -103,7 +104,6 @@ package final class Daemon: @unchecked Sendable {
         sink.switchboard = switchboard
         upstreams.observe { [weak self] lane, connection, event in self?.transportEvent(event, lane: lane, connection: connection) }
         upstreams.laneClosed = { [unowned self] lane in self.identityClosed(lane) }
-        budget.sessions = { [unowned self] in Array(self.sessions.values) }
         budget.retained = { [unowned switchboard] in switchboard.retainedBytes }
         budget.forgetRetained = { [unowned switchboard] in switchboard.forgetLastResults() }
     }
@@ -132,8 +132,8 @@ package final class Daemon: @unchecked Sendable {
         let listeningFD = listeners.line ?? inheritance.line
         let endpointFD = listeners.graphql ?? inheritance.graphql
         var bound: String?
-        if metricsListen != nil {
-            for try await address in metricsBinding.stream {
+        if metricsBinding.listen != nil {
+            for try await address in metricsBinding.bound.stream {
                 bound = address
                 break
             }
@@ -229,28 +229,10 @@ package final class Daemon: @unchecked Sendable {
         return channel
     }
 
-    /// A Unix stream socket bound to `path` (a stale file replaced) and listening. Bound here,
-    /// not by NIO, whose own listeners remove their file when closed: a listener handed to the
-    /// next process must keep its path, and the daemon removes the file itself on a stop.
+    /// A Unix stream socket bound to `path` (a stale file replaced) and listening
+    /// (``UnixSocketFile``: bound so that it keeps its path when handed to the next process).
     static func listeningUnixSocket(_ path: String) throws -> CInt {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw DaemonError("socket path too long: \(path)") }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw DaemonError("socket: \(String(cString: strerror(errno)))") }
-        var status: stat = stat()
-        if lstat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFSOCK { unlink(path) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, listen(fd, 1024) == 0 else {
-            let failure = DaemonError("cannot listen on \(path): \(String(cString: strerror(errno)))")
-            close(fd)
-            throw failure
-        }
-        return fd
+        do throws(UnixSocketFile.Failure) { return try UnixSocketFile.listen(at: path) } catch { throw DaemonError(error.description) }
     }
 
     /// Refuses to steal the socket of a live daemon; creates the directory if missing.
@@ -260,19 +242,7 @@ package final class Daemon: @unchecked Sendable {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         }
         guard FileManager.default.fileExists(atPath: path) else { return }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(path.utf8.prefix(raw.count - 1))
-            raw.copyBytes(from: bytes)
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if connected == 0 { throw DaemonError("another process is already serving \(path)") }
+        if UnixSocketFile.isServed(path) { throw DaemonError("another process is already serving \(path)") }
     }
 
     /// Graceful stop: `SHUTTING_DOWN` to clients, `complete` upstream, close 1000, remove the socket.

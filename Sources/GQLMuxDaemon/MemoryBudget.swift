@@ -34,14 +34,15 @@ final class MemoryBudget: OutboundBudget {
     private var inboundLog = LogLimiter<Int>()
     private var trimScheduled = false
 
-    /// The sessions to measure and cut; set by the daemon, which owns them.
-    var sessions: () -> [ClientSession] = { [] }
+    /// The sessions to measure and cut: the daemon's table of them.
+    private let sessions: LiveSessions
     /// Bytes of latest results kept for replays, and dropping them all: the switchboard's.
     var retained: () -> Int = { 0 }
     var forgetRetained: () -> Void = {}
 
-    init(limit: Int, eventLoop: any EventLoop, events: DaemonEvents) {
+    init(limit: Int, sessions: LiveSessions, eventLoop: any EventLoop, events: DaemonEvents) {
         self.limit = limit
+        self.sessions = sessions
         self.eventLoop = eventLoop
         self.events = events
     }
@@ -79,7 +80,7 @@ final class MemoryBudget: OutboundBudget {
 
     private func enforce() {
         // The running total is an estimate (a drain is seen at the next flush); measure exactly.
-        let live = sessions()
+        let live = Array(sessions.values)
         for session in live { session.writer.refreshBuffered() }
         outbound = live.reduce(0) { $0 + $1.writer.buffered }
         var ordered = live.filter { $0.writer.buffered > 0 }.sorted { $0.writer.buffered > $1.writer.buffered }

@@ -3,6 +3,7 @@ import GQLMuxVocabulary
 import LocalProtocol
 import NIOCore
 import RequestValidation
+import SystemdSupport
 
 /// The control plane as a session sees it: its admin verbs, the answers to `status` and
 /// `metrics`, the document limits in force, and being counted in and out. Sessions are given

@@ -79,7 +79,7 @@ package enum NextFraming: Sendable, Equatable {
         }
     }
 
-    /// The longest header ``writeHeader(length:to:)`` writes.
+    /// The longest header a result's message starts with: a WebSocket frame's (2, 4 or 10 bytes).
     @inlinable
     package static var maxHeaderBytes: Int { 10 }
 
@@ -117,37 +117,27 @@ package enum NextFraming: Sendable, Equatable {
         batch.writeInteger(UInt16(0x0D0A))
     }
 
-    /// Whether ``writeHeader(length:to:)`` writes anything (a WebSocket frame header).
+    /// Whether each result's message starts with a header: a WebSocket frame's, which the
+    /// hot path writes in place (``ResultDelivery``'s `FrameHeader`), as
+    /// ``writeWebSocketHeader(opcode:length:to:)`` writes it here.
     @inlinable
     package var hasHeader: Bool {
         if case .webSocket = self { true } else { false }
     }
 
-    /// Writes the header of a message of `length` bytes (prefix, payload and suffix) at `out`,
-    /// which has room for ``maxHeaderBytes``: an unmasked WebSocket text frame's (RFC 6455
-    /// 5.2), or nothing for the line protocol. Returns the bytes written.
-    @inlinable
-    package func writeHeader(length: Int, to out: UnsafeMutableRawPointer) -> Int {
-        hasHeader ? Self.writeWebSocketHeader(length: length, to: out) : 0
-    }
-
-    /// An unmasked, final WebSocket frame's header (RFC 6455 5.2) for a message of `length`
-    /// bytes, at `out`: a text frame's unless `opcode` says otherwise. Every frame the endpoint
-    /// sends starts with one written here.
-    @inlinable @inline(__always)
-    package static func writeWebSocketHeader(opcode: UInt8 = 0x1, length: Int, to out: UnsafeMutableRawPointer) -> Int {
-        out.storeBytes(of: 0x80 | opcode, as: UInt8.self)  // FIN, opcode
+    /// Appends an unmasked, final WebSocket frame's header (RFC 6455 5.2) for a message of
+    /// `length` bytes to `out`: a text frame's unless `opcode` says otherwise. Every frame the
+    /// endpoint sends but the hot path's results starts with one written here.
+    package static func writeWebSocketHeader(opcode: UInt8 = 0x1, length: Int, to out: inout ByteBuffer) {
+        out.writeInteger(0x80 | opcode)  // FIN, opcode
         if length < 126 {
-            out.storeBytes(of: UInt8(length), toByteOffset: 1, as: UInt8.self)
-            return 2
+            out.writeInteger(UInt8(length))
+        } else if length <= Int(UInt16.max) {
+            out.writeInteger(UInt8(126))
+            out.writeInteger(UInt16(length))  // big-endian
+        } else {
+            out.writeInteger(UInt8(127))
+            out.writeInteger(UInt64(length))
         }
-        if length <= Int(UInt16.max) {
-            out.storeBytes(of: 126, toByteOffset: 1, as: UInt8.self)
-            out.storeBytes(of: UInt16(length).bigEndian, toByteOffset: 2, as: UInt16.self)
-            return 4
-        }
-        out.storeBytes(of: 127, toByteOffset: 1, as: UInt8.self)
-        out.storeBytes(of: UInt64(length).bigEndian, toByteOffset: 2, as: UInt64.self)
-        return 10
     }
 }

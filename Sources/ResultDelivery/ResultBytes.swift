@@ -34,7 +34,7 @@ package enum ResultBytes {
         var at = out
         for index in range {
             let body = bodies[index]
-            if header { at += NextFraming.writeWebSocketHeader(length: prefix.count + body.count + tail.count, to: at) }
+            if header { at += FrameHeader.write(length: prefix.count + body.count + tail.count, to: at) }
             place(at - out)
             short(prefix, to: at)
             at += prefix.count

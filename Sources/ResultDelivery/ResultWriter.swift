@@ -137,7 +137,7 @@ package final class ResultWriter {
             let header = framedHeader
             let length = prefix.count + body.count + framedSuffix.utf8CodeUnitCount
             batch.writeWithUnsafeMutableBytes(minimumWritableBytes: NextFraming.maxHeaderBytes + prefix.count) { out in
-                let written = header ? NextFraming.writeWebSocketHeader(length: length, to: out.baseAddress!) : 0
+                let written = header ? FrameHeader.write(length: length, to: out.baseAddress!) : 0
                 if let source = prefix.baseAddress { (out.baseAddress! + written).copyMemory(from: source, byteCount: prefix.count) }
                 return written + prefix.count
             }

@@ -5,6 +5,7 @@ import LocalProtocol
 import NIOCore
 import NIOEmbedded
 import RequestValidation
+import SystemdSupport
 import Testing
 import Upstream
 
@@ -69,7 +70,7 @@ import Upstream
     private func switchboard(_ loop: EmbeddedEventLoop, _ upstream: Upstream) throws -> Switchboard {
         let configuration = DaemonConfiguration(upstream: UpstreamConfiguration(url: try UpstreamURL("ws://127.0.0.1:1/graphql")))
         let events = DaemonEvents { _, _, _ in }
-        let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, eventLoop: loop, events: events)
+        let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, sessions: LiveSessions(), eventLoop: loop, events: events)
         return Switchboard(eventLoop: loop, events: events, metrics: DaemonMetrics(), configuration: configuration, upstream: upstream, budget: budget)
     }
 

@@ -1,5 +1,3 @@
-import GQLMuxVocabulary
-import HTTPFields
 import NIOCore
 
 #if canImport(Glibc)
@@ -24,7 +22,7 @@ package struct PeerCredentials: Sendable, Equatable {
 
     /// The name of process `pid` as the kernel keeps it (`/proc/PID/comm`, at most 15
     /// characters); nil when it cannot be read (the process is gone, or /proc is not mounted).
-    static func processName(pid: Int32) -> String? {
+    package static func processName(pid: Int32) -> String? {
         guard pid > 0 else { return nil }
         let fd = Glibc.open("/proc/\(pid)/comm", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
@@ -32,7 +30,10 @@ package struct PeerCredentials: Sendable, Equatable {
         var bytes = [UInt8](repeating: 0, count: 64)
         let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard count > 0 else { return nil }
-        let name = String(decoding: bytes[..<count], as: UTF8.self).trimming(" \t\r\n")
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        let text = bytes[..<count]
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) }) else { return nil }
+        let name = String(decoding: text[first...last], as: UTF8.self)
         return name.isEmpty ? nil : String(name.prefix(64))
     }
 
@@ -44,8 +45,8 @@ package struct PeerCredentials: Sendable, Equatable {
     }
 
     /// Reads the credentials of `channel`'s peer; nil when the channel is not a Unix socket.
-    /// Must be called on the channel's loop, where the option future is already complete.
-    static func of(_ channel: any Channel) -> PeerCredentials? {
+    /// On the channel's loop (``SocketOptionNow``).
+    package static func of(_ channel: any Channel) -> PeerCredentials? {
         guard let peer = SocketOptionNow.read(channel, level: SOL_SOCKET, name: SO_PEERCRED, as: UCred.self) else { return nil }
         var credentials = PeerCredentials(pid: peer.pid, uid: peer.uid, gid: peer.gid)
         if let groups = SocketOptionNow.read(channel, level: SOL_SOCKET, name: PeerGroups.option, as: PeerGroups.self) {

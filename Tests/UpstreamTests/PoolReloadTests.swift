@@ -1,11 +1,11 @@
+import GQLMuxConfiguration
 import GQLMuxVocabulary
 import GraphQLTransportWS
 import NIOCore
 import NIOPosix
 import Testing
-import Upstream
 
-@testable import GQLMuxDaemon
+@testable import Upstream
 
 /// A reload replaces each pool connection's configuration whole: the first connection and an
 /// extra one run the same settings afterwards (timing keys included), and only the extra one is

@@ -9,7 +9,7 @@ import Glibc
 /// and its send queue for TCP (not yet taken by the peer's window), with the kernel's
 /// bookkeeping. With what NIO holds, that is everything a client that stopped reading has
 /// not taken.
-enum KernelQueue {
+package enum KernelQueue {
     /// SO_MEMINFO, which Glibc's Swift overlay does not name.
     static let option: Int32 = 55
 
@@ -27,8 +27,8 @@ enum KernelQueue {
     }
 
     /// The bytes `channel`'s socket holds for its peer, unread; 0 when it cannot say. On the
-    /// channel's loop, where the option future is already complete.
-    static func bytes(of channel: any Channel) -> Int {
+    /// channel's loop (``SocketOptionNow``).
+    package static func bytes(of channel: any Channel) -> Int {
         guard let info = SocketOptionNow.read(channel, level: SOL_SOCKET, name: option, as: MemInfo.self) else { return 0 }
         return Int(max(info.wmemAlloc, info.wmemQueued))
     }
