@@ -1,3 +1,5 @@
+import CSystemd
+
 #if canImport(Glibc)
 import Glibc
 #endif
