@@ -19,7 +19,7 @@ let strict: [SwiftSetting] =
     + (fuzzInstrumented ? [.unsafeFlags(["-Onone", "-enforce-exclusivity=checked", "-sanitize=fuzzer,address"])] : [])
 
 /// The hot path's module, ResultDelivery, only (the fan-out, the result writers, shared frames,
-/// result bytes: the one home of the daemon's raw pointers). In release builds Swift's dynamic
+/// result bytes: the one home of the hot path's raw pointers; the socket syscalls are SystemdSupport's). In release builds Swift's dynamic
 /// exclusivity checks (a begin/end access pair, through thread-local storage, on every class
 /// property touched per delivery, in the writer's `writeNext` and the fan-out's deliveries)
 /// cost gqlmuxd 11-36 % of its fan-out rate (best against best, median against median);

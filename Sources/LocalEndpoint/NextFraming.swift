@@ -118,7 +118,7 @@ package enum NextFraming: Sendable, Equatable {
     }
 
     /// Whether each result's message starts with a header: a WebSocket frame's, which the
-    /// hot path writes in place (``ResultDelivery``'s `FrameHeader`), as
+    /// hot path writes in place (`FrameHeader`, in the ResultDelivery module), as
     /// ``writeWebSocketHeader(opcode:length:to:)`` writes it here.
     @inlinable
     package var hasHeader: Bool {

@@ -120,16 +120,8 @@ package enum FileDescriptorStore {
     // MARK: - Finding sockets again
 
     /// A socket's cookie (`SO_COOKIE`): the kernel's name for it, the same in every process
-    /// that holds it. nil for a descriptor that is not a socket.
-    package static func cookie(of fd: CInt) -> UInt64? {
-        var cookie: UInt64 = 0
-        var length = socklen_t(MemoryLayout<UInt64>.size)
-        guard getsockopt(fd, SOL_SOCKET, soCookie, &cookie, &length) == 0 else { return nil }
-        return cookie
-    }
-
-    /// `SO_COOKIE` (asm-generic/socket.h), which Glibc's module does not export.
-    package static let soCookie: CInt = 57
+    /// that holds it. nil for a descriptor that is not a socket (``SocketOptionNow/cookie(ofDescriptor:)``).
+    package static func cookie(of fd: CInt) -> UInt64? { SocketOptionNow.cookie(ofDescriptor: fd) }
 
     /// This process's open socket descriptors, by cookie.
     package static func socketsByCookie() -> [UInt64: CInt] {

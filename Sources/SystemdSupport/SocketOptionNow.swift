@@ -11,7 +11,7 @@ import Glibc
 /// credentials) rather than answering "not a socket" and so losing a peer's identity or a
 /// restart's record without a word.
 package enum SocketOptionNow {
-    /// SO_COOKIE (Linux 4.12), which Glibc's Swift overlay does not name: the socket's number,
+    /// SO_COOKIE (Linux 4.12, asm-generic/socket.h), which Glibc's Swift overlay does not name: the socket's number,
     /// unique while the system runs, by which a restart knows a descriptor it was handed.
     package static let cookieOption: Int32 = 57
 

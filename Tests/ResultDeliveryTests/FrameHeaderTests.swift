@@ -18,4 +18,21 @@ import Testing
         #expect(room[written...].allSatisfy { $0 == 0xEE }, "nothing written past the header")
         #expect(written <= NextFraming.maxHeaderBytes)
     }
+
+    /// RFC 6455 5.2's bytes, written out: FIN and text, then 7, 7+16 or 7+64 bits of length,
+    /// big-endian.
+    @Test func headersAreTheRFCsBytes() {
+        let expected: [(Int, [UInt8])] = [
+            (5, [0x81, 0x05]),
+            (125, [0x81, 0x7D]),
+            (126, [0x81, 0x7E, 0x00, 0x7E]),
+            (65_535, [0x81, 0x7E, 0xFF, 0xFF]),
+            (65_536, [0x81, 0x7F, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00]),
+        ]
+        for (length, bytes) in expected {
+            var room = [UInt8](repeating: 0, count: NextFraming.maxHeaderBytes)
+            let written = room.withUnsafeMutableBytes { FrameHeader.write(length: length, to: $0.baseAddress!) }
+            #expect(Array(room.prefix(written)) == bytes, "length \(length)")
+        }
+    }
 }
