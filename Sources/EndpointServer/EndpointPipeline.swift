@@ -186,13 +186,15 @@ package enum EndpointPipeline {
                 maxAccumulatedFrameSize: host.maxMessageBytes
             )
         )
+        let session = host.endpointSession(channel, origin: origin, wire: .webSocket)
         let handler = EndpointWebSocketHandler(
             wire: wire,
             writer: writer,
             token: token,
             acknowledged: acknowledged,
             upstream: upstream,
-            documentLimits: { host.documentLimits }
+            documentLimits: { host.documentLimits },
+            onInit: { [unowned session] payload in session.presentPayload(payload.map { Array($0.readableBytesView) }) }
         ) {
             host.endpointRefused(
                 .unauthorized,
@@ -202,8 +204,6 @@ package enum EndpointPipeline {
             )
         }
         try sync.addHandler(handler)
-        let session = host.endpointSession(channel, origin: origin, wire: .webSocket)
-        handler.onInit = { [unowned session] payload in session.presentPayload(payload.map { Array($0.readableBytesView) }) }
         session.framing = .webSocket(wire)  // results framed once, by the fan-out
         session.inbound = reservation
         session.wire = handler

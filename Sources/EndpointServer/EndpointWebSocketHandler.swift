@@ -47,12 +47,13 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
     /// The upstream this connection's path names (nil: `default`).
     let upstream: String?
     /// Told the client's `connection_init` payload once it is acknowledged.
-    var onInit: (ByteBuffer?) -> Void = { _ in }
+    private let onInit: (ByteBuffer?) -> Void
 
     /// - Parameter token: the token the client must present in `connection_init` (a TCP client
     ///   whose upgrade carried no valid `Authorization`); nil when it need not.
     /// - Parameter acknowledged: the client was acknowledged before a restart: no
     ///   `connection_init` wait, and legacy keep-alives from the start.
+    /// - Parameter onInit: told the client's `connection_init` payload once it is acknowledged.
     package init(
         wire: WireProtocol,
         writer: EncodedFrameWriter,
@@ -60,11 +61,13 @@ package final class EndpointWebSocketHandler: ChannelDuplexHandler {
         acknowledged: Bool = false,
         upstream: String? = nil,
         documentLimits: @escaping () -> SubscribeRequest.Limits = { SubscribeRequest.Limits() },
+        onInit: @escaping (ByteBuffer?) -> Void = { _ in },
         onDeniedToken: @escaping () -> Void = {}
     ) {
         session = WebSocketServerSession(wire: wire, token: token, acknowledged: acknowledged)
         self.writer = writer
         self.documentLimits = documentLimits
+        self.onInit = onInit
         self.onDeniedToken = onDeniedToken
         self.upstream = upstream
     }
