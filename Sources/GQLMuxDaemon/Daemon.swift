@@ -81,8 +81,12 @@ package final class Daemon: @unchecked Sendable {
         // The carriers tell the switchboard, which is made after them (it sends through them).
         let sink = CarrierSink(eventLoop: eventLoop)
         self.carrierSink = sink
-        self.upstreams = UpstreamRegistry(definitions, eventLoop: eventLoop, readEnded: { sink.readEnded() }) { id, update in sink.deliver(id, update) }
-        upstreams.maxIdentities = configuration.limits.maxIdentities
+        self.upstreams = UpstreamRegistry(
+            definitions,
+            maxIdentities: configuration.limits.maxIdentities,
+            eventLoop: eventLoop,
+            readEnded: { sink.readEnded() }
+        ) { id, update in sink.deliver(id, update) }
         let sessions = LiveSessions()
         self.sessions = sessions
         let budget = MemoryBudget(limit: configuration.limits.totalBufferBytes, sessions: sessions, eventLoop: eventLoop, events: events)

@@ -95,8 +95,9 @@ package final class UpstreamRegistry {
     /// Upstreams an admin paused: their lanes, new ones too, stay paused until resumed.
     private var paused: Set<String> = []
     private let identityKey: [UInt8] = (0..<32).map { _ in UInt8.random(in: 0...255) }
-    /// `[limits] max_identities`: identity lanes at once, over every upstream.
-    package var maxIdentities = 256
+    /// `[limits] max_identities`: identity lanes at once, over every upstream (a reload may
+    /// change it).
+    package var maxIdentities: Int
     /// An identity lane closed (its last client left): the multiplexer forgets its places.
     package var laneClosed: (LaneID) -> Void = { _ in }
     /// Each upstream's start tokens for new identity lanes, and the lanes waiting for one, in
@@ -110,8 +111,16 @@ package final class UpstreamRegistry {
 
     /// The upstreams of the table, `[upstream]` first: a lane for each that serves every client
     /// alike. Their carriers tell every operation's updates to `updates`.
-    package init(_ definitions: [Definition], eventLoop: any EventLoop, readEnded: @escaping ReadEndSink, updates: @escaping OperationSink) {
+    /// - Parameter maxIdentities: identity lanes at once, over every upstream.
+    package init(
+        _ definitions: [Definition],
+        maxIdentities: Int = 256,
+        eventLoop: any EventLoop,
+        readEnded: @escaping ReadEndSink,
+        updates: @escaping OperationSink
+    ) {
         precondition(definitions.first?.name == Self.defaultName, "the table starts with the default upstream")
+        self.maxIdentities = maxIdentities
         self.eventLoop = eventLoop
         self.definitions = definitions
         self.updates = updates
